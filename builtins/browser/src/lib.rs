@@ -1,0 +1,12 @@
+//! The `browser` built-in plugin: a browser the agent drives: navigate, click, type, extract, screenshot.
+
+use noeta_core::{LinkedPlugin, RefTable};
+
+/// The plugin: its embedded manifest and its resolver.
+pub fn plugin() -> LinkedPlugin {
+    LinkedPlugin::new(
+        env!("CARGO_PKG_NAME"),
+        include_str!("../noeta-plugin.toml"),
+        RefTable::new(),
+    )
+}

@@ -1,0 +1,426 @@
+//! Contribution value types: what a resolved ref may be on each standard surface besides a tool.
+//!
+//! Each hook takes one input struct so fields can be added without breaking
+//! plugins. The runtime gives these values their call sites; this module only
+//! fixes their shape.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::{Tool, ToolOutput};
+
+/// A versioned reference to a component, pinned in an agent's identity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ComponentRef {
+    /// The component's name.
+    pub name: String,
+    /// Its version label.
+    pub version: String,
+}
+
+impl ComponentRef {
+    /// A reference to `name` at `version`.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+        }
+    }
+}
+
+impl fmt::Display for ComponentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.name, self.version)
+    }
+}
+
+/// A child agent an activating agent may spawn (the `agent` surface).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDefinition {
+    /// The name the roster and the `Task` tool use.
+    pub name: String,
+    /// When to use this agent, shown to the delegating model.
+    pub description: String,
+    /// The agent's system instructions.
+    pub instructions: String,
+    /// Model-visible tool names the agent may use; `None` allows every tool its plugins offer.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Plugins (or named extensions) the agent activates.
+    #[serde(default)]
+    pub plugins: Vec<String>,
+    /// Agents this agent may spawn in turn.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// A preferred model, if any.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// A resident content kind for the semi-stable segment (the `content_kind` surface).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentKindSpec {
+    /// The kind's unique name.
+    pub kind: String,
+    /// Layout band; lower renders first.
+    pub band: i64,
+    /// A heading rendered above the kind's residents.
+    pub title: String,
+}
+
+/// Where a guard is asked.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Checkpoint {
+    /// Before a tool call runs.
+    ToolCall {
+        /// The model-visible tool name.
+        tool: String,
+        /// The call's input.
+        input: Value,
+    },
+    /// Before a child task is created, whether a tool or a hook starts it.
+    Spawn {
+        /// The child agent's name.
+        agent: String,
+        /// The child's depth below the root task.
+        depth: u32,
+    },
+    /// Before the turn ends.
+    Finish,
+}
+
+/// The input of one guard check.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GuardInput {
+    /// The task asking.
+    pub task_id: String,
+    /// The agent running the task.
+    pub agent: String,
+    /// What is about to happen.
+    pub checkpoint: Checkpoint,
+}
+
+impl GuardInput {
+    /// A check for `checkpoint` in `task_id`, run by `agent`.
+    pub fn new(
+        task_id: impl Into<String>,
+        agent: impl Into<String>,
+        checkpoint: Checkpoint,
+    ) -> Self {
+        Self {
+            task_id: task_id.into(),
+            agent: agent.into(),
+            checkpoint,
+        }
+    }
+}
+
+/// A guard's answer.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Let it happen; `approve` satisfies other guards' non-firm asks.
+    Allow {
+        /// Whether this allow vouches for the call.
+        approve: bool,
+    },
+    /// Refuse, with the reason the model sees.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Ask a person first.
+    Ask {
+        /// What to ask.
+        reason: String,
+        /// A firm ask is not satisfied by another guard's approval.
+        firm: bool,
+    },
+    /// Replace the call's input; the rewritten call is checked again.
+    Rewrite {
+        /// The new input.
+        input: Value,
+        /// Why it was rewritten.
+        reason: String,
+    },
+}
+
+/// A synchronous pre-act check (the `guard` surface, process-wide).
+pub trait Guard: Send + Sync {
+    /// Answers a checkpoint; `None` means no opinion.
+    fn check(&self, input: &GuardInput) -> Option<Verdict>;
+}
+
+/// One committed event, as observers see it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ObservedEvent {
+    /// The task's id.
+    pub task_id: String,
+    /// The event's sequence number in the task's log.
+    pub seq: u64,
+    /// The extension that recorded it (`core` for the kernel).
+    pub extension: String,
+    /// The record kind.
+    pub kind: String,
+    /// The record's payload.
+    pub data: Value,
+}
+
+impl ObservedEvent {
+    /// An event of `extension`/`kind` at `seq` in `task_id`.
+    pub fn new(
+        task_id: impl Into<String>,
+        seq: u64,
+        extension: impl Into<String>,
+        kind: impl Into<String>,
+        data: Value,
+    ) -> Self {
+        Self {
+            task_id: task_id.into(),
+            seq,
+            extension: extension.into(),
+            kind: kind.into(),
+            data,
+        }
+    }
+}
+
+/// A post-commit callback (the `observer` surface, process-wide). It may not change anything.
+pub trait Observer: Send + Sync {
+    /// Sees one committed event. A failure is logged and skipped by the runtime.
+    fn observe(&self, event: &ObservedEvent) -> Result<(), String>;
+}
+
+/// Read access to the folded state of a task, by extension name.
+pub trait StateView: Send + Sync {
+    /// The folded state of one extension, if it has any.
+    fn ext_state(&self, name: &str) -> Option<&Value>;
+}
+
+/// The input of a reminder render.
+#[non_exhaustive]
+pub struct ReminderInput<'a> {
+    /// The agent composing the request.
+    pub agent: &'a str,
+    /// The folded state.
+    pub state: &'a dyn StateView,
+}
+
+impl<'a> ReminderInput<'a> {
+    /// A render for `agent` over `state`.
+    pub fn new(agent: &'a str, state: &'a dyn StateView) -> Self {
+        Self { agent, state }
+    }
+}
+
+/// A pure render of the folded view at the tail of each request (the `reminder` surface). Never recorded.
+pub trait Reminder: Send + Sync {
+    /// The reminder text, or `None` when it does not apply now.
+    fn render(&self, input: &ReminderInput<'_>) -> Option<String>;
+}
+
+/// The seams at which reminder providers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Seam {
+    /// A user message arrives.
+    TurnIntake,
+    /// A task starts.
+    TaskSeed,
+}
+
+impl Seam {
+    /// Parses a manifest spelling.
+    pub fn parse(text: &str) -> Option<Seam> {
+        match text {
+            "turn_intake" => Some(Seam::TurnIntake),
+            "task_seed" => Some(Seam::TaskSeed),
+            _ => None,
+        }
+    }
+}
+
+/// The input of a reminder provider.
+#[non_exhaustive]
+pub struct ProviderInput<'a> {
+    /// The seam being run.
+    pub seam: Seam,
+    /// The newest user message, at turn intake.
+    pub user_message: Option<&'a str>,
+    /// The folded state.
+    pub state: &'a dyn StateView,
+}
+
+impl<'a> ProviderInput<'a> {
+    /// An input at `seam`.
+    pub fn new(seam: Seam, user_message: Option<&'a str>, state: &'a dyn StateView) -> Self {
+        Self {
+            seam,
+            user_message,
+            state,
+        }
+    }
+}
+
+/// A reminder produced at a seam; it is recorded, so a resume folds it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvidedReminder {
+    /// The text the model sees.
+    pub text: String,
+}
+
+/// Produces recorded reminders at named seams (the `reminder_provider` surface).
+#[async_trait]
+pub trait ReminderProvider: Send + Sync {
+    /// Produces zero or more reminders; an error fails the turn.
+    async fn provide(&self, input: ProviderInput<'_>) -> Result<Vec<ProvidedReminder>, String>;
+}
+
+/// The input of a tool-result transform.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TransformInput {
+    /// The tool that ran.
+    pub tool: String,
+    /// The call's input.
+    pub input: Value,
+    /// The result so far.
+    pub output: ToolOutput,
+}
+
+impl TransformInput {
+    /// The result `output` of calling `tool` with `input`.
+    pub fn new(tool: impl Into<String>, input: Value, output: ToolOutput) -> Self {
+        Self {
+            tool: tool.into(),
+            input,
+            output,
+        }
+    }
+}
+
+/// Rewrites a tool result before it is recorded (the `tool_result_transform` surface).
+pub trait ToolResultTransform: Send + Sync {
+    /// The new result; an error fails the call closed.
+    fn transform(&self, input: TransformInput) -> Result<ToolOutput, String>;
+}
+
+/// The decision-loop factory (the `policy` surface). Its ref is pinned in every compiled agent.
+pub trait PolicyFactory: Send + Sync {
+    /// The identity of the policy this factory builds.
+    fn policy_ref(&self) -> ComponentRef;
+}
+
+/// What a session pack and a control-tool factory see when an agent's session is built.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionBuildContext {
+    /// The agent being built.
+    pub agent: String,
+    /// Every plugin the agent activates, sorted.
+    pub plugins: Vec<String>,
+    /// The agent's spawnable roster, sorted.
+    pub roster: Vec<String>,
+    /// Per-plugin settings, by plugin name.
+    pub config: BTreeMap<String, Value>,
+}
+
+impl SessionBuildContext {
+    /// A context for `agent`.
+    pub fn new(agent: impl Into<String>) -> Self {
+        Self {
+            agent: agent.into(),
+            plugins: Vec::new(),
+            roster: Vec::new(),
+            config: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the agent activates `plugin`.
+    pub fn activates(&self, plugin: &str) -> bool {
+        self.plugins.iter().any(|p| p == plugin)
+    }
+
+    /// One plugin's settings (JSON null when it has none).
+    pub fn config(&self, plugin: &str) -> &Value {
+        self.config.get(plugin).unwrap_or(&Value::Null)
+    }
+}
+
+/// What a session pack contributes to one agent's session.
+#[derive(Default, Clone)]
+#[non_exhaustive]
+pub struct PackContribution {
+    /// Tools, inserted in pack band order.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Resident content kinds.
+    pub content_kinds: Vec<ContentKindSpec>,
+    /// Control tools the pack mounts, with their schema priority.
+    pub control_tools: Vec<(i64, Arc<dyn ControlToolFactory>)>,
+}
+
+impl PackContribution {
+    /// The empty contribution a pack returns when it does not apply.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Whether the pack contributed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty() && self.content_kinds.is_empty() && self.control_tools.is_empty()
+    }
+}
+
+/// The session-construction half of a capability (the `session_pack` surface). It self-gates.
+pub trait SessionPackFactory: Send + Sync {
+    /// The pack for this session, or [`PackContribution::empty`] when it does not apply.
+    fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String>;
+}
+
+/// A mounted control tool: a model-facing schema that becomes an engine decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlToolMount {
+    /// The model-visible name.
+    pub name: String,
+    /// The description the model reads.
+    pub description: String,
+    /// The JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// Builds a control tool for one session, or declines (the `control_tool` surface). Mounting is enablement.
+pub trait ControlToolFactory: Send + Sync {
+    /// The mount, or `None` when the control tool does not apply to this session.
+    fn build(&self, ctx: &SessionBuildContext) -> Option<ControlToolMount>;
+}
+
+/// An in-process MCP server (the `mcp_server` surface): its tools join the agent's tool set.
+#[derive(Clone)]
+pub struct McpServerSpec {
+    /// The server's own name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The tools it serves.
+    pub tools: Vec<Arc<dyn Tool>>,
+}
+
+impl fmt::Debug for McpServerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tools: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+        f.debug_struct("McpServerSpec")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("tools", &tools)
+            .finish()
+    }
+}

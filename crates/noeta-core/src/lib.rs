@@ -1,0 +1,48 @@
+//! The noeta kernel.
+//!
+//! Plugins meet the kernel through declared surfaces. This crate owns the
+//! declaration half of that meeting — the [surface registry](surface), the
+//! [manifest](manifest) format, [loading](loader) and the [trust store](trust),
+//! the collision-checked [merge](merge), [resolution](resolve) of refs into
+//! [contribution values](value), and the compiled [agent identity](identity) —
+//! and names no built-in plugin: built-ins register exactly like third-party
+//! crates.
+
+pub mod canonical;
+pub mod contrib;
+pub mod identity;
+pub mod loader;
+pub mod manifest;
+pub mod merge;
+pub mod resolve;
+pub mod surface;
+pub mod tool;
+pub mod trust;
+pub mod value;
+pub mod version;
+
+pub use contrib::{
+    AgentDefinition, Checkpoint, ComponentRef, ContentKindSpec, ControlToolFactory,
+    ControlToolMount, Guard, GuardInput, McpServerSpec, ObservedEvent, Observer, PackContribution,
+    PolicyFactory, ProvidedReminder, ProviderInput, Reminder, ReminderInput, ReminderProvider,
+    Seam, SessionBuildContext, SessionPackFactory, StateView, ToolResultTransform, TransformInput,
+    Verdict,
+};
+pub use identity::{
+    ActivationRules, AgentOptions, AgentSpec, CompileError, CompiledAgent, compile_agent,
+};
+pub use loader::{
+    LinkedPlugin, LoadError, LoadOptions, LoadProblem, LoadWarning, LoadedPlugin, PluginSet,
+    PluginSource, ProblemError, RefTable, ResolveRequest, Resolver, SourceKind, load_plugins,
+};
+pub use manifest::{MANIFEST_FILE, ManifestContribution, ManifestError, Origin, PluginManifest};
+pub use merge::{Collision, MergeError, Merged, MergedEntry};
+pub use resolve::{Resolution, ResolveError, ResolvedEntry};
+pub use surface::{
+    ActivationBinding, ActivationScope, CollisionKey, Plane, STANDARD_SURFACES, SurfaceError,
+    SurfaceOrder, SurfaceRegistry, SurfaceSpec, standard_registry,
+};
+pub use tool::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
+pub use trust::{TrustError, TrustStore};
+pub use value::{HostValue, Resolved, ValueKind};
+pub use version::{KERNEL_VERSION, kernel_version};

@@ -1,0 +1,566 @@
+//! Plugin manifests: the inert TOML data a plugin declares — its name, version, range and contributions.
+//!
+//! Reading a manifest runs no plugin code. Four shapes are accepted, in this
+//! order: `[package.metadata.noeta]` (a plugin crate's own `Cargo.toml`),
+//! `[tool.noeta]`, `[noeta]`, and bare top-level keys (`noeta-plugin.toml`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::contrib::Seam;
+use crate::surface::SurfaceRegistry;
+
+/// The file name of an on-disk plugin's manifest.
+pub const MANIFEST_FILE: &str = "noeta-plugin.toml";
+
+/// Where a manifest came from, named in every message about it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Origin {
+    /// Embedded in a linked crate.
+    Crate(String),
+    /// Read from a file.
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Crate(name) => write!(f, "crate `{name}`"),
+            Origin::File(path) => write!(f, "file `{}`", path.display()),
+        }
+    }
+}
+
+/// One entry of a manifest's `contributions` array.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManifestContribution {
+    /// The surface it targets.
+    pub surface: String,
+    /// Its name, given or derived from `ref` or `path`.
+    pub name: String,
+    /// The ref its plugin's resolver maps to a value.
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// A path, for resource-only surfaces such as `skills`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Every other key of the entry, verbatim.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, Value>,
+    /// Its 1-based position in the manifest.
+    #[serde(skip)]
+    pub index: usize,
+}
+
+impl ManifestContribution {
+    /// The integer `priority` parameter (absent is 0; checked when the manifest is read).
+    pub fn priority(&self) -> i64 {
+        self.params
+            .get("priority")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    }
+
+    /// The model-visible tool names a `tool` or `control_tool` contribution mounts:
+    /// its `tools` parameter (a string or a list), else its own name.
+    pub fn tool_names(&self) -> Vec<String> {
+        match self.params.get("tools") {
+            Some(Value::String(one)) => vec![one.clone()],
+            Some(Value::Array(many)) => many
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => vec![self.name.clone()],
+        }
+    }
+
+    /// The literal `text` parameter of an inline prompt fragment.
+    pub fn text(&self) -> Option<&str> {
+        self.params.get("text").and_then(Value::as_str)
+    }
+
+    /// The seams of a reminder provider (default `turn_intake`).
+    pub fn seams(&self) -> Vec<Seam> {
+        let names: Vec<&str> = match self.params.get("seams") {
+            Some(Value::String(one)) => vec![one.as_str()],
+            Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+            _ => vec!["turn_intake"],
+        };
+        names.into_iter().filter_map(Seam::parse).collect()
+    }
+}
+
+/// A parsed manifest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginManifest {
+    /// The plugin's unique name.
+    pub name: String,
+    /// Its version (semver), if declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The kernel versions it works with, as a semver range.
+    #[serde(rename = "requires-noeta", skip_serializing_if = "Option::is_none")]
+    pub requires_noeta: Option<String>,
+    /// A JSON Schema for the plugin's settings.
+    #[serde(rename = "config-schema", skip_serializing_if = "Option::is_none")]
+    pub config_schema: Option<Value>,
+    /// Its contributions, in manifest order.
+    pub contributions: Vec<ManifestContribution>,
+}
+
+/// A manifest that cannot be read; every message names the plugin (when known), the file and the entry.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("cannot read manifest {origin}: {source}")]
+    Read {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not TOML.
+    #[error("manifest {origin} is not valid TOML: {source}")]
+    Toml {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The parse error.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A top-level field is missing or of the wrong type.
+    #[error("manifest {origin}{plugin}: field `{field}` {problem}")]
+    Field {
+        /// The manifest's origin.
+        origin: Origin,
+        /// `" (plugin `x`)"` when the name is known.
+        plugin: PluginLabel,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A contribution entry is malformed.
+    #[error("manifest {origin} (plugin `{plugin}`): contribution #{index}{entry}: {problem}")]
+    Contribution {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The plugin.
+        plugin: String,
+        /// The entry's 1-based position.
+        index: usize,
+        /// `" (surface `s`, name `n`)"` as far as known.
+        entry: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A contribution names a surface that is not registered.
+    #[error(
+        "manifest {origin} (plugin `{plugin}`): contribution #{index} names unknown surface `{surface}` (known: {known})"
+    )]
+    UnknownSurface {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The plugin.
+        plugin: String,
+        /// The entry's 1-based position.
+        index: usize,
+        /// The unknown surface.
+        surface: String,
+        /// The registered surfaces.
+        known: String,
+    },
+    /// Two entries share `(surface, name)`.
+    #[error(
+        "manifest {origin} (plugin `{plugin}`): contribution #{second} duplicates #{first} — surface `{surface}` already declares `{name}`; (surface, name) must be unique within a manifest"
+    )]
+    Duplicate {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The plugin.
+        plugin: String,
+        /// The surface.
+        surface: String,
+        /// The shared name.
+        name: String,
+        /// The first entry's position.
+        first: usize,
+        /// The second entry's position.
+        second: usize,
+    },
+}
+
+impl ManifestError {
+    /// The manifest's origin.
+    pub fn origin(&self) -> &Origin {
+        match self {
+            ManifestError::Read { origin, .. }
+            | ManifestError::Toml { origin, .. }
+            | ManifestError::Field { origin, .. }
+            | ManifestError::Contribution { origin, .. }
+            | ManifestError::UnknownSurface { origin, .. }
+            | ManifestError::Duplicate { origin, .. } => origin,
+        }
+    }
+}
+
+/// The optional plugin name in a field error, rendered as `" (plugin `x`)"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginLabel(pub Option<String>);
+
+impl fmt::Display for PluginLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(name) => write!(f, " (plugin `{name}`)"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Reads a manifest file (`noeta-plugin.toml`, a `Cargo.toml` or a `pyproject`-style file).
+pub fn read_manifest(
+    path: &Path,
+    registry: &SurfaceRegistry,
+) -> Result<PluginManifest, ManifestError> {
+    let origin = Origin::File(path.to_path_buf());
+    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+        origin: origin.clone(),
+        source,
+    })?;
+    parse_manifest(&text, &origin, registry)
+}
+
+/// Whether a plugin name is well formed: a lowercase letter, then lowercase letters, digits, `_` or `-`.
+pub fn is_valid_plugin_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn sub_table<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Table> {
+    table.get(key).and_then(toml::Value::as_table)
+}
+
+/// Picks the manifest table out of a TOML document, with the Cargo package version when there is one.
+fn select_table(root: &toml::Table) -> (&toml::Table, Option<&str>) {
+    if let Some(package) = sub_table(root, "package")
+        && let Some(table) = sub_table(package, "metadata").and_then(|m| sub_table(m, "noeta"))
+    {
+        let version = package.get("version").and_then(toml::Value::as_str);
+        return (table, version);
+    }
+    if let Some(table) = sub_table(root, "tool").and_then(|t| sub_table(t, "noeta")) {
+        return (table, None);
+    }
+    if let Some(table) = sub_table(root, "noeta") {
+        return (table, None);
+    }
+    (root, None)
+}
+
+/// Converts TOML to JSON; datetimes become their TOML text.
+pub(crate) fn toml_to_json(value: &toml::Value) -> Value {
+    match value {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => {
+            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+        }
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => Value::Array(items.iter().map(toml_to_json).collect()),
+        toml::Value::Table(table) => Value::Object(
+            table
+                .iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Looks up a field under its kebab-case or snake_case spelling.
+fn field<'a>(table: &'a toml::Table, kebab: &str) -> Option<&'a toml::Value> {
+    table
+        .get(kebab)
+        .or_else(|| table.get(&kebab.replace('-', "_")))
+}
+
+/// The name derived from a ref's last segment (`crate::module::Item`, `pkg.mod:Attr`).
+pub fn name_from_ref(reference: &str) -> Option<String> {
+    let tail = reference.rsplit(':').next().unwrap_or(reference);
+    let last = tail.rsplit('.').next().unwrap_or(tail).trim();
+    (!last.is_empty()).then(|| last.to_owned())
+}
+
+fn name_from_path(path: &str) -> Option<String> {
+    Path::new(path.trim_end_matches(['/', '\\']))
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_owned)
+        .filter(|n| !n.trim().is_empty())
+}
+
+/// Parses manifest text; `origin` is named in every error.
+pub fn parse_manifest(
+    text: &str,
+    origin: &Origin,
+    registry: &SurfaceRegistry,
+) -> Result<PluginManifest, ManifestError> {
+    let root: toml::Table = toml::from_str(text).map_err(|source| ManifestError::Toml {
+        origin: origin.clone(),
+        source,
+    })?;
+    let (table, cargo_version) = select_table(&root);
+    let field_error =
+        |plugin: Option<&str>, field: &'static str, problem: &str| ManifestError::Field {
+            origin: origin.clone(),
+            plugin: PluginLabel(plugin.map(str::to_owned)),
+            field,
+            problem: problem.to_owned(),
+        };
+
+    let name = match table.get("name") {
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        Some(toml::Value::String(_)) | None => {
+            return Err(field_error(
+                None,
+                "name",
+                "is missing — every plugin needs a string `name`",
+            ));
+        }
+        Some(_) => return Err(field_error(None, "name", "must be a string")),
+    };
+    if !is_valid_plugin_name(&name) {
+        return Err(field_error(
+            None,
+            "name",
+            &format!(
+                "`{name}` is not a valid plugin name — use a lowercase letter, then lowercase letters, digits, `_` or `-`"
+            ),
+        ));
+    }
+    let plugin = Some(name.as_str());
+
+    let version = match table.get("version") {
+        Some(toml::Value::String(v)) => Some(v.clone()),
+        Some(_) => return Err(field_error(plugin, "version", "must be a string")),
+        None => cargo_version.map(str::to_owned),
+    };
+    if let Some(v) = &version
+        && let Err(err) = semver::Version::parse(v)
+    {
+        return Err(field_error(
+            plugin,
+            "version",
+            &format!("`{v}` is not a semver version ({err})"),
+        ));
+    }
+
+    let requires_noeta = match field(table, "requires-noeta") {
+        Some(toml::Value::String(v)) => Some(v.clone()),
+        Some(_) => return Err(field_error(plugin, "requires-noeta", "must be a string")),
+        None => None,
+    };
+    let config_schema = match field(table, "config-schema") {
+        Some(v @ toml::Value::Table(_)) => Some(toml_to_json(v)),
+        Some(_) => return Err(field_error(plugin, "config-schema", "must be a table")),
+        None => None,
+    };
+    let entries: &[toml::Value] = match table.get("contributions") {
+        Some(toml::Value::Array(items)) => items,
+        Some(_) => {
+            return Err(field_error(
+                plugin,
+                "contributions",
+                "must be an array of tables",
+            ));
+        }
+        None => &[],
+    };
+
+    let mut contributions: Vec<ManifestContribution> = Vec::with_capacity(entries.len());
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let index = i + 1;
+        let contribution = parse_contribution(entry, index, origin, &name, registry)?;
+        let key = (contribution.surface.clone(), contribution.name.clone());
+        if let Some(first) = seen.get(&key) {
+            return Err(ManifestError::Duplicate {
+                origin: origin.clone(),
+                plugin: name,
+                surface: key.0,
+                name: key.1,
+                first: *first,
+                second: index,
+            });
+        }
+        seen.insert(key, index);
+        contributions.push(contribution);
+    }
+    Ok(PluginManifest {
+        name,
+        version,
+        requires_noeta,
+        config_schema,
+        contributions,
+    })
+}
+
+fn parse_contribution(
+    entry: &toml::Value,
+    index: usize,
+    origin: &Origin,
+    plugin: &str,
+    registry: &SurfaceRegistry,
+) -> Result<ManifestContribution, ManifestError> {
+    let fail = |entry: String, problem: String| ManifestError::Contribution {
+        origin: origin.clone(),
+        plugin: plugin.to_owned(),
+        index,
+        entry,
+        problem,
+    };
+    let Some(table) = entry.as_table() else {
+        return Err(fail(String::new(), "must be a table".to_owned()));
+    };
+    let surface = match table.get("surface") {
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        _ => {
+            return Err(fail(
+                String::new(),
+                "is missing a string `surface`".to_owned(),
+            ));
+        }
+    };
+    if !registry.contains(&surface) {
+        return Err(ManifestError::UnknownSurface {
+            origin: origin.clone(),
+            plugin: plugin.to_owned(),
+            index,
+            surface,
+            known: registry.known(),
+        });
+    }
+    let at_surface = format!(" (surface `{surface}`)");
+    let optional_string = |key: &str| -> Result<Option<String>, ManifestError> {
+        match table.get(key) {
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(fail(
+                at_surface.clone(),
+                format!("`{key}` must be a string"),
+            )),
+            None => Ok(None),
+        }
+    };
+    let reference = optional_string("ref")?;
+    let path = optional_string("path")?;
+    let name = match optional_string("name")?.filter(|n| !n.trim().is_empty()) {
+        Some(n) => n.trim().to_owned(),
+        None => reference
+            .as_deref()
+            .and_then(name_from_ref)
+            .or_else(|| path.as_deref().and_then(name_from_path))
+            .ok_or_else(|| {
+                fail(
+                    at_surface.clone(),
+                    "needs a `name` (or a `ref` or `path` to derive one from)".to_owned(),
+                )
+            })?,
+    };
+    let entry_label = format!(" (surface `{surface}`, name `{name}`)");
+    let params: BTreeMap<String, Value> = table
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "surface" | "name" | "ref" | "path"))
+        .map(|(k, v)| (k.clone(), toml_to_json(v)))
+        .collect();
+
+    match table.get("priority") {
+        None | Some(toml::Value::Integer(_)) => {}
+        Some(other) => {
+            return Err(fail(
+                entry_label,
+                format!(
+                    "`priority` must be an integer, got {} `{other}`",
+                    other.type_str()
+                ),
+            ));
+        }
+    }
+    if let Some(tools) = params.get("tools") {
+        let ok = match tools {
+            Value::String(s) => !s.trim().is_empty(),
+            Value::Array(items) => {
+                !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|v| v.as_str().is_some_and(|s| !s.trim().is_empty()))
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(fail(
+                entry_label,
+                "`tools` must be a tool name or a non-empty list of tool names".to_owned(),
+            ));
+        }
+    }
+    if surface == "reminder_provider"
+        && let Some(seams) = params.get("seams")
+    {
+        let names: Option<Vec<&str>> = match seams {
+            Value::String(s) => Some(vec![s.as_str()]),
+            Value::Array(items) => items.iter().map(Value::as_str).collect(),
+            _ => None,
+        };
+        match names {
+            Some(names) => {
+                if let Some(bad) = names.iter().find(|n| Seam::parse(n).is_none()) {
+                    return Err(fail(
+                        entry_label,
+                        format!("unknown seam `{bad}` in `seams` (known: task_seed, turn_intake)"),
+                    ));
+                }
+            }
+            None => {
+                return Err(fail(
+                    entry_label,
+                    "`seams` must be a seam name or a list of seam names".to_owned(),
+                ));
+            }
+        }
+    }
+    if surface == "skills" {
+        match path.as_deref() {
+            None => {
+                return Err(fail(
+                    entry_label,
+                    "a skills contribution needs an absolute `path`".to_owned(),
+                ));
+            }
+            Some(p) if !Path::new(p).is_absolute() => {
+                return Err(fail(
+                    entry_label,
+                    format!(
+                        "the skills path `{p}` is relative — a skills path must be absolute, since a manifest's location says nothing reliable about what it would be relative to"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(ManifestContribution {
+        surface,
+        name,
+        reference,
+        path,
+        params,
+        index,
+    })
+}

@@ -1,0 +1,179 @@
+//! Host conventions: plugin locations, the trust store, always-on built-ins, and loading a plugin set.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use noeta_core::{
+    ActivationRules, AgentOptions, LinkedPlugin, LoadError, LoadOptions, MergeError, PluginSet,
+    PluginSource, SurfaceRegistry, TrustError, TrustStore, load_plugins, standard_registry,
+};
+
+/// The plugins an agent activates when its options name none.
+pub const DEFAULT_PLUGINS: [&str; 2] = ["fs", "web"];
+
+/// Built-ins active for every agent: guards and observers of governance are
+/// process-wide anyway; the host-wired built-ins are backends.
+pub const ALWAYS_ON: [&str; 8] = [
+    "governance",
+    "providers",
+    "react",
+    "reminders",
+    "sandbox",
+    "skills",
+    "storage",
+    "workspace",
+];
+
+/// Built-ins that `disabled_builtins` cannot drop, with the reason given to the user.
+pub fn non_removable() -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "react".to_owned(),
+        "it supplies the default decision loop — replace it through the `policy` surface instead"
+            .to_owned(),
+    )])
+}
+
+/// Where a host looks for things.
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    /// The user's home directory; without one, no user plugins and an empty trust store.
+    pub home: Option<PathBuf>,
+    /// The workspace the host runs in.
+    pub workspace: PathBuf,
+}
+
+impl HostPaths {
+    /// Paths from the process environment: `$HOME` and the current directory.
+    pub fn from_env() -> std::io::Result<Self> {
+        Ok(Self {
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            workspace: std::env::current_dir()?,
+        })
+    }
+
+    /// `~/.noeta`.
+    pub fn user_dir(&self) -> Option<PathBuf> {
+        self.home.as_ref().map(|h| h.join(".noeta"))
+    }
+
+    /// `~/.noeta/plugins`.
+    pub fn user_plugin_dir(&self) -> Option<PathBuf> {
+        self.user_dir().map(|d| d.join("plugins"))
+    }
+
+    /// `<workspace>/.noeta/plugins`.
+    pub fn workspace_plugin_dir(&self) -> PathBuf {
+        self.workspace.join(".noeta").join("plugins")
+    }
+
+    /// `~/.noeta/trust.json`.
+    pub fn trust_store_path(&self) -> Option<PathBuf> {
+        self.user_dir().map(|d| d.join("trust.json"))
+    }
+
+    /// Loads the trust store (empty without a home directory).
+    pub fn trust_store(&self) -> Result<TrustStore, TrustError> {
+        match (&self.trust_store_path(), &self.home) {
+            (Some(path), Some(home)) => TrustStore::load(path, home),
+            _ => Ok(TrustStore::empty()),
+        }
+    }
+}
+
+/// What a host asks of loading beyond the defaults.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Linked third-party plugin crates.
+    pub linked: Vec<LinkedPlugin>,
+    /// Extra plugin directories or manifests for this run (`--plugin-dir`, `plugins check PATH`).
+    pub paths: Vec<PathBuf>,
+    /// The surface registry (a copy of the standard one, possibly extended).
+    pub registry: SurfaceRegistry,
+    /// When set, only these third-party plugins load.
+    pub enabled: Option<BTreeSet<String>>,
+    /// Built-ins to drop.
+    pub disabled_builtins: BTreeSet<String>,
+    /// Refuse plugins whose `requires-noeta` excludes this kernel.
+    pub strict: bool,
+    /// Load the built-ins (on by default).
+    pub builtins: bool,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            linked: Vec::new(),
+            paths: Vec::new(),
+            registry: standard_registry(),
+            enabled: None,
+            disabled_builtins: BTreeSet::new(),
+            strict: false,
+            builtins: true,
+        }
+    }
+}
+
+/// Errors that stop a host from loading its plugins.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The trust store is unreadable or malformed.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    /// Loading failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Contributions collide.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+}
+
+/// The sources a host loads, in a fixed order (which never changes the merged result).
+pub fn sources(paths: &HostPaths, options: &HostOptions) -> Vec<PluginSource> {
+    let mut sources = Vec::new();
+    if options.builtins {
+        sources.extend(
+            crate::builtins::linked()
+                .into_iter()
+                .map(PluginSource::Linked),
+        );
+    }
+    sources.extend(options.linked.iter().cloned().map(PluginSource::Linked));
+    sources.extend(options.paths.iter().cloned().map(PluginSource::Path));
+    if let Some(dir) = paths.user_plugin_dir() {
+        sources.push(PluginSource::UserDir(dir));
+    }
+    let workspace_dir = paths.workspace_plugin_dir();
+    if paths.user_plugin_dir().as_deref() != Some(workspace_dir.as_path()) {
+        sources.push(PluginSource::WorkspaceDir(workspace_dir));
+    }
+    sources
+}
+
+/// Loads the host's plugin set: built-ins, linked crates, explicit paths, user and trusted workspace plugins.
+pub fn load(paths: &HostPaths, options: &HostOptions) -> Result<PluginSet, HostError> {
+    let mut load_options = LoadOptions::new(options.registry.clone());
+    load_options.enabled = options.enabled.clone();
+    load_options.disabled_builtins = options.disabled_builtins.clone();
+    load_options.non_removable = non_removable();
+    load_options.strict = options.strict;
+    load_options.trust = paths.trust_store()?;
+    Ok(load_plugins(&sources(paths, options), &load_options)?)
+}
+
+/// The host's activation rules: the always-on built-ins.
+pub fn activation_rules() -> ActivationRules {
+    ActivationRules {
+        always_on: ALWAYS_ON.iter().map(|s| (*s).to_owned()).collect(),
+        ..ActivationRules::default()
+    }
+}
+
+/// The interim default agent `main`, activating [`DEFAULT_PLUGINS`].
+pub fn default_agent() -> AgentOptions {
+    let mut options = AgentOptions::named("main");
+    options.plugins = DEFAULT_PLUGINS.iter().map(|s| (*s).to_owned()).collect();
+    options
+}
