@@ -391,7 +391,18 @@ pub fn compile_agent(
     let agent = agent_label(&options.name, None);
     check_activations(set, &options.plugins, &agent)?;
     let mut activated: BTreeSet<String> = options.plugins.iter().cloned().collect();
-    activated.extend(rules.always_on.iter().filter(|n| set.contains(n)).cloned());
+    for name in &rules.always_on {
+        if set.contains(name) {
+            activated.insert(name.clone());
+        } else if let Some(problem) = set.problem_for(name) {
+            // An always-on plugin that failed to load must not vanish silently from every agent.
+            return Err(CompileError::BrokenPlugin {
+                name: name.clone(),
+                agent: agent.clone(),
+                problem: problem.to_string(),
+            });
+        }
+    }
 
     let resolution =
         set.resolve_for(merged, &activated)

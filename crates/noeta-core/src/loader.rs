@@ -334,6 +334,11 @@ impl fmt::Display for LoadWarning {
                 f,
                 "plugin `{plugin}` from {linked} shadows the on-disk plugin of the same name at {on_disk}, which is ignored"
             ),
+            LoadWarning::Untrusted { dir, store } if store.as_os_str().is_empty() => write!(
+                f,
+                "skipping untrusted workspace plugin directory `{}` — there is no trust store (no home directory)",
+                dir.display()
+            ),
             LoadWarning::Untrusted { dir, store } => write!(
                 f,
                 "skipping untrusted workspace plugin directory `{}` — run `noeta trust {}` to load its plugins (trust store `{}`)",
@@ -523,6 +528,8 @@ pub fn load_plugins(
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut problems: Vec<LoadProblem> = Vec::new();
     let mut warnings: Vec<LoadWarning> = Vec::new();
+    // One manifest file reached through two sources (or a symlink) is read once.
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
 
     for source in sources {
         match source {
@@ -551,7 +558,7 @@ pub fn load_plugins(
             PluginSource::Path(path) => {
                 let found = explicit_manifests(path);
                 read_all(
-                    found,
+                    dedupe(found, &mut seen),
                     SourceKind::Path,
                     options,
                     &enabled,
@@ -562,7 +569,7 @@ pub fn load_plugins(
             PluginSource::UserDir(dir) => {
                 let found = scan_plugin_dir(dir);
                 read_all(
-                    found,
+                    dedupe(found, &mut seen),
                     SourceKind::User,
                     options,
                     &enabled,
@@ -583,7 +590,7 @@ pub fn load_plugins(
                 }
                 let found = scan_plugin_dir(dir);
                 read_all(
-                    found,
+                    dedupe(found, &mut seen),
                     SourceKind::Workspace,
                     options,
                     &enabled,
@@ -665,6 +672,14 @@ fn explicit_manifests(path: &Path) -> Vec<Found> {
         path: path.to_path_buf(),
         implied_name: implied,
     }]
+}
+
+/// Drops manifests whose canonical path was already read from an earlier source.
+fn dedupe(found: Vec<Found>, seen: &mut BTreeSet<PathBuf>) -> Vec<Found> {
+    found
+        .into_iter()
+        .filter(|f| seen.insert(std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone())))
+        .collect()
 }
 
 fn read_all(

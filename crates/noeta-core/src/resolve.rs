@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
-use std::sync::PoisonError;
+use std::sync::{Arc, OnceLock, PoisonError};
 
 use crate::loader::{PluginSet, ResolveRequest};
 use crate::manifest::ManifestContribution;
@@ -114,10 +114,13 @@ pub enum ResolveError {
     },
 }
 
+/// One memoised outcome; concurrent first requests for a key share it, so the resolver runs once.
+type MemoSlot = Arc<OnceLock<Result<Resolved, ResolveError>>>;
+
 /// Memoised resolutions, keyed by `(plugin, surface, name)`; failures are memoised too.
 #[derive(Default)]
 pub(crate) struct ResolveMemo {
-    entries: BTreeMap<(String, String, String), Result<Resolved, ResolveError>>,
+    entries: BTreeMap<(String, String, String), MemoSlot>,
 }
 
 /// One resolved contribution, in merged order.
@@ -171,22 +174,15 @@ impl PluginSet {
         name: &str,
     ) -> Result<Resolved, ResolveError> {
         let key = (plugin.to_owned(), surface.to_owned(), name.to_owned());
-        if let Some(done) = self
-            .memo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entries
-            .get(&key)
-        {
-            return done.clone();
-        }
-        let outcome = self.resolve_uncached(plugin, surface, name);
-        self.memo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entries
-            .entry(key)
-            .or_insert(outcome)
+        let cell = Arc::clone(
+            self.memo
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entries
+                .entry(key)
+                .or_default(),
+        );
+        cell.get_or_init(|| self.resolve_uncached(plugin, surface, name))
             .clone()
     }
 
@@ -270,13 +266,20 @@ impl PluginSet {
                 name: name.to_owned(),
                 reason: err.to_string(),
             })?;
-        spec.validate(&value)
-            .map_err(|reason| ResolveError::Invalid {
-                plugin: plugin.to_owned(),
-                surface: surface.to_owned(),
-                name: name.to_owned(),
-                reason,
-            })?;
+        // A validator is host code too: a panic in it is a failed validation, not a crash.
+        let verdict =
+            catch_unwind(AssertUnwindSafe(|| spec.validate(&value))).unwrap_or_else(|payload| {
+                Err(format!(
+                    "the surface validator panicked: {}",
+                    panic_message(payload.as_ref())
+                ))
+            });
+        verdict.map_err(|reason| ResolveError::Invalid {
+            plugin: plugin.to_owned(),
+            surface: surface.to_owned(),
+            name: name.to_owned(),
+            reason,
+        })?;
         Ok(value)
     }
 

@@ -129,10 +129,17 @@ impl TrustStore {
     /// Adds `dir` (which must exist) and writes the store; idempotent. Returns the canonical path stored.
     pub fn grant(&mut self, dir: &Path) -> Result<PathBuf, TrustError> {
         let expanded = expand_home(dir, &self.home);
-        std::fs::metadata(&expanded).map_err(|source| TrustError::NoSuchDirectory {
-            path: expanded.clone(),
-            source,
-        })?;
+        let metadata =
+            std::fs::metadata(&expanded).map_err(|source| TrustError::NoSuchDirectory {
+                path: expanded.clone(),
+                source,
+            })?;
+        if !metadata.is_dir() {
+            return Err(TrustError::NoSuchDirectory {
+                path: expanded,
+                source: std::io::Error::other("not a directory"),
+            });
+        }
         let canonical = canonical_path(dir, &self.home);
         self.trusted.insert(canonical.clone());
         let file = TrustFile {

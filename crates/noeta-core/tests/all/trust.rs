@@ -1,0 +1,293 @@
+//! The trust store and workspace plugin directories: untrusted skips, malformed stores, grants, symlinks and `~`.
+
+use std::path::{Path, PathBuf};
+
+use noeta_core::{LoadWarning, PluginSource, SourceKind, TrustError, TrustStore, load_plugins};
+
+use crate::support::{Manifest, assert_mentions, options};
+
+/// A scratch area: `home/`, a trust store path under it, and a workspace with one plugin.
+struct Scratch {
+    root: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let scratch = Self {
+            root: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(scratch.home()).unwrap();
+        Manifest::new("local")
+            .entry("prompt_fragment", "name = \"hi\"\ntext = \"Hi.\"")
+            .write_into(&scratch.plugins());
+        scratch
+    }
+
+    /// The real (symlink-free) scratch root, so expectations match canonical paths.
+    fn base(&self) -> PathBuf {
+        std::fs::canonicalize(self.root.path()).unwrap()
+    }
+
+    fn home(&self) -> PathBuf {
+        self.base().join("home")
+    }
+
+    fn store_path(&self) -> PathBuf {
+        self.home().join(".noeta/trust.json")
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.base().join("ws")
+    }
+
+    fn plugins(&self) -> PathBuf {
+        self.workspace().join(".noeta/plugins")
+    }
+
+    fn store(&self) -> TrustStore {
+        TrustStore::load(&self.store_path(), &self.home()).unwrap()
+    }
+
+    fn load_workspace(&self, trust: TrustStore) -> noeta_core::PluginSet {
+        let mut options = options();
+        options.trust = trust;
+        load_plugins(&[PluginSource::WorkspaceDir(self.plugins())], &options).unwrap()
+    }
+}
+
+#[test]
+fn a_missing_store_trusts_nothing_and_the_workspace_dir_is_skipped_with_a_warning() {
+    let scratch = Scratch::new();
+    let store = scratch.store();
+    assert_eq!(store.trusted().count(), 0);
+    assert!(!store.is_trusted(&scratch.plugins()));
+
+    let set = scratch.load_workspace(store);
+    assert!(set.names().is_empty());
+    assert_eq!(
+        set.warnings(),
+        [LoadWarning::Untrusted {
+            dir: scratch.plugins(),
+            store: scratch.store_path(),
+        }]
+    );
+    let dir = scratch.plugins().display().to_string();
+    assert_eq!(
+        set.warnings()[0].to_string(),
+        format!(
+            "skipping untrusted workspace plugin directory `{dir}` — run `noeta trust {dir}` to load its plugins (trust store `{}`)",
+            scratch.store_path().display()
+        )
+    );
+    assert!(
+        !scratch.store_path().exists(),
+        "loading never writes the store"
+    );
+}
+
+#[test]
+fn a_malformed_store_is_an_error_naming_its_path() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.store_path().parent().unwrap()).unwrap();
+    for text in [
+        "not json",
+        "{\"trusted\": \"/ws\"}",
+        "{\"trusted\": [], \"extra\": 1}",
+        "[]",
+    ] {
+        std::fs::write(scratch.store_path(), text).unwrap();
+        let err = TrustStore::load(&scratch.store_path(), &scratch.home()).unwrap_err();
+        assert!(
+            matches!(err, TrustError::Malformed { .. }),
+            "{text}: {err:?}"
+        );
+        assert_mentions(
+            &err.to_string(),
+            &[&format!(
+                "trust store `{}` is not valid JSON of the form {{\"trusted\": [paths]}}",
+                scratch.store_path().display()
+            )],
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_store_is_an_error_naming_its_path() {
+    let scratch = Scratch::new();
+    // A directory where the file should be cannot be read as text.
+    std::fs::create_dir_all(scratch.store_path()).unwrap();
+    let err = TrustStore::load(&scratch.store_path(), &scratch.home()).unwrap_err();
+    assert!(matches!(err, TrustError::Read { .. }), "{err:?}");
+    assert_mentions(
+        &err.to_string(),
+        &[&format!(
+            "cannot read trust store `{}`",
+            scratch.store_path().display()
+        )],
+    );
+}
+
+#[test]
+fn trusting_the_workspace_root_trusts_its_plugin_dir_and_loads_it() {
+    let scratch = Scratch::new();
+    let mut store = scratch.store();
+    assert_eq!(
+        store.grant(&scratch.workspace()).unwrap(),
+        scratch.workspace()
+    );
+    assert!(store.is_trusted(&scratch.workspace()));
+    assert!(store.is_trusted(&scratch.plugins()));
+    assert!(!store.is_trusted(&scratch.workspace().join(".noeta")));
+    assert!(!store.is_trusted(&scratch.workspace().join("other/plugins")));
+    assert!(
+        !store.is_trusted(&scratch.base()),
+        "a parent is not trusted"
+    );
+
+    let set = scratch.load_workspace(scratch.store());
+    assert_eq!(set.names(), ["local"]);
+    assert_eq!(set.get("local").unwrap().source, SourceKind::Workspace);
+    assert!(set.warnings().is_empty());
+}
+
+#[test]
+fn trusting_the_plugin_dir_itself_does_not_trust_the_workspace_root() {
+    let scratch = Scratch::new();
+    let mut store = scratch.store();
+    store.grant(&scratch.plugins()).unwrap();
+    assert!(store.is_trusted(&scratch.plugins()));
+    assert!(!store.is_trusted(&scratch.workspace()));
+    assert_eq!(scratch.load_workspace(scratch.store()).names(), ["local"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn trust_granted_through_a_symlink_matches_the_real_path_and_vice_versa() {
+    let scratch = Scratch::new();
+    let link = scratch.base().join("ws-link");
+    std::os::unix::fs::symlink(scratch.workspace(), &link).unwrap();
+
+    let mut through_link = scratch.store();
+    assert_eq!(
+        through_link.grant(&link).unwrap(),
+        scratch.workspace(),
+        "the real path is stored"
+    );
+    assert!(through_link.is_trusted(&scratch.workspace()));
+    assert!(through_link.is_trusted(&scratch.plugins()));
+    assert!(through_link.is_trusted(&link.join(".noeta/plugins")));
+
+    let other = Scratch::new();
+    let other_link = other.base().join("ws-link");
+    std::os::unix::fs::symlink(other.workspace(), &other_link).unwrap();
+    let mut real = other.store();
+    real.grant(&other.workspace()).unwrap();
+    assert!(real.is_trusted(&other_link));
+    assert!(real.is_trusted(&other_link.join(".noeta/plugins")));
+
+    let mut options = options();
+    options.trust = other.store();
+    let set = load_plugins(
+        &[PluginSource::WorkspaceDir(
+            other_link.join(".noeta/plugins"),
+        )],
+        &options,
+    )
+    .unwrap();
+    assert_eq!(
+        set.names(),
+        ["local"],
+        "a workspace reached through a symlink loads"
+    );
+}
+
+#[test]
+fn tilde_expands_to_the_given_home() {
+    let scratch = Scratch::new();
+    let project = scratch.home().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+
+    let mut store = scratch.store();
+    assert_eq!(store.grant(Path::new("~/project")).unwrap(), project);
+    assert!(store.is_trusted(&project));
+    assert!(store.is_trusted(Path::new("~/project")));
+    let written = std::fs::read_to_string(scratch.store_path()).unwrap();
+    assert!(
+        written.contains(&project.display().to_string()),
+        "{written}"
+    );
+    assert!(
+        !written.contains('~'),
+        "the stored path is expanded: {written}"
+    );
+
+    // A hand-written store may use `~` too.
+    std::fs::write(scratch.store_path(), "{\"trusted\": [\"~/project\"]}").unwrap();
+    let store = scratch.store();
+    assert_eq!(store.trusted().collect::<Vec<_>>(), [project.as_path()]);
+}
+
+#[test]
+fn grant_is_idempotent_and_writes_pretty_json_with_a_trailing_newline() {
+    let scratch = Scratch::new();
+    let mut store = scratch.store();
+    let other = scratch.base().join("another");
+    std::fs::create_dir(&other).unwrap();
+
+    store.grant(&scratch.workspace()).unwrap();
+    store.grant(&other).unwrap();
+    let first = std::fs::read_to_string(scratch.store_path()).unwrap();
+    store.grant(&scratch.workspace()).unwrap();
+    let second = std::fs::read_to_string(scratch.store_path()).unwrap();
+    assert_eq!(first, second);
+
+    let expected = format!(
+        "{{\n  \"trusted\": [\n    {},\n    {}\n  ]\n}}\n",
+        serde_json::to_string(&other).unwrap(),
+        serde_json::to_string(&scratch.workspace()).unwrap()
+    );
+    assert_eq!(second, expected);
+    assert_eq!(store.trusted().count(), 2);
+    assert_eq!(store.path(), scratch.store_path());
+
+    let reloaded = scratch.store();
+    assert_eq!(
+        reloaded.trusted().collect::<Vec<_>>(),
+        [other.as_path(), scratch.workspace().as_path()]
+    );
+}
+
+#[test]
+fn granting_a_missing_dir_is_an_error_naming_it_and_writes_nothing() {
+    let scratch = Scratch::new();
+    let mut store = scratch.store();
+    let missing = scratch.base().join("no-such-ws");
+    let err = store.grant(&missing).unwrap_err();
+    assert!(matches!(err, TrustError::NoSuchDirectory { .. }), "{err:?}");
+    assert_mentions(
+        &err.to_string(),
+        &[&format!("cannot trust `{}`: ", missing.display())],
+    );
+    assert!(!scratch.store_path().exists());
+    assert_eq!(store.trusted().count(), 0);
+}
+
+#[test]
+fn the_empty_store_trusts_nothing() {
+    let scratch = Scratch::new();
+    let store = TrustStore::empty();
+    assert!(!store.is_trusted(&scratch.workspace()));
+    assert!(!store.is_trusted(&scratch.plugins()));
+}
+
+#[test]
+fn trusting_a_regular_file_is_refused_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("plain.txt");
+    std::fs::write(&file, "x").unwrap();
+    let mut store =
+        noeta_core::TrustStore::load(&root.path().join("trust.json"), root.path()).unwrap();
+    let err = store.grant(&file).unwrap_err();
+    assert!(err.to_string().contains("plain.txt"), "{err}");
+    assert!(err.to_string().contains("not a directory"), "{err}");
+}
