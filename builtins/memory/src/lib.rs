@@ -6,7 +6,7 @@
 use noeta_core::{LinkedPlugin, RefTable, Resolved};
 
 /// What the model is told about saving memories.
-pub const MEMORY_POLICY: &str = "\
+pub(crate) const MEMORY_POLICY: &str = "\
 # Memory
 
 You have a long-term memory that outlives this conversation. Save to it only \

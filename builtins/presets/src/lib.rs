@@ -87,7 +87,7 @@ fn consolidation() -> AgentDefinition {
 }
 
 /// Every preset child agent, by name.
-pub fn definitions() -> Vec<AgentDefinition> {
+pub(crate) fn definitions() -> Vec<AgentDefinition> {
     vec![consolidation(), explore(), general_purpose(), plan(), web()]
 }
 

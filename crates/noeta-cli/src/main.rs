@@ -75,10 +75,23 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", render_error(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error with each cause its message does not already include.
+fn render_error(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -126,7 +139,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             options.paths.extend(extra);
             let set = noeta::load(&paths, &options)?;
-            warn_all(&set);
+            // The human report lists the warnings itself; JSON keeps stdout for the machine.
+            if json {
+                warn_all(&set);
+            }
             check(&set, strict, resolve, json)
         }
         Command::Trust { dir } => {

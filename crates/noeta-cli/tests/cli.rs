@@ -359,9 +359,20 @@ fn requires_noeta_warns_by_default_and_fails_under_strict() {
         stdout(&out)
     );
     assert!(
-        stderr(&out).contains("requires noeta >=9"),
+        !stderr(&out).contains("requires noeta"),
+        "printed once, in the report"
+    );
+    let as_json = env.noeta(&["plugins", "check", "--json", p]);
+    assert!(
+        stderr(&as_json).contains("warning: plugin `future`"),
         "{}",
-        stderr(&out)
+        stderr(&as_json)
+    );
+    assert!(
+        json(&as_json)["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("requires noeta >=9")
     );
 
     let strict = env.noeta(&["plugins", "check", "--strict", p]);
@@ -417,4 +428,26 @@ fn plugins_check_resolve_reports_refs_no_compiled_resolver_knows() {
             && p.contains("no compiled resolver")),
         "{problems:?}"
     );
+}
+
+#[test]
+fn the_surfaces_table_is_aligned() {
+    let text = stdout(&Env::new().noeta(&["surfaces"]));
+    let columns: Vec<Option<usize>> = text
+        .lines()
+        .map(|l| {
+            l.find("per-agent")
+                .or(l.find("process"))
+                .or(l.find("host-wired"))
+                .or(l.find("scope"))
+        })
+        .collect();
+    assert!(columns.windows(2).all(|w| w[0] == w[1]), "{text}");
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let out = Env::new().noeta(&["trust", "nope"]);
+    let err = stderr(&out);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }

@@ -241,7 +241,7 @@ pub enum CompileError {
     },
     /// A value's own name differs from what its contribution declares.
     #[error(
-        "plugin `{plugin}`: {surface} `{contribution}` declares the tool name(s) {declared} but its value is named `{actual}`"
+        "plugin `{plugin}`: {surface} `{contribution}` declares the name(s) {declared} but its value is named `{actual}`"
     )]
     NameMismatch {
         /// The plugin.
@@ -433,6 +433,7 @@ pub fn compile_agent(
         }
         for entry in resolution.for_surface(&surface) {
             if let Resolved::Agent(def) = &entry.value {
+                expect_named(entry, &def.name)?;
                 roster.insert(entry.contribution.name.clone(), Arc::clone(def));
             }
         }
@@ -490,6 +491,8 @@ pub fn compile_agent(
                     fragments.push((entry, text.as_str()));
                 }
                 (ActivationBinding::ContentKind, Resolved::ContentKind(kind)) => {
+                    // The collision key is the contribution name, so the kind must carry it.
+                    expect_named(entry, &kind.kind)?;
                     content_kinds.push(ContentKindIdentity {
                         kind: kind.kind.clone(),
                         band: kind.band,
@@ -587,6 +590,20 @@ pub fn compile_agent(
         resolution,
         tools: tools.into_iter().map(|(n, (_, t))| (n, t)).collect(),
         roster,
+    })
+}
+
+/// A value whose own name must equal its contribution's name (agents, content kinds).
+fn expect_named(entry: &ResolvedEntry, actual: &str) -> Result<(), CompileError> {
+    if entry.contribution.name == actual {
+        return Ok(());
+    }
+    Err(CompileError::NameMismatch {
+        plugin: entry.plugin.clone(),
+        surface: entry.contribution.surface.clone(),
+        contribution: entry.contribution.name.clone(),
+        declared: format!("`{}`", entry.contribution.name),
+        actual: actual.to_owned(),
     })
 }
 

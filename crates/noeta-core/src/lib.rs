@@ -15,6 +15,7 @@ pub mod loader;
 pub mod manifest;
 pub mod merge;
 pub mod resolve;
+pub mod store;
 pub mod surface;
 pub mod tool;
 pub mod trust;

@@ -703,9 +703,11 @@ fn read_all(
                 }
             }
             Err(error) => {
-                if implied_name.as_deref().is_none_or(enabled) {
+                // A manifest that parses far enough to name itself is filed under that name.
+                let name = crate::manifest::peek_name(&path).or(implied_name);
+                if name.as_deref().is_none_or(enabled) {
                     problems.push(LoadProblem {
-                        plugin: implied_name,
+                        plugin: name,
                         origin: Origin::File(path),
                         source,
                         error: ProblemError::Manifest(error),

@@ -147,6 +147,18 @@ pub enum ManifestError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A top-level field the format does not know (usually a typo).
+    #[error(
+        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, contributions)"
+    )]
+    UnknownField {
+        /// The manifest's origin.
+        origin: Origin,
+        /// The plugin.
+        plugin: String,
+        /// The unknown field.
+        field: String,
+    },
     /// A contribution entry is malformed.
     #[error("manifest {origin} (plugin `{plugin}`): contribution #{index}{entry}: {problem}")]
     Contribution {
@@ -204,6 +216,7 @@ impl ManifestError {
             ManifestError::Read { origin, .. }
             | ManifestError::Toml { origin, .. }
             | ManifestError::Field { origin, .. }
+            | ManifestError::UnknownField { origin, .. }
             | ManifestError::Contribution { origin, .. }
             | ManifestError::UnknownSurface { origin, .. }
             | ManifestError::Duplicate { origin, .. } => origin,
@@ -264,6 +277,30 @@ fn select_table(root: &toml::Table) -> (&toml::Table, Option<&str>) {
     }
     (root, None)
 }
+
+/// The `name` of a manifest file that may be otherwise invalid, when it can be read at all.
+pub(crate) fn peek_name(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let root: toml::Table = toml::from_str(&text).ok()?;
+    let (table, _) = select_table(&root);
+    table
+        .get("name")
+        .and_then(toml::Value::as_str)
+        .map(str::trim)
+        .filter(|n| is_valid_plugin_name(n))
+        .map(str::to_owned)
+}
+
+/// The top-level fields a manifest may have, in both spellings.
+const KNOWN_FIELDS: [&str; 7] = [
+    "name",
+    "version",
+    "requires-noeta",
+    "requires_noeta",
+    "config-schema",
+    "config_schema",
+    "contributions",
+];
 
 /// Converts TOML to JSON; datetimes become their TOML text.
 pub(crate) fn toml_to_json(value: &toml::Value) -> Value {
@@ -347,6 +384,14 @@ pub fn parse_manifest(
         ));
     }
     let plugin = Some(name.as_str());
+    // A manifest table is ours alone: an unknown field is a typo, not an extension point.
+    if let Some(unknown) = table.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+        return Err(ManifestError::UnknownField {
+            origin: origin.clone(),
+            plugin: name,
+            field: unknown.clone(),
+        });
+    }
 
     let version = match table.get("version") {
         Some(toml::Value::String(v)) => Some(v.clone()),

@@ -4,7 +4,7 @@
 //! manifest order, so the result — and which plugin an error names first —
 //! never depends on discovery order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde_json::{Value, json};
@@ -26,6 +26,7 @@ pub struct MergedEntry {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Merged {
     by_surface: BTreeMap<String, Vec<MergedEntry>>,
+    tool_surfaces: BTreeSet<String>,
 }
 
 impl Merged {
@@ -50,7 +51,8 @@ impl Merged {
             .by_surface
             .iter()
             .map(|(surface, entries)| {
-                let list = entries.iter().map(entry_json).collect();
+                let mounts = self.tool_surfaces.contains(surface);
+                let list = entries.iter().map(|e| entry_json(e, mounts)).collect();
                 (surface.clone(), Value::Array(list))
             })
             .collect();
@@ -59,16 +61,17 @@ impl Merged {
 }
 
 /// One contribution as listings print it.
-pub fn entry_json(entry: &MergedEntry) -> Value {
-    let mut object = contribution_json(&entry.contribution);
+pub fn entry_json(entry: &MergedEntry, mounts_tools: bool) -> Value {
+    let mut object = contribution_json(&entry.contribution, mounts_tools);
     if let Some(map) = object.as_object_mut() {
         map.insert("plugin".to_owned(), json!(entry.plugin));
     }
     object
 }
 
-/// A contribution as listings print it: name, ref or path, params, and the tool names it mounts.
-pub fn contribution_json(c: &ManifestContribution) -> Value {
+/// A contribution as listings print it: name, ref or path, params, and (on surfaces that
+/// mount tools) the model-visible tool names it mounts.
+pub fn contribution_json(c: &ManifestContribution, mounts_tools: bool) -> Value {
     let mut map = serde_json::Map::new();
     map.insert("name".to_owned(), json!(c.name));
     if let Some(r) = &c.reference {
@@ -77,7 +80,7 @@ pub fn contribution_json(c: &ManifestContribution) -> Value {
     if let Some(p) = &c.path {
         map.insert("path".to_owned(), json!(p));
     }
-    if matches!(c.surface.as_str(), "tool" | "control_tool") {
+    if mounts_tools {
         map.insert("tools".to_owned(), json!(c.tool_names()));
     }
     for (k, v) in &c.params {
@@ -175,7 +178,7 @@ impl PluginSet {
                         }
                     }
                 }
-                if matches!(c.surface.as_str(), "tool" | "control_tool") {
+                if spec.mounts_tools() {
                     for tool in c.tool_names() {
                         match tool_owners.get(&tool) {
                             Some((first, surface, contribution))
@@ -229,6 +232,15 @@ impl PluginSet {
                 }),
             }
         }
-        Ok(Merged { by_surface })
+        let tool_surfaces = self
+            .registry
+            .specs()
+            .filter(|s| s.mounts_tools())
+            .map(|s| s.name().to_owned())
+            .collect();
+        Ok(Merged {
+            by_surface,
+            tool_surfaces,
+        })
     }
 }

@@ -152,8 +152,11 @@ impl Resolution {
     }
 }
 
+/// The resource-only surface whose value is its `path`.
+const SKILLS: &str = "skills";
+
 /// The host surfaces consumed as soon as their plugin is loaded.
-const AUTO_CONSUMED: [&str; 2] = ["skills", "mcp_server"];
+const AUTO_CONSUMED: [&str; 2] = [SKILLS, "mcp_server"];
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -209,6 +212,7 @@ impl PluginSet {
                 name: name.to_owned(),
             })?;
         let value = match (&c.reference, &c.path, c.text()) {
+            (_, Some(path), _) if surface == SKILLS => Resolved::SkillsPath(PathBuf::from(path)),
             (Some(reference), _, _) => {
                 let Some(resolver) = &loaded.resolver else {
                     return Err(ResolveError::NoResolver {

@@ -97,7 +97,7 @@ macro_rules! spelled {
 
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -344,6 +344,15 @@ impl SurfaceSpec {
     /// The identity binding, for identity-plane surfaces.
     pub fn binding(&self) -> Option<ActivationBinding> {
         self.binding
+    }
+
+    /// Whether contributions mount model-visible tools (`tool`- and `elsewhere`-bound surfaces),
+    /// so their `tools` names share one namespace across the loaded set.
+    pub fn mounts_tools(&self) -> bool {
+        matches!(
+            self.binding,
+            Some(ActivationBinding::Tool | ActivationBinding::Elsewhere)
+        )
     }
 
     /// Runs the validator on a resolved value.

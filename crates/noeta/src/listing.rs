@@ -85,7 +85,11 @@ pub fn plugins_json(set: &PluginSet, merged: &Result<Merged, MergeError>) -> Val
                 grouped(set.registry(), &p.manifest.contributions)
                     .into_iter()
                     .map(|(surface, entries)| {
-                        let list = entries.into_iter().map(contribution_json).collect();
+                        let mounts = set.registry().get(surface).is_ok_and(|s| s.mounts_tools());
+                        let list = entries
+                            .into_iter()
+                            .map(|c| contribution_json(c, mounts))
+                            .collect();
                         (surface.to_owned(), Value::Array(list))
                     })
                     .collect();
@@ -93,6 +97,7 @@ pub fn plugins_json(set: &PluginSet, merged: &Result<Merged, MergeError>) -> Val
                 "name": p.name(),
                 "version": p.manifest.version,
                 "requires-noeta": p.manifest.requires_noeta,
+                "config-schema": p.manifest.config_schema,
                 "source": p.source.as_str(),
                 "origin": origin_json(&p.origin),
                 "contributions": contributions,
@@ -133,7 +138,7 @@ fn contribution_lines(set: &PluginSet, contributions: &[ManifestContribution], o
             .iter()
             .map(|c| {
                 let mut label = c.name.clone();
-                if matches!(surface, "tool" | "control_tool") {
+                if set.registry().get(surface).is_ok_and(|s| s.mounts_tools()) {
                     let tools = c.tool_names();
                     if tools != [c.name.clone()] {
                         label.push_str(&format!(" (mounts {})", tools.join(", ")));

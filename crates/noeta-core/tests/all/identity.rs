@@ -312,7 +312,7 @@ fn a_tool_whose_own_name_differs_from_its_declaration_is_refused() {
     assert!(matches!(err, CompileError::NameMismatch { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "plugin `liar`: tool `read` declares the tool name(s) `read` but its value is named `reader`"
+        "plugin `liar`: tool `read` declares the name(s) `read` but its value is named `reader`"
     );
 
     let set = load(&[PluginSource::Linked(
@@ -329,7 +329,7 @@ fn a_tool_whose_own_name_differs_from_its_declaration_is_refused() {
         compile(&set, &agent("main", &["liar"]))
             .unwrap_err()
             .to_string(),
-        "plugin `liar`: tool `search` declares the tool name(s) `grep`, `glob` but its value is named `find`"
+        "plugin `liar`: tool `search` declares the name(s) `grep`, `glob` but its value is named `find`"
     );
 }
 
@@ -453,4 +453,35 @@ fn an_agent_compiles_with_zero_plugins_loaded() {
     assert!(spec.plugins.is_empty() && spec.tools.is_empty() && spec.control_tools.is_empty());
     assert_eq!(spec.policy, ComponentRef::new("core", "1"));
     assert_eq!(spec.identity_hash().len(), 64);
+}
+
+#[test]
+fn an_activated_agent_or_content_kind_must_carry_its_contribution_name() {
+    for (surface, label) in [
+        ("agent", "agent `crew`"),
+        ("content_kind", "content_kind `crew`"),
+    ] {
+        let set = load(&[linked(&Manifest::new("shop").with(
+            surface,
+            "crew",
+            "value_name = \"other\"",
+        ))]);
+        let err = compile(&set, &agent("main", &["shop"])).unwrap_err();
+        assert!(matches!(err, CompileError::NameMismatch { .. }), "{err}");
+        assert_mentions(&err.to_string(), &["plugin `shop`", label, "named `other`"]);
+    }
+}
+
+#[test]
+fn a_skills_path_wins_over_a_ref_on_the_skills_surface() {
+    let set = load(&[linked(&Manifest::new("packs").entry(
+        "skills",
+        "name = \"house\"\npath = \"/opt/house/skills\"\nref = \"packs::house\"",
+    ))]);
+    let value = set
+        .resolve_contribution("packs", "skills", "house")
+        .unwrap();
+    assert!(
+        matches!(value, Resolved::SkillsPath(p) if p == std::path::Path::new("/opt/house/skills"))
+    );
 }

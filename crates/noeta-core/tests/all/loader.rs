@@ -466,3 +466,21 @@ fn an_always_on_plugin_that_failed_to_load_fails_every_agent_loudly() {
         &["plugin `guardian`", "agent `main`", "contribution #1"],
     );
 }
+
+#[test]
+fn a_broken_manifest_that_names_itself_is_filed_under_that_name() {
+    let root = tempfile::tempdir().unwrap();
+    write_plugin(
+        root.path(),
+        "dir-name",
+        "name = \"real-name\"\nversion = \"one\"\n",
+    );
+    let set = load(&[PluginSource::UserDir(root.path().to_path_buf())]);
+    assert!(set.problem_for("real-name").is_some());
+    let err = compile(&set, &agent("main", &["real-name"])).unwrap_err();
+    assert!(matches!(err, CompileError::BrokenPlugin { .. }), "{err}");
+    assert_mentions(
+        &err.to_string(),
+        &["`version`", "`one` is not a semver version"],
+    );
+}

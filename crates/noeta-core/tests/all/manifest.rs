@@ -639,3 +639,16 @@ fn a_crate_origin_is_named_as_a_crate() {
         "manifest crate `noeta-demo`: field `name` must be a string"
     );
 }
+
+#[test]
+fn an_unknown_top_level_field_is_refused_naming_it() {
+    let message = refusal("name = \"typo\"\nrequires-noetaa = \">=0.1\"\n");
+    assert_mentions(
+        &message,
+        &[
+            "plugin `typo`",
+            "unknown field `requires-noetaa`",
+            "known: name, version",
+        ],
+    );
+}

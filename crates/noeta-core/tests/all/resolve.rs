@@ -161,7 +161,9 @@ fn resolve_for_touches_per_agent_surfaces_of_activated_plugins_only() {
     for untouched in ["idle::hammer", "idle::nag", "idle::model", "idle::box"] {
         assert_eq!(idle.calls(untouched), 0, "{untouched} must not be resolved");
     }
-    for process_or_auto in ["idle::gate", "idle::eye", "idle::docs", "idle::pack"] {
+    // A skills contribution is its path: the resolver is never asked, even with a ref.
+    assert_eq!(idle.calls("idle::pack"), 0);
+    for process_or_auto in ["idle::gate", "idle::eye", "idle::docs"] {
         assert_eq!(
             idle.calls(process_or_auto),
             1,
@@ -323,7 +325,7 @@ fn a_value_of_the_wrong_kind_fails_validation_naming_plugin_surface_and_contribu
         Manifest::new("wrong")
             .with("tool", "hammer", "")
             .with("prompt_fragment", "blank", "")
-            .with("skills", "rel", "path = \"/ignored/when/a/ref/is/given\"")
+            .with("agent", "rel", "")
             .linked("noeta-wrong", wrong),
     )]);
     let cases = [
@@ -338,9 +340,9 @@ fn a_value_of_the_wrong_kind_fails_validation_naming_plugin_surface_and_contribu
             "plugin `wrong`: contribution `blank` to surface `prompt_fragment` failed validation: illegal contribution value (the prompt text is empty)",
         ),
         (
-            "skills",
+            "agent",
             "rel",
-            "plugin `wrong`: contribution `rel` to surface `skills` failed validation: illegal contribution value (the skills path `relative/skills` is not absolute)",
+            "plugin `wrong`: contribution `rel` to surface `agent` failed validation: illegal contribution value (must be an agent definition); got a skills path",
         ),
     ];
     for (surface, name, message) in cases {

@@ -227,7 +227,7 @@ pub(crate) fn fixture_value(request: &ResolveRequest<'_>) -> Result<Resolved, St
     let value = match request.surface {
         "tool" => Resolved::Tool(Arc::new(EchoTool::new(&first_tool()))),
         "agent" => Resolved::Agent(Arc::new(AgentDefinition {
-            name: request.name.to_owned(),
+            name: text("value_name").unwrap_or_else(|| request.name.to_owned()),
             description: format!("the {} agent", request.name),
             instructions: format!("You are {}.", request.name),
             tools: None,
@@ -236,7 +236,7 @@ pub(crate) fn fixture_value(request: &ResolveRequest<'_>) -> Result<Resolved, St
             model: None,
         })),
         "content_kind" => Resolved::ContentKind(Arc::new(ContentKindSpec {
-            kind: request.name.to_owned(),
+            kind: text("value_name").unwrap_or_else(|| request.name.to_owned()),
             band: params.get("band").and_then(Value::as_i64).unwrap_or(0),
             title: request.name.to_uppercase(),
         })),

@@ -1,0 +1,331 @@
+//! Stores: one append-only, lease-fenced event stream per task, and a content-addressed store for bodies.
+//!
+//! The traits are small so that every backend (memory here; SQLite and
+//! PostgreSQL as backends of their own) can pass the same contract suite in
+//! [`contract`]. An append is a batch: all of it is written, or none of it.
+//! An append under a lease that is no longer the task's live lease is refused
+//! and writes nothing, which is what lets any worker pick up any task.
+
+pub mod contract;
+mod memory;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use memory::{MemoryContentStore, MemoryEventLog};
+
+use crate::canonical;
+
+/// The largest canonical size of one record's `data`, in bytes; larger bodies go to the content store.
+pub const MAX_RECORD_BYTES: usize = 4096;
+
+/// Milliseconds since the Unix epoch, from an injectable source.
+pub trait Clock: Send + Sync {
+    /// The current time in milliseconds.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock reading `ms`.
+    pub fn at(ms: u64) -> Arc<Self> {
+        Arc::new(Self(AtomicU64::new(ms)))
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A task's id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(String);
+
+impl TaskId {
+    /// A task id; letters, digits, `-`, `_`, `.` and `:` only, 1 to 128 characters.
+    pub fn new(id: impl Into<String>) -> Result<Self, StoreError> {
+        let id = id.into();
+        let ok = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+        if ok {
+            Ok(Self(id))
+        } else {
+            Err(StoreError::BadTaskId { id })
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One entry of a task's log: something an extension (or the kernel, as `core`) recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The recording extension; the kernel records as `core`.
+    pub extension: String,
+    /// The record kind, owned by that extension.
+    pub kind: String,
+    /// The payload (small; bodies go to the content store and are referenced).
+    pub data: Value,
+    /// Text that enters the conversation, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Record {
+    /// A record of `extension`/`kind` with `data` and no message.
+    pub fn new(extension: impl Into<String>, kind: impl Into<String>, data: Value) -> Self {
+        Self {
+            extension: extension.into(),
+            kind: kind.into(),
+            data,
+            message: None,
+        }
+    }
+
+    /// Adds a message that enters the conversation.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+
+    /// The canonical size of the payload and message, which [`MAX_RECORD_BYTES`] bounds.
+    pub fn payload_size(&self) -> usize {
+        canonical::to_bytes(&self.data).len() + self.message.as_ref().map_or(0, String::len)
+    }
+}
+
+/// A record at its place in the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The sequence number, from 1, without gaps.
+    pub seq: u64,
+    /// The record.
+    pub record: Record,
+}
+
+/// The right to append to one task, until it expires or another claim supersedes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The task.
+    pub task: TaskId,
+    /// Who holds it.
+    pub worker: String,
+    /// Increases with every claim; appends must carry the live epoch.
+    pub epoch: u64,
+    /// When it lapses unless renewed.
+    pub expires_ms: u64,
+}
+
+/// What a store knows about a task without reading its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The task.
+    pub id: TaskId,
+    /// Its parent, for child tasks.
+    pub parent: Option<TaskId>,
+    /// The last sequence number (0 for an empty log).
+    pub head: u64,
+    /// When it was created.
+    pub created_ms: u64,
+}
+
+/// A fold of a task's log up to `seq`, written off the step path to speed up loading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The last sequence number folded in.
+    pub seq: u64,
+    /// A hash of the plugin set that folded it; a different set ignores the snapshot.
+    pub plugin_set: String,
+    /// The folded state.
+    pub state: Value,
+}
+
+/// A body in the content store, addressed by its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ContentRef {
+    /// SHA-256 hex of the body.
+    pub sha256: String,
+    /// The body's length in bytes.
+    pub len: u64,
+    /// Its media type.
+    pub media_type: String,
+}
+
+/// Errors from stores. The runner matches on the kind to decide what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A task id is malformed.
+    #[error("task id `{id}` is not valid — use 1 to 128 letters, digits, `-`, `_`, `.` or `:`")]
+    BadTaskId {
+        /// The rejected id.
+        id: String,
+    },
+    /// No such task.
+    #[error("unknown task `{task}`")]
+    UnknownTask {
+        /// The task.
+        task: TaskId,
+    },
+    /// The task already exists.
+    #[error("task `{task}` already exists")]
+    TaskExists {
+        /// The task.
+        task: TaskId,
+    },
+    /// Another worker holds a live lease.
+    #[error("task `{task}` is leased by `{holder}` until {until_ms}")]
+    Leased {
+        /// The task.
+        task: TaskId,
+        /// The holder.
+        holder: String,
+        /// When its lease lapses.
+        until_ms: u64,
+    },
+    /// The lease is no longer the task's live lease; nothing was written.
+    #[error(
+        "lease epoch {epoch} on task `{task}` is stale (live epoch {live}, or lapsed) — nothing was written"
+    )]
+    StaleLease {
+        /// The task.
+        task: TaskId,
+        /// The lease's epoch.
+        epoch: u64,
+        /// The live epoch.
+        live: u64,
+    },
+    /// A record's payload is over [`MAX_RECORD_BYTES`].
+    #[error(
+        "record `{extension}`/`{kind}` has a {size}-byte payload, over the {MAX_RECORD_BYTES}-byte limit — put large bodies in the content store and record the ref"
+    )]
+    RecordTooLarge {
+        /// The recording extension.
+        extension: String,
+        /// The record kind.
+        kind: String,
+        /// Its payload size.
+        size: usize,
+    },
+    /// A content ref names no stored body.
+    #[error("no content stored under sha256 {sha256}")]
+    MissingContent {
+        /// The missing hash.
+        sha256: String,
+    },
+    /// The backend failed.
+    #[error("store backend failed: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// One append-only, lease-fenced event stream per task.
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Creates an empty task, optionally as the child of `parent`.
+    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError>;
+
+    /// Claims the task for `worker` for `ttl_ms`. A live lease of another worker refuses the claim;
+    /// every successful claim starts a new epoch.
+    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError>;
+
+    /// Extends a live lease.
+    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError>;
+
+    /// Gives a live lease up; a stale one is ignored.
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Appends a batch atomically under a live lease; returns the last sequence number written.
+    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError>;
+
+    /// The events with a sequence number greater than `after`, in order.
+    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError>;
+
+    /// What the store knows about one task.
+    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError>;
+
+    /// Every task, in creation order.
+    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError>;
+
+    /// Stores a snapshot (replacing an older one).
+    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError>;
+
+    /// The latest snapshot, if any.
+    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError>;
+}
+
+/// A content-addressed store for bodies.
+#[async_trait]
+pub trait ContentStore: Send + Sync {
+    /// Stores a body (idempotent) and returns its ref.
+    async fn put(&self, media_type: &str, body: &[u8]) -> Result<ContentRef, StoreError>;
+
+    /// The body behind a ref.
+    async fn get(&self, reference: &ContentRef) -> Result<Vec<u8>, StoreError>;
+}
+
+/// The ref a body gets in any content store.
+pub fn content_ref(media_type: &str, body: &[u8]) -> ContentRef {
+    ContentRef {
+        sha256: canonical::sha256_hex(body),
+        len: body.len() as u64,
+        media_type: media_type.to_owned(),
+    }
+}
+
+/// Checks every record of a batch against [`MAX_RECORD_BYTES`].
+pub fn check_batch(batch: &[Record]) -> Result<(), StoreError> {
+    for record in batch {
+        let size = record.payload_size();
+        if size > MAX_RECORD_BYTES {
+            return Err(StoreError::RecordTooLarge {
+                extension: record.extension.clone(),
+                kind: record.kind.clone(),
+                size,
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! The in-memory event log and content store: the reference backend, for tests, benches and `memory:` URLs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+
+use super::{
+    Clock, ContentRef, ContentStore, Event, EventLog, Lease, Record, Snapshot, StoreError, TaskId,
+    TaskInfo, check_batch, content_ref,
+};
+
+#[derive(Debug)]
+struct LeaseState {
+    worker: String,
+    expires_ms: u64,
+}
+
+#[derive(Debug)]
+struct TaskLog {
+    /// Creation order, for listing tasks created within one millisecond.
+    order: u64,
+    parent: Option<TaskId>,
+    created_ms: u64,
+    events: Vec<Event>,
+    epoch: u64,
+    lease: Option<LeaseState>,
+    snapshot: Option<Snapshot>,
+}
+
+/// An event log held in memory, with leases timed by an injected clock.
+pub struct MemoryEventLog {
+    clock: Arc<dyn Clock>,
+    tasks: Mutex<BTreeMap<TaskId, TaskLog>>,
+}
+
+impl std::fmt::Debug for MemoryEventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryEventLog").finish_non_exhaustive()
+    }
+}
+
+impl MemoryEventLog {
+    /// An empty log timed by `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            tasks: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<TaskId, TaskLog>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn unknown(task: &TaskId) -> StoreError {
+    StoreError::UnknownTask { task: task.clone() }
+}
+
+/// Whether `lease` is the task's live lease at `now`.
+fn live(log: &TaskLog, lease: &Lease, now: u64) -> bool {
+    log.epoch == lease.epoch
+        && log
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.worker == lease.worker && l.expires_ms > now)
+}
+
+fn stale(log: &TaskLog, lease: &Lease) -> StoreError {
+    StoreError::StaleLease {
+        task: lease.task.clone(),
+        epoch: lease.epoch,
+        live: log.epoch,
+    }
+}
+
+#[async_trait]
+impl EventLog for MemoryEventLog {
+    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        if tasks.contains_key(task) {
+            return Err(StoreError::TaskExists { task: task.clone() });
+        }
+        if let Some(parent) = parent
+            && !tasks.contains_key(parent)
+        {
+            return Err(unknown(parent));
+        }
+        let order = tasks.len() as u64;
+        tasks.insert(
+            task.clone(),
+            TaskLog {
+                order,
+                parent: parent.cloned(),
+                created_ms: now,
+                events: Vec::new(),
+                epoch: 0,
+                lease: None,
+                snapshot: None,
+            },
+        );
+        Ok(())
+    }
+
+    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        let log = tasks.get_mut(task).ok_or_else(|| unknown(task))?;
+        if let Some(held) = &log.lease
+            && held.expires_ms > now
+            && held.worker != worker
+        {
+            return Err(StoreError::Leased {
+                task: task.clone(),
+                holder: held.worker.clone(),
+                until_ms: held.expires_ms,
+            });
+        }
+        log.epoch += 1;
+        let expires_ms = now.saturating_add(ttl_ms);
+        log.lease = Some(LeaseState {
+            worker: worker.to_owned(),
+            expires_ms,
+        });
+        Ok(Lease {
+            task: task.clone(),
+            worker: worker.to_owned(),
+            epoch: log.epoch,
+            expires_ms,
+        })
+    }
+
+    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        let log = tasks
+            .get_mut(&lease.task)
+            .ok_or_else(|| unknown(&lease.task))?;
+        if !live(log, lease, now) {
+            return Err(stale(log, lease));
+        }
+        let expires_ms = now.saturating_add(ttl_ms);
+        if let Some(held) = &mut log.lease {
+            held.expires_ms = expires_ms;
+        }
+        Ok(Lease {
+            expires_ms,
+            ..lease.clone()
+        })
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        let log = tasks
+            .get_mut(&lease.task)
+            .ok_or_else(|| unknown(&lease.task))?;
+        if live(log, lease, now) {
+            log.lease = None;
+        }
+        Ok(())
+    }
+
+    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
+        check_batch(batch)?;
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        let log = tasks
+            .get_mut(&lease.task)
+            .ok_or_else(|| unknown(&lease.task))?;
+        if !live(log, lease, now) {
+            return Err(stale(log, lease));
+        }
+        let mut seq = log.events.len() as u64;
+        for record in batch {
+            seq += 1;
+            log.events.push(Event {
+                seq,
+                record: record.clone(),
+            });
+        }
+        Ok(seq)
+    }
+
+    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
+        let tasks = self.lock();
+        let log = tasks.get(task).ok_or_else(|| unknown(task))?;
+        let start = usize::try_from(after)
+            .unwrap_or(usize::MAX)
+            .min(log.events.len());
+        Ok(log.events[start..].to_vec())
+    }
+
+    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
+        let tasks = self.lock();
+        let log = tasks.get(task).ok_or_else(|| unknown(task))?;
+        Ok(info(task, log))
+    }
+
+    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        let tasks = self.lock();
+        let mut all: Vec<(u64, TaskInfo)> = tasks
+            .iter()
+            .map(|(id, log)| (log.order, info(id, log)))
+            .collect();
+        all.sort_by_key(|(order, _)| *order);
+        Ok(all.into_iter().map(|(_, info)| info).collect())
+    }
+
+    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
+        let mut tasks = self.lock();
+        let log = tasks.get_mut(task).ok_or_else(|| unknown(task))?;
+        if log.snapshot.as_ref().is_none_or(|s| s.seq <= snapshot.seq) {
+            log.snapshot = Some(snapshot.clone());
+        }
+        Ok(())
+    }
+
+    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
+        let tasks = self.lock();
+        let log = tasks.get(task).ok_or_else(|| unknown(task))?;
+        Ok(log.snapshot.clone())
+    }
+}
+
+fn info(id: &TaskId, log: &TaskLog) -> TaskInfo {
+    TaskInfo {
+        id: id.clone(),
+        parent: log.parent.clone(),
+        head: log.events.len() as u64,
+        created_ms: log.created_ms,
+    }
+}
+
+/// A content store held in memory.
+#[derive(Debug, Default)]
+pub struct MemoryContentStore {
+    bodies: Mutex<BTreeMap<String, Arc<[u8]>>>,
+}
+
+impl MemoryContentStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl ContentStore for MemoryContentStore {
+    async fn put(&self, media_type: &str, body: &[u8]) -> Result<ContentRef, StoreError> {
+        let reference = content_ref(media_type, body);
+        self.bodies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(reference.sha256.clone())
+            .or_insert_with(|| Arc::from(body));
+        Ok(reference)
+    }
+
+    async fn get(&self, reference: &ContentRef) -> Result<Vec<u8>, StoreError> {
+        self.bodies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&reference.sha256)
+            .map(|b| b.to_vec())
+            .ok_or_else(|| StoreError::MissingContent {
+                sha256: reference.sha256.clone(),
+            })
+    }
+}
