@@ -318,6 +318,9 @@ pub trait ToolResultTransform: Send + Sync {
 pub trait PolicyFactory: Send + Sync {
     /// The identity of the policy this factory builds.
     fn policy_ref(&self) -> ComponentRef;
+
+    /// Builds the policy for one agent's session.
+    fn build(&self) -> Arc<dyn crate::policy::Policy>;
 }
 
 /// What a session pack and a control-tool factory see when an agent's session is built.
@@ -366,6 +369,8 @@ pub struct PackContribution {
     pub content_kinds: Vec<ContentKindSpec>,
     /// Control tools the pack mounts, with their schema priority.
     pub control_tools: Vec<(i64, Arc<dyn ControlToolFactory>)>,
+    /// Extensions the pack adds to the session, in order.
+    pub extensions: Vec<Arc<dyn crate::extension::Extension>>,
 }
 
 impl PackContribution {
@@ -376,7 +381,10 @@ impl PackContribution {
 
     /// Whether the pack contributed nothing.
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty() && self.content_kinds.is_empty() && self.control_tools.is_empty()
+        self.tools.is_empty()
+            && self.content_kinds.is_empty()
+            && self.control_tools.is_empty()
+            && self.extensions.is_empty()
     }
 }
 

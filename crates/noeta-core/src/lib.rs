@@ -10,11 +10,18 @@
 
 pub mod canonical;
 pub mod contrib;
+pub mod extension;
+pub mod fold;
 pub mod identity;
 pub mod loader;
 pub mod manifest;
 pub mod merge;
+pub mod policy;
+pub mod provider;
+pub mod records;
 pub mod resolve;
+pub mod runner;
+pub mod session;
 pub mod store;
 pub mod surface;
 pub mod tool;

@@ -1,12 +1,15 @@
 //! The `Tool` trait: a model-visible capability with a name, a description, a JSON Schema and an async `run`.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::canonical;
+use crate::fold::TaskState;
+use crate::store::Record;
 
 /// How risky a tool call is; governance decides approval from it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -60,20 +63,73 @@ impl ToolFlags {
     }
 }
 
-/// What the runtime hands a running tool. The runtime adds capabilities to it; tools never build one.
-#[derive(Debug, Clone)]
+/// Receives a running tool's live output (shown to people, never recorded).
+pub type ProgressSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// What the runtime hands a running tool.
+#[derive(Clone)]
 pub struct ToolContext {
     task_id: String,
     call_id: String,
+    staged: Arc<Mutex<Vec<Record>>>,
+    state: Arc<TaskState>,
+    progress: Option<ProgressSink>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("task_id", &self.task_id)
+            .field("call_id", &self.call_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ToolContext {
-    /// A context for one call of one task.
+    /// A context for one call of one task, over an empty state (for tests and direct calls).
     pub fn new(task_id: impl Into<String>, call_id: impl Into<String>) -> Self {
+        Self::with_state(task_id, call_id, Arc::new(TaskState::default()), None)
+    }
+
+    /// A context over the task's folded state, as the runner builds it.
+    pub fn with_state(
+        task_id: impl Into<String>,
+        call_id: impl Into<String>,
+        state: Arc<TaskState>,
+        progress: Option<ProgressSink>,
+    ) -> Self {
         Self {
             task_id: task_id.into(),
             call_id: call_id.into(),
+            staged: Arc::new(Mutex::new(Vec::new())),
+            state,
+            progress,
         }
+    }
+
+    /// Stages a record of `extension`; it commits together with this call's result.
+    pub fn record(&self, extension: &str, kind: &str, data: Value) {
+        self.staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Record::new(extension, kind, data));
+    }
+
+    /// One extension's folded state, as of when the call started.
+    pub fn state(&self, name: &str) -> Option<&Value> {
+        self.state.ext_state(name)
+    }
+
+    /// Reports live output (not recorded).
+    pub fn progress(&self, text: &str) {
+        if let Some(sink) = &self.progress {
+            sink(&self.call_id, text);
+        }
+    }
+
+    /// Takes the records staged by the tool.
+    pub(crate) fn take_staged(&self) -> Vec<Record> {
+        std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The task the call belongs to.
@@ -153,6 +209,12 @@ pub trait Tool: Send + Sync {
 
     /// Runs one call.
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// After a crash left this call's outcome unknown: find its result by
+    /// [`ToolContext::idempotency_key`], if the tool can. `None` means not found.
+    async fn recover(&self, _ctx: &ToolContext) -> Result<Option<ToolOutput>, ToolError> {
+        Ok(None)
+    }
 }
 
 impl fmt::Debug for dyn Tool {

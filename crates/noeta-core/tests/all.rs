@@ -23,6 +23,9 @@ mod merge;
 #[path = "all/resolve.rs"]
 mod resolve;
 #[cfg(test)]
+#[path = "all/runner.rs"]
+mod runner;
+#[cfg(test)]
 #[path = "all/store.rs"]
 mod store;
 #[cfg(test)]

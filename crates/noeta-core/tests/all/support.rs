@@ -416,6 +416,10 @@ impl PolicyFactory for FixedPolicy {
     fn policy_ref(&self) -> ComponentRef {
         self.0.clone()
     }
+
+    fn build(&self) -> Arc<dyn noeta_core::policy::Policy> {
+        noeta_core::policy::minimal_policy()
+    }
 }
 
 /// A control tool that mounts under `name` for every agent except those in `skip`.

@@ -1,0 +1,490 @@
+//! The one `Extension` interface: every hook the runner calls, all optional, and the view hooks read.
+//!
+//! A capability is an extension that implements the hooks it needs. The
+//! runner calls one ordered list of extensions per agent (see
+//! [`crate::session`]) and the agent's policy, nothing else. Hooks that
+//! compute from the view are synchronous; hooks that may wait are async. A
+//! hook that records calls [`View::record`]; the runner appends what was
+//! staged in the batch of the phase that produced it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::contrib::Verdict;
+use crate::fold::{CoreState, Message, TaskState};
+use crate::records::ToolCall;
+use crate::store::{Event, Record, TaskId};
+use crate::tool::{Tool, ToolOutput};
+
+/// A hook's failure; the runner applies the hook's failure rule to it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookError(pub String);
+
+impl HookError {
+    /// A failure with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// What a hook's result is.
+pub type HookResult<T> = Result<T, HookError>;
+
+/// Control flow a step hook may raise instead of returning (`reminders`, `before_model`,
+/// `on_context_overflow`); none of these counts as the hook failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StepSignal {
+    /// End the turn now, without calling the model.
+    TurnDone {
+        /// Why.
+        reason: String,
+    },
+    /// Compose the request again (something it depends on changed).
+    RequestStale,
+    /// Fail the turn with this reason.
+    TurnFailed {
+        /// Why.
+        reason: String,
+    },
+    /// The hook itself failed.
+    Error(HookError),
+}
+
+impl From<HookError> for StepSignal {
+    fn from(err: HookError) -> Self {
+        StepSignal::Error(err)
+    }
+}
+
+/// A tool a step offers, with the extension that offered it.
+#[derive(Clone)]
+pub struct OfferedTool {
+    /// The extension offering it.
+    pub extension: String,
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+}
+
+impl fmt::Debug for OfferedTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.extension, self.tool.name())
+    }
+}
+
+/// What `tool_changes` does to the offered set.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct ToolChanges {
+    /// Tools to add.
+    pub add: Vec<Arc<dyn Tool>>,
+    /// Tools to withhold, each with the error a call to it returns.
+    pub withhold: Vec<(String, String)>,
+    /// Request entries that are not tools (provider-side tools, for instance).
+    pub entries: Vec<Value>,
+}
+
+impl ToolChanges {
+    /// No change.
+    pub fn none() -> Self {
+        Self::default()
+    }
+}
+
+impl fmt::Debug for ToolChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let add: Vec<&str> = self.add.iter().map(|t| t.name()).collect();
+        f.debug_struct("ToolChanges")
+            .field("add", &add)
+            .field("withhold", &self.withhold)
+            .field("entries", &self.entries)
+            .finish()
+    }
+}
+
+/// Where a piece of context goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Segment {
+    /// The stable prefix: system text, cached across steps.
+    Stable,
+    /// The semi-stable residents (instructions, environment, skills listings).
+    Resident,
+}
+
+/// Text an extension puts into the request's system part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextPart {
+    /// Which segment.
+    pub segment: Segment,
+    /// The text.
+    pub text: String,
+}
+
+impl ContextPart {
+    /// Stable system text.
+    pub fn stable(text: impl Into<String>) -> Self {
+        Self {
+            segment: Segment::Stable,
+            text: text.into(),
+        }
+    }
+
+    /// A resident.
+    pub fn resident(text: impl Into<String>) -> Self {
+        Self {
+            segment: Segment::Resident,
+            text: text.into(),
+        }
+    }
+}
+
+/// A child task about to be created (the spawn checkpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnRequest {
+    /// The child's agent.
+    pub agent: String,
+    /// The child's depth below the root.
+    pub depth: u32,
+}
+
+/// An extension's say on a compaction about to happen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactAdvice {
+    /// Refuse the compaction, with the reason.
+    pub refuse: Option<String>,
+    /// Extra instructions for the summary.
+    pub instructions: Option<String>,
+}
+
+/// A slash command an extension offers to frontends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandSpec {
+    /// The name, without the slash.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+}
+
+/// What hooks see: the task's folded state and a place to stage records.
+pub struct View<'a> {
+    task: &'a TaskId,
+    agent: &'a str,
+    state: &'a TaskState,
+    roster: &'a [String],
+    staged: Mutex<Vec<Record>>,
+    peers: &'a [Arc<dyn Extension>],
+}
+
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("View")
+            .field("task", &self.task)
+            .field("agent", &self.agent)
+            .field("seq", &self.state.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> View<'a> {
+    /// A view of `state` for `agent` in `task`; `peers` is the agent's extension list.
+    pub fn new(
+        task: &'a TaskId,
+        agent: &'a str,
+        state: &'a TaskState,
+        roster: &'a [String],
+        peers: &'a [Arc<dyn Extension>],
+    ) -> Self {
+        Self {
+            task,
+            agent,
+            state,
+            roster,
+            staged: Mutex::new(Vec::new()),
+            peers,
+        }
+    }
+
+    /// The task.
+    pub fn task_id(&self) -> &TaskId {
+        self.task
+    }
+
+    /// The agent running it.
+    pub fn agent(&self) -> &str {
+        self.agent
+    }
+
+    /// The agents this one may spawn.
+    pub fn agents(&self) -> &[String] {
+        self.roster
+    }
+
+    /// The kernel's folded state.
+    pub fn core(&self) -> &CoreState {
+        &self.state.core
+    }
+
+    /// The conversation.
+    pub fn messages(&self) -> &[Message] {
+        &self.state.core.messages
+    }
+
+    /// One extension's folded state.
+    pub fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.state.ext_state(name)
+    }
+
+    /// Stages a record of `extension`; it is appended with the current phase's batch.
+    pub fn record(&self, extension: &str, kind: &str, data: Value) {
+        self.stage(Record::new(extension, kind, data));
+    }
+
+    /// Stages a record whose message enters the conversation.
+    pub fn record_with_message(&self, extension: &str, kind: &str, data: Value, message: &str) {
+        self.stage(Record::new(extension, kind, data).with_message(message));
+    }
+
+    fn stage(&self, record: Record) {
+        self.staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(record);
+    }
+
+    /// Takes the records staged so far.
+    pub fn take_staged(&self) -> Vec<Record> {
+        std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Asks every other extension's `before_compact`; a failing one is skipped.
+    pub fn ask_before_compact(&self, asking: &str) -> Vec<(String, CompactAdvice)> {
+        self.peers
+            .iter()
+            .filter(|p| p.name() != asking)
+            .filter_map(|p| {
+                p.before_compact(self)
+                    .ok()
+                    .map(|a| (p.name().to_owned(), a))
+            })
+            .collect()
+    }
+
+    /// Collects every other extension's `resident` text; a failing one is skipped.
+    pub fn ask_residents(&self, asking: &str) -> Vec<(String, String)> {
+        self.peers
+            .iter()
+            .filter(|p| p.name() != asking)
+            .filter_map(|p| {
+                p.resident(self)
+                    .ok()
+                    .flatten()
+                    .map(|t| (p.name().to_owned(), t))
+            })
+            .collect()
+    }
+
+    /// Collects every other extension's `lead_resident` text; a failing one is skipped.
+    pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
+        self.peers
+            .iter()
+            .filter(|p| p.name() != asking)
+            .filter_map(|p| {
+                p.lead_resident(self)
+                    .ok()
+                    .flatten()
+                    .map(|t| (p.name().to_owned(), t))
+            })
+            .collect()
+    }
+}
+
+/// The model request as hooks see it before it is sent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelRequest {
+    /// The stable system text.
+    pub system: String,
+    /// The offered tools' schemas, in offer order.
+    pub tools: Vec<Value>,
+    /// Non-tool request entries from `tool_changes`.
+    pub entries: Vec<Value>,
+    /// The residents.
+    pub residents: Vec<String>,
+    /// The conversation (shared with the folded state, not copied).
+    pub messages: Arc<Vec<Message>>,
+    /// Reminders and tail renders, after the conversation.
+    pub tail: Vec<String>,
+}
+
+/// The model's reply, as hooks see it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelReply {
+    /// The text.
+    pub text: String,
+    /// The tool calls, in order.
+    pub calls: Vec<ToolCall>,
+    /// Why it stopped.
+    pub stop: Option<crate::records::StopReason>,
+    /// Token usage.
+    pub usage: crate::records::Usage,
+}
+
+/// One capability's hooks, all optional. See the hook table in `docs/hooks.md`.
+#[async_trait]
+pub trait Extension: Send + Sync {
+    /// The extension's unique name; its records and state live under it.
+    fn name(&self) -> &str;
+
+    /// Other names whose records this extension also folds.
+    fn folds(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Every claim, before the first step: read what is read once, and record it.
+    async fn on_start(&self, _view: &View<'_>) -> HookResult<()> {
+        Ok(())
+    }
+
+    /// A user message arrived (turn intake), before the turn's first step.
+    async fn turn_intake(&self, _view: &View<'_>, _message: &str) -> HookResult<()> {
+        Ok(())
+    }
+
+    /// Every step: the tools this extension offers now. First offer of a name wins.
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        Ok(Vec::new())
+    }
+
+    /// Every step, after all `tools`: add, withhold, or add non-tool request entries.
+    fn tool_changes(&self, _view: &View<'_>, _offered: &[OfferedTool]) -> HookResult<ToolChanges> {
+        Ok(ToolChanges::none())
+    }
+
+    /// Every model call: system text and residents.
+    fn context(&self, _view: &View<'_>) -> HookResult<Vec<ContextPart>> {
+        Ok(Vec::new())
+    }
+
+    /// Before every model call: reminders recorded now and sent with this request.
+    async fn reminders(&self, _view: &View<'_>) -> Result<Vec<String>, StepSignal> {
+        Ok(Vec::new())
+    }
+
+    /// The pure tail render: text after the conversation, re-derived on every compose, never recorded.
+    fn tail(&self, _view: &View<'_>) -> Option<String> {
+        None
+    }
+
+    /// Before every model call, after reminders: the request to send, or a signal.
+    async fn before_model(
+        &self,
+        _view: &View<'_>,
+        request: ModelRequest,
+    ) -> Result<ModelRequest, StepSignal> {
+        Ok(request)
+    }
+
+    /// The model refused the request as too long: make room and return true to retry.
+    async fn on_context_overflow(
+        &self,
+        _view: &View<'_>,
+        _request: &ModelRequest,
+    ) -> Result<bool, StepSignal> {
+        Ok(false)
+    }
+
+    /// The reply had no text and no tool calls: a message to go on with, if any.
+    async fn on_empty_reply(
+        &self,
+        _view: &View<'_>,
+        _reply: &ModelReply,
+    ) -> HookResult<Option<String>> {
+        Ok(None)
+    }
+
+    /// Every tool call, in reply order: allow, deny, rewrite, ask, or no opinion.
+    async fn before_tool(&self, _view: &View<'_>, _call: &ToolCall) -> HookResult<Option<Verdict>> {
+        Ok(None)
+    }
+
+    /// A call is about to park on asks: answer for the user, if this extension can.
+    async fn resolve_ask(
+        &self,
+        _view: &View<'_>,
+        _call: &ToolCall,
+        _asks: &[String],
+    ) -> HookResult<Option<bool>> {
+        Ok(None)
+    }
+
+    /// A call ran, before its result is recorded: change the result.
+    async fn after_tool(
+        &self,
+        _view: &View<'_>,
+        _call: &ToolCall,
+        output: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        Ok(output)
+    }
+
+    /// After every appended event: metrics, audit, forwarding.
+    fn on_event(&self, _view: &View<'_>, _event: &Event) -> HookResult<()> {
+        Ok(())
+    }
+
+    /// Folds one of this extension's records (or a folded name's) into its state. Pure.
+    fn reduce(&self, _state: &mut Value, _kind: &str, _data: &Value) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What a task continuing this one's conversation (a fork, a resumed child) starts from.
+    fn continue_state(&self, state: &Value) -> Value {
+        state.clone()
+    }
+
+    /// Configuration every child task starts with.
+    fn inherit(&self, _view: &View<'_>) -> HookResult<Option<Value>> {
+        Ok(None)
+    }
+
+    /// Asked by a compacting extension: refuse, or add instructions for the summary.
+    fn before_compact(&self, _view: &View<'_>) -> HookResult<CompactAdvice> {
+        Ok(CompactAdvice::default())
+    }
+
+    /// Asked by a compacting extension: text that must stay after compaction.
+    fn resident(&self, _view: &View<'_>) -> HookResult<Option<String>> {
+        Ok(None)
+    }
+
+    /// Asked by a compacting extension: text that must lead the kept context.
+    fn lead_resident(&self, _view: &View<'_>) -> HookResult<Option<String>> {
+        Ok(None)
+    }
+
+    /// The spawn checkpoint: every child task, whether a tool or a hook starts it.
+    fn before_spawn(&self, _view: &View<'_>, _spawn: &SpawnRequest) -> HookResult<Option<Verdict>> {
+        Ok(None)
+    }
+
+    /// Before the turn ends: a message the model sees to refuse ending it, if any.
+    async fn before_finish(&self, _view: &View<'_>) -> HookResult<Option<String>> {
+        Ok(None)
+    }
+
+    /// Slash commands for frontends.
+    fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        Ok(Vec::new())
+    }
+
+    /// Runs a slash command; errors go to the caller.
+    async fn run_command(&self, _view: &View<'_>, name: &str, _args: &str) -> HookResult<String> {
+        Err(HookError::new(format!("unknown command `/{name}`")))
+    }
+}

@@ -1,0 +1,495 @@
+//! The fold: a task's state is a pure function of its log, applied one event at a time.
+//!
+//! The kernel folds its own `core` records into [`CoreState`] (the
+//! conversation, open tool calls, the turn); every extension's `reduce` folds
+//! its own records and those of the names it lists in `folds` into a JSON
+//! value. Within one claim the runner applies each new batch once; a
+//! [`Snapshot`] of the state lets a later claim fold only the tail, and is
+//! ignored when it was made under a different plugin set.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::canonical;
+use crate::extension::Extension;
+use crate::records::{
+    CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, StopReason, ToolCall, Usage,
+};
+use crate::resolve::panic_message;
+use crate::store::{Event, Snapshot};
+
+/// Who speaks a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+    /// Text a record brought into the conversation (instructions, notices, reminders).
+    Context,
+}
+
+/// One message of the conversation, with its hash computed once when folded in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// The sequence number of the record it came from.
+    pub seq: u64,
+    /// Who speaks.
+    pub role: Role,
+    /// The text.
+    pub text: String,
+    /// Tool calls, for assistant messages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCall>,
+    /// The call answered, for tool messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Whether a tool message is an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// SHA-256 of the message's canonical form (without this field).
+    pub hash: String,
+}
+
+impl Message {
+    fn new(
+        seq: u64,
+        role: Role,
+        text: String,
+        calls: Vec<ToolCall>,
+        call_id: Option<String>,
+        is_error: bool,
+    ) -> Self {
+        let body = json!({
+            "role": role,
+            "text": text,
+            "calls": calls,
+            "call_id": call_id,
+            "is_error": is_error,
+        });
+        Self {
+            seq,
+            role,
+            text,
+            calls,
+            call_id,
+            is_error,
+            hash: canonical::sha256_hex(&canonical::to_bytes(&body)),
+        }
+    }
+}
+
+/// A tool call that started and has not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenCall {
+    /// The tool.
+    pub tool: String,
+    /// The `call_started` record's sequence number.
+    pub seq: u64,
+}
+
+/// Where the current turn stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TurnState {
+    /// No user message is waiting.
+    #[default]
+    Idle,
+    /// A user message arrived and the turn has not ended.
+    Running,
+    /// The turn ended.
+    Ended {
+        /// Why.
+        reason: String,
+    },
+    /// The turn failed.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// The turn waits for a person's answer about a call.
+    Parked {
+        /// The call.
+        call_id: String,
+        /// What is asked.
+        question: String,
+    },
+}
+
+/// The kernel's part of a task's state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoreState {
+    /// The agent the task runs.
+    pub agent: Option<String>,
+    /// The parent task, for a child.
+    pub parent: Option<String>,
+    /// The pinned identity hash.
+    pub identity: Option<String>,
+    /// The pinned plugins.
+    pub pins: Vec<PluginPin>,
+    /// The conversation; shared with composed requests, copied only when a request still holds it.
+    pub messages: Arc<Vec<Message>>,
+    /// A hash chained over every message hash, in order.
+    pub chain: String,
+    /// Calls that started and have not finished, by call id.
+    pub open_calls: BTreeMap<String, OpenCall>,
+    /// The current turn.
+    pub turn: TurnState,
+    /// Turns failed in a row.
+    pub failed_turns: u32,
+    /// Why the task failed for good, if it did.
+    pub task_failed: Option<String>,
+    /// Model calls made.
+    pub model_calls: u64,
+    /// Tool calls finished.
+    pub tool_calls: u64,
+    /// Token usage so far.
+    pub usage: Usage,
+    /// Why the model stopped in its last reply.
+    pub last_stop: Option<StopReason>,
+    /// The user message whose turn-intake hooks have run.
+    pub intake_seq: u64,
+    /// Answers to asks, by call id.
+    pub answers: BTreeMap<String, bool>,
+    /// The inputs calls started with, by call id, until they finish.
+    pub started_inputs: BTreeMap<String, Value>,
+}
+
+impl CoreState {
+    fn push(&mut self, message: Message) {
+        self.chain = chain_hash(&self.chain, &message.hash);
+        Arc::make_mut(&mut self.messages).push(message);
+    }
+
+    fn rechain(&mut self) {
+        self.chain = self
+            .messages
+            .iter()
+            .fold(String::new(), |chain, m| chain_hash(&chain, &m.hash));
+    }
+}
+
+/// Extends a hash chain by one message hash.
+pub fn chain_hash(chain: &str, next: &str) -> String {
+    canonical::sha256_hex(format!("{chain}:{next}").as_bytes())
+}
+
+/// A task's folded state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskState {
+    /// The last sequence number folded in.
+    pub seq: u64,
+    /// The kernel's state.
+    pub core: CoreState,
+    /// Each extension's state, by name.
+    pub ext: BTreeMap<String, Value>,
+}
+
+impl TaskState {
+    /// The canonical bytes of the whole state (for byte-equality checks and hashes).
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        serde_json::to_value(self)
+            .map(|v| canonical::to_bytes(&v))
+            .unwrap_or_default()
+    }
+
+    /// One extension's folded state.
+    pub fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.ext.get(name)
+    }
+}
+
+/// A fold that cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FoldError {
+    /// An extension's `reduce` failed or panicked.
+    #[error("extension `{extension}` failed to fold record `{kind}` at seq {seq}: {reason}")]
+    Reduce {
+        /// The extension.
+        extension: String,
+        /// The record kind.
+        kind: String,
+        /// The event's sequence number.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A `core` record's payload does not match its kind.
+    #[error("core record `{kind}` at seq {seq} is malformed: {reason}")]
+    Core {
+        /// The record kind.
+        kind: String,
+        /// The event's sequence number.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Events arrived out of order.
+    #[error("event seq {seq} cannot follow seq {after}")]
+    Gap {
+        /// The event's sequence number.
+        seq: u64,
+        /// The state's last sequence number.
+        after: u64,
+    },
+}
+
+/// Folds events for one set of extensions.
+#[derive(Clone)]
+pub struct Folder {
+    extensions: Vec<Arc<dyn Extension>>,
+    /// Record extension name → the extensions that fold it.
+    routes: BTreeMap<String, Vec<usize>>,
+    plugin_set: String,
+}
+
+impl std::fmt::Debug for Folder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Folder")
+            .field("routes", &self.routes)
+            .field("plugin_set", &self.plugin_set)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Folder {
+    /// A folder for `extensions`; `plugin_set` identifies the plugin set for snapshots.
+    pub fn new(extensions: &[Arc<dyn Extension>], plugin_set: impl Into<String>) -> Self {
+        let mut routes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, ext) in extensions.iter().enumerate() {
+            let mut names: BTreeSet<String> = ext.folds().into_iter().collect();
+            names.insert(ext.name().to_owned());
+            for name in names {
+                routes.entry(name).or_default().push(i);
+            }
+        }
+        Self {
+            extensions: extensions.to_vec(),
+            routes,
+            plugin_set: plugin_set.into(),
+        }
+    }
+
+    /// The plugin-set hash snapshots are tagged with.
+    pub fn plugin_set(&self) -> &str {
+        &self.plugin_set
+    }
+
+    /// Folds a whole log from scratch.
+    pub fn fold(&self, events: &[Event]) -> Result<TaskState, FoldError> {
+        let mut state = TaskState::default();
+        for event in events {
+            self.apply(&mut state, event)?;
+        }
+        Ok(state)
+    }
+
+    /// Starts from a snapshot made under this plugin set (else from scratch) and folds the tail.
+    pub fn fold_from(
+        &self,
+        snapshot: Option<&Snapshot>,
+        tail: &[Event],
+    ) -> Result<TaskState, FoldError> {
+        let mut state = snapshot
+            .filter(|s| s.plugin_set == self.plugin_set)
+            .and_then(|s| serde_json::from_value::<TaskState>(s.state.clone()).ok())
+            .unwrap_or_default();
+        let from = state.seq;
+        for event in tail.iter().filter(|e| e.seq > from) {
+            self.apply(&mut state, event)?;
+        }
+        Ok(state)
+    }
+
+    /// A snapshot of `state` under this plugin set.
+    pub fn snapshot(&self, state: &TaskState) -> Snapshot {
+        Snapshot {
+            seq: state.seq,
+            plugin_set: self.plugin_set.clone(),
+            state: serde_json::to_value(state).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Applies one event.
+    pub fn apply(&self, state: &mut TaskState, event: &Event) -> Result<(), FoldError> {
+        if event.seq != state.seq + 1 {
+            return Err(FoldError::Gap {
+                seq: event.seq,
+                after: state.seq,
+            });
+        }
+        let record = &event.record;
+        let mut erased = None;
+        if record.extension == CORE {
+            erased = fold_core(&mut state.core, event)?;
+        }
+        if let Some(text) = &record.message {
+            state.core.push(Message::new(
+                event.seq,
+                Role::Context,
+                text.clone(),
+                Vec::new(),
+                None,
+                false,
+            ));
+        }
+        if let Some(seq) = erased {
+            let data = json!({ "seq": seq });
+            for i in 0..self.extensions.len() {
+                self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
+            }
+        } else if let Some(indices) = self.routes.get(&record.extension) {
+            for &i in indices {
+                self.reduce(state, i, &record.kind, &record.data, event.seq)?;
+            }
+        }
+        state.seq = event.seq;
+        Ok(())
+    }
+
+    fn reduce(
+        &self,
+        state: &mut TaskState,
+        index: usize,
+        kind: &str,
+        data: &Value,
+        seq: u64,
+    ) -> Result<(), FoldError> {
+        let ext = &self.extensions[index];
+        let slot = state
+            .ext
+            .entry(ext.name().to_owned())
+            .or_insert(Value::Null);
+        let outcome = catch_unwind(AssertUnwindSafe(|| ext.reduce(slot, kind, data)))
+            .unwrap_or_else(|payload| {
+                Err(format!("panicked: {}", panic_message(payload.as_ref())))
+            });
+        outcome.map_err(|reason| FoldError::Reduce {
+            extension: ext.name().to_owned(),
+            kind: kind.to_owned(),
+            seq,
+            reason,
+        })
+    }
+}
+
+/// Folds one `core` record; returns the erased sequence number for an erasure.
+fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldError> {
+    let Some(parsed) = CoreRecord::from_record(&event.record) else {
+        return Ok(None);
+    };
+    let record = parsed.map_err(|err| FoldError::Core {
+        kind: event.record.kind.clone(),
+        seq: event.seq,
+        reason: err.to_string(),
+    })?;
+    match record {
+        CoreRecord::TaskStarted { agent, parent } => {
+            core.agent = Some(agent);
+            core.parent = parent;
+        }
+        CoreRecord::PluginsPinned { identity, pins } => {
+            core.identity = Some(identity);
+            core.pins = pins;
+        }
+        CoreRecord::UserMessage { text } => {
+            core.push(Message::new(
+                event.seq,
+                Role::User,
+                text,
+                Vec::new(),
+                None,
+                false,
+            ));
+            core.turn = TurnState::Running;
+        }
+        CoreRecord::AssistantReply {
+            text,
+            calls,
+            usage,
+            stop,
+        } => {
+            core.last_stop = Some(stop);
+            core.model_calls += 1;
+            core.usage.input_tokens += usage.input_tokens;
+            core.usage.output_tokens += usage.output_tokens;
+            core.push(Message::new(
+                event.seq,
+                Role::Assistant,
+                text,
+                calls,
+                None,
+                false,
+            ));
+        }
+        CoreRecord::CallStarted {
+            call_id,
+            tool,
+            input,
+        } => {
+            core.started_inputs.insert(call_id.clone(), input);
+            core.open_calls.insert(
+                call_id,
+                OpenCall {
+                    tool,
+                    seq: event.seq,
+                },
+            );
+        }
+        CoreRecord::IntakeDone { seq } => core.intake_seq = seq,
+        CoreRecord::Note { .. } => {}
+        CoreRecord::CallParked { call_id, question } => {
+            core.turn = TurnState::Parked { call_id, question };
+        }
+        CoreRecord::AskAnswered { call_id, allow } => {
+            core.answers.insert(call_id, allow);
+            if matches!(core.turn, TurnState::Parked { .. }) {
+                core.turn = TurnState::Running;
+            }
+        }
+        CoreRecord::CallFinished {
+            call_id,
+            text,
+            outcome,
+            ..
+        } => {
+            core.open_calls.remove(&call_id);
+            core.started_inputs.remove(&call_id);
+            core.answers.remove(&call_id);
+            core.tool_calls += 1;
+            let is_error = outcome != CallOutcome::Ok;
+            core.push(Message::new(
+                event.seq,
+                Role::Tool,
+                text,
+                Vec::new(),
+                Some(call_id),
+                is_error,
+            ));
+        }
+        CoreRecord::TurnEnded { reason } => {
+            core.turn = TurnState::Ended { reason };
+            core.failed_turns = 0;
+        }
+        CoreRecord::TurnFailed { reason } => {
+            core.turn = TurnState::Failed { reason };
+            core.failed_turns += 1;
+        }
+        CoreRecord::TaskFailed { reason } => core.task_failed = Some(reason),
+        CoreRecord::Erased { seq } => {
+            Arc::make_mut(&mut core.messages).retain(|m| !(m.seq == seq && m.role == Role::User));
+            core.rechain();
+            return Ok(Some(seq));
+        }
+        CoreRecord::RequestComposed { .. } => {}
+    }
+    Ok(None)
+}

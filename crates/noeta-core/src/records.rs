@@ -1,0 +1,257 @@
+//! The kernel's own records (extension `core`), each kind with a typed payload, and payload spilling.
+//!
+//! Plugins never invent event types: everything in a task's log is a
+//! [`Record`] of some extension. The kernel's entries are records of
+//! extension [`CORE`]; [`CoreRecord`] gives each kind its typed payload. A
+//! record whose payload would exceed the store's limit is *spilled*: its
+//! payload goes to the content store and the record carries the ref, so the
+//! log stays small and a fold reads the body back ([`hydrate`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::store::{ContentRef, ContentStore, Event, MAX_RECORD_BYTES, Record, StoreError};
+
+/// The extension name the kernel records under.
+pub const CORE: &str = "core";
+
+/// The key of a spilled record's payload ref.
+const SPILLED: &str = "$spilled";
+
+/// The record kind every `reduce` receives when a user message is erased.
+pub const ERASED_KIND: &str = "erased";
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The model's id for the call.
+    pub id: String,
+    /// The tool's model-visible name.
+    pub name: String,
+    /// The arguments.
+    pub input: Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It finished its reply.
+    EndTurn,
+    /// It wants tools run.
+    ToolUse,
+    /// It ran out of output tokens.
+    MaxTokens,
+}
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The tool ran and returned.
+    Ok,
+    /// The tool ran and failed, or its input was invalid.
+    Error,
+    /// A guard denied it.
+    Denied,
+    /// A crash left its outcome unknown.
+    Unknown,
+}
+
+/// One plugin a task ran with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PluginPin {
+    /// The plugin's name.
+    pub name: String,
+    /// `builtin`, `crate` or `file`.
+    pub source: String,
+    /// Its version, or a hash of its manifest for on-disk plugins.
+    pub version: String,
+    /// SHA-256 of its params in canonical form (secret references hashed as written).
+    pub params: String,
+}
+
+/// The kernel's record kinds, with typed payloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CoreRecord {
+    /// The task was created for an agent.
+    TaskStarted {
+        /// The agent's name.
+        agent: String,
+        /// The parent task, for a child.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+    },
+    /// The plugins and identity the task runs with (first start, and whenever they change).
+    PluginsPinned {
+        /// The agent's identity hash.
+        identity: String,
+        /// The plugins, sorted by name.
+        pins: Vec<PluginPin>,
+    },
+    /// A user message arrived.
+    UserMessage {
+        /// Its text.
+        text: String,
+    },
+    /// The model replied.
+    AssistantReply {
+        /// Its text.
+        text: String,
+        /// The tool calls it made, in order.
+        calls: Vec<ToolCall>,
+        /// Why it stopped.
+        stop: StopReason,
+        /// Token usage.
+        usage: Usage,
+    },
+    /// The turn-intake hooks ran for the user message at `seq`.
+    IntakeDone {
+        /// The user message's sequence number.
+        seq: u64,
+    },
+    /// A kernel note; its record message enters the conversation (nudges, refused finishes).
+    Note {
+        /// Why the note was added.
+        reason: String,
+    },
+    /// A tool call is about to run (committed before it runs).
+    CallStarted {
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The input it runs with (after any rewrite).
+        input: Value,
+    },
+    /// A call must wait for a person's answer; the turn parks.
+    CallParked {
+        /// The call's id.
+        call_id: String,
+        /// What is asked.
+        question: String,
+    },
+    /// A person answered a parked call.
+    AskAnswered {
+        /// The call's id.
+        call_id: String,
+        /// Whether the call may run.
+        allow: bool,
+    },
+    /// A tool call ended.
+    CallFinished {
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The text the model sees (a bounded preview when the full body overflowed).
+        text: String,
+        /// How it ended.
+        outcome: CallOutcome,
+        /// The full body, when the text is a preview.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        full: Option<ContentRef>,
+    },
+    /// The request for one model call was composed; the hash of each segment.
+    RequestComposed {
+        /// System text and tool schemas.
+        stable: String,
+        /// Residents.
+        residents: String,
+        /// The conversation and the tail.
+        dynamic: String,
+    },
+    /// The turn ended normally.
+    TurnEnded {
+        /// Why.
+        reason: String,
+    },
+    /// The turn failed.
+    TurnFailed {
+        /// Why.
+        reason: String,
+    },
+    /// The task failed for good.
+    TaskFailed {
+        /// Why.
+        reason: String,
+    },
+    /// A user message was erased; every `reduce` sees this.
+    Erased {
+        /// The erased message's sequence number.
+        seq: u64,
+    },
+}
+
+impl CoreRecord {
+    /// The record to append, with a message that enters the conversation.
+    pub fn with_message(&self, message: impl Into<String>) -> Record {
+        self.to_record().with_message(message)
+    }
+
+    /// The record to append.
+    pub fn to_record(&self) -> Record {
+        let tagged = serde_json::to_value(self).unwrap_or(Value::Null);
+        let kind = tagged
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let data = tagged.get("data").cloned().unwrap_or(Value::Null);
+        Record::new(CORE, kind, data)
+    }
+
+    /// The typed form of a `core` record; `None` for other extensions' records.
+    pub fn from_record(record: &Record) -> Option<Result<Self, serde_json::Error>> {
+        (record.extension == CORE)
+            .then(|| serde_json::from_value(json!({ "kind": record.kind, "data": record.data })))
+    }
+}
+
+/// Moves an oversized payload (and message) to the content store; the record keeps the ref.
+pub async fn spill(record: Record, content: &dyn ContentStore) -> Result<Record, StoreError> {
+    if record.payload_size() <= MAX_RECORD_BYTES {
+        return Ok(record);
+    }
+    let body = json!({ "data": record.data, "message": record.message });
+    let bytes = crate::canonical::to_bytes(&body);
+    let reference = content.put("application/json", &bytes).await?;
+    Ok(Record::new(
+        record.extension,
+        record.kind,
+        json!({ SPILLED: reference }),
+    ))
+}
+
+/// Reads a spilled record's payload back; other records are returned as they are.
+pub async fn hydrate(mut event: Event, content: &dyn ContentStore) -> Result<Event, StoreError> {
+    let Some(reference) = event
+        .record
+        .data
+        .get(SPILLED)
+        .and_then(|r| serde_json::from_value::<ContentRef>(r.clone()).ok())
+    else {
+        return Ok(event);
+    };
+    let bytes = content.get(&reference).await?;
+    let body: Value = serde_json::from_slice(&bytes).map_err(|err| StoreError::Backend {
+        message: format!("spilled payload {} is not JSON: {err}", reference.sha256),
+    })?;
+    event.record.data = body.get("data").cloned().unwrap_or(Value::Null);
+    event.record.message = body
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(event)
+}

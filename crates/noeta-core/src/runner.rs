@@ -1,0 +1,1507 @@
+//! The runner: claim a task, fold it, check its pins, and advance it step by step until the turn ends.
+//!
+//! One step: turn intake (once per user message) → tools → tool_changes →
+//! context → reminders → compose → before_model → provider → record the reply
+//! → policy → gate the calls in order → run them (adjacent read-only calls
+//! together) → after_tool → record. Everything a phase produces is appended
+//! as one batch, so a crash loses a phase whole or not at all; a tool call's
+//! started-record commits before the tool runs. A new claim folds the log and
+//! carries on from exactly where the last one stopped.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use serde_json::{Value, json};
+
+use crate::canonical;
+use crate::contrib::Verdict;
+use crate::extension::{ModelReply, ModelRequest, OfferedTool, Segment, StepSignal, View};
+use crate::fold::{Role, TaskState, TurnState, chain_hash};
+use crate::policy::Decision;
+use crate::provider::{Provider, ProviderError};
+use crate::records::{CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, hydrate, spill};
+use crate::resolve::panic_message;
+use crate::session::Session;
+use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput};
+
+/// At most this many adjacent read-only calls run at once.
+pub const MAX_PARALLEL_READS: usize = 10;
+
+/// The inline limit of a tool result when the tool sets none, in characters.
+pub const DEFAULT_MAX_RESULT_CHARS: usize = 30_000;
+
+/// At most this many rewrites of one call before it is denied.
+pub const MAX_REWRITES: u32 = 3;
+
+/// A turn fails after this many steps without ending.
+pub const MAX_STEPS_PER_TURN: u32 = 10_000;
+
+/// Two turns failing in a row fail the task.
+pub const MAX_FAILED_TURNS: u32 = 2;
+
+/// How a run stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// The turn ended; the task waits for the next user message.
+    Ended {
+        /// Why the turn ended.
+        reason: String,
+    },
+    /// The turn waits for a person's answer about a call.
+    Parked {
+        /// The call.
+        call_id: String,
+        /// What is asked.
+        question: String,
+    },
+    /// The turn failed; a new user message starts the next one.
+    TurnFailed {
+        /// Why.
+        reason: String,
+    },
+    /// The task failed for good.
+    TaskFailed {
+        /// Why.
+        reason: String,
+    },
+    /// No user message is waiting.
+    Idle,
+}
+
+/// Why a run could not go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The log cannot be folded with this plugin set.
+    #[error(transparent)]
+    Fold(#[from] crate::fold::FoldError),
+    /// A plugin the task was pinned with is not in this host.
+    #[error(
+        "task `{task}` ran with plugin `{}` ({} {}), which this host does not have — it will not run here",
+        pin.name, pin.source, pin.version
+    )]
+    PluginMissing {
+        /// The task.
+        task: TaskId,
+        /// The missing plugin's pin.
+        pin: PluginPin,
+    },
+    /// Another worker took the task over.
+    #[error("lost the lease on task `{task}` to another worker; stopping without writing")]
+    LeaseLost {
+        /// The task.
+        task: TaskId,
+    },
+    /// `answer` named a call the task is not waiting on.
+    #[error("task `{task}` is not waiting for an answer about call `{call_id}`")]
+    NotParked {
+        /// The task.
+        task: TaskId,
+        /// The call named.
+        call_id: String,
+    },
+}
+
+/// Runs tasks against one store and one provider.
+pub struct Runtime {
+    log: Arc<dyn EventLog>,
+    content: Arc<dyn ContentStore>,
+    provider: Arc<dyn Provider>,
+    worker: String,
+    lease_ttl_ms: u64,
+    progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("worker", &self.worker)
+            .field("provider", &self.provider.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime over a store and a provider, as worker `local` with a 60-second lease.
+    pub fn new(
+        log: Arc<dyn EventLog>,
+        content: Arc<dyn ContentStore>,
+        provider: Arc<dyn Provider>,
+    ) -> Self {
+        Self {
+            log,
+            content,
+            provider,
+            worker: "local".to_owned(),
+            lease_ttl_ms: 60_000,
+            progress: None,
+        }
+    }
+
+    /// Names this worker (leases carry it).
+    pub fn with_worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = worker.into();
+        self
+    }
+
+    /// Sets the lease length.
+    pub fn with_lease_ttl(mut self, ttl_ms: u64) -> Self {
+        self.lease_ttl_ms = ttl_ms;
+        self
+    }
+
+    /// Receives tools' live output.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// The event log.
+    pub fn log(&self) -> &Arc<dyn EventLog> {
+        &self.log
+    }
+
+    /// The content store.
+    pub fn content(&self) -> &Arc<dyn ContentStore> {
+        &self.content
+    }
+
+    /// Creates a task for `session`'s agent with a first user message.
+    pub async fn create(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        goal: &str,
+    ) -> Result<(), RunError> {
+        self.log.create_task(task, None).await?;
+        let mut claim = self.claim(session, task).await?;
+        let started = CoreRecord::TaskStarted {
+            agent: session.spec.name.clone(),
+            parent: None,
+        };
+        let pins = CoreRecord::PluginsPinned {
+            identity: session.spec.identity_hash(),
+            pins: session.pins.clone(),
+        };
+        let message = CoreRecord::UserMessage {
+            text: goal.to_owned(),
+        };
+        claim
+            .commit(vec![
+                started.to_record(),
+                pins.to_record(),
+                message.to_record(),
+            ])
+            .await?;
+        claim.release().await
+    }
+
+    /// Adds a user message; the next run starts a turn for it.
+    pub async fn send(&self, session: &Session, task: &TaskId, text: &str) -> Result<(), RunError> {
+        let mut claim = self.claim(session, task).await?;
+        let message = CoreRecord::UserMessage {
+            text: text.to_owned(),
+        };
+        claim.commit(vec![message.to_record()]).await?;
+        claim.release().await
+    }
+
+    /// Answers a parked call: `allow` lets it run, otherwise it is denied.
+    pub async fn answer(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        call_id: &str,
+        allow: bool,
+    ) -> Result<(), RunError> {
+        let mut claim = self.claim(session, task).await?;
+        let parked =
+            matches!(&claim.state.core.turn, TurnState::Parked { call_id: c, .. } if c == call_id);
+        if !parked {
+            claim.release().await?;
+            return Err(RunError::NotParked {
+                task: task.clone(),
+                call_id: call_id.to_owned(),
+            });
+        }
+        let answer = CoreRecord::AskAnswered {
+            call_id: call_id.to_owned(),
+            allow,
+        };
+        claim.commit(vec![answer.to_record()]).await?;
+        claim.release().await
+    }
+
+    /// Folds a task without claiming it (for listings and logs).
+    pub async fn load(&self, session: &Session, task: &TaskId) -> Result<TaskState, RunError> {
+        let snapshot = self.log.snapshot(task).await?;
+        let after = snapshot
+            .as_ref()
+            .filter(|s| s.plugin_set == session.folder.plugin_set())
+            .map_or(0, |s| s.seq);
+        let events = self.read_hydrated(task, after).await?;
+        Ok(session.folder.fold_from(snapshot.as_ref(), &events)?)
+    }
+
+    async fn read_hydrated(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, RunError> {
+        let mut events = Vec::new();
+        for event in self.log.read(task, after).await? {
+            events.push(hydrate(event, self.content.as_ref()).await?);
+        }
+        Ok(events)
+    }
+
+    async fn claim<'s>(
+        &'s self,
+        session: &'s Session,
+        task: &TaskId,
+    ) -> Result<Claim<'s>, RunError> {
+        let lease = self
+            .log
+            .claim(task, &self.worker, self.lease_ttl_ms)
+            .await?;
+        let state = match self.load(session, task).await {
+            Ok(state) => state,
+            Err(err) => {
+                // The lease is left to lapse, so another worker (or a later claim) can try.
+                return Err(err);
+            }
+        };
+        Ok(Claim {
+            rt: self,
+            session,
+            task: task.clone(),
+            lease,
+            state: Arc::new(state),
+            schema_hashes: BTreeMap::new(),
+            stable: None,
+            residents: None,
+        })
+    }
+
+    /// Runs the task until its turn ends, parks or fails.
+    pub async fn run(&self, session: &Session, task: &TaskId) -> Result<RunOutcome, RunError> {
+        let mut claim = self.claim(session, task).await?;
+        let outcome = claim.drive().await;
+        match outcome {
+            Ok(outcome) => {
+                claim.snapshot().await;
+                claim.release().await?;
+                Ok(outcome)
+            }
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// A gate's verdict on one call.
+enum Gate {
+    Allow(ToolCall),
+    Deny(String),
+    Ask(ToolCall, String),
+}
+
+/// One claim of one task: the lease, the folded state, and caches valid for this claim.
+struct Claim<'s> {
+    rt: &'s Runtime,
+    session: &'s Session,
+    task: TaskId,
+    lease: Lease,
+    state: Arc<TaskState>,
+    /// Schema hash per offered tool value (by pointer), computed once per claim.
+    schema_hashes: BTreeMap<usize, String>,
+    /// The stable prefix's inputs and hash, recomputed only when the inputs change.
+    stable: Option<(String, Vec<String>, String)>,
+    /// The residents and their hash.
+    residents: Option<(Vec<String>, String)>,
+}
+
+/// The tools a step offers, first offer of a name winning, and those withheld.
+struct Offer {
+    tools: Vec<OfferedTool>,
+    withheld: BTreeMap<String, String>,
+    entries: Vec<Value>,
+}
+
+impl Offer {
+    fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools
+            .iter()
+            .find(|t| t.tool.name() == name)
+            .map(|t| &t.tool)
+    }
+}
+
+/// What a phase of a step decided.
+enum Flow {
+    Continue,
+    Stop(RunOutcome),
+}
+
+impl Claim<'_> {
+    fn view(&self) -> View<'_> {
+        View::new(
+            &self.task,
+            &self.session.spec.name,
+            &self.state,
+            &self.session.spec.spawnable,
+            &self.session.extensions,
+        )
+    }
+
+    /// Appends a batch under the lease and folds it in; observers see each event.
+    async fn commit(&mut self, records: Vec<Record>) -> Result<(), RunError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut spilled = Vec::with_capacity(records.len());
+        for record in &records {
+            spilled.push(spill(record.clone(), self.rt.content.as_ref()).await?);
+        }
+        let last = match self.rt.log.append(&self.lease, &spilled).await {
+            Ok(last) => last,
+            Err(StoreError::StaleLease { .. }) => {
+                return Err(RunError::LeaseLost {
+                    task: self.task.clone(),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let first = last + 1 - records.len() as u64;
+        let events: Vec<Event> = records
+            .into_iter()
+            .enumerate()
+            .map(|(i, record)| Event {
+                seq: first + i as u64,
+                record,
+            })
+            .collect();
+        {
+            let state = Arc::make_mut(&mut self.state);
+            for event in &events {
+                self.session.folder.apply(state, event)?;
+            }
+        }
+        let view = self.view();
+        for event in &events {
+            for ext in &self.session.extensions {
+                let seen =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| ext.on_event(&view, event)));
+                match seen {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::warn!(
+                        extension = ext.name(),
+                        seq = event.seq,
+                        "on_event failed and was skipped: {err}"
+                    ),
+                    Err(payload) => tracing::warn!(
+                        extension = ext.name(),
+                        seq = event.seq,
+                        "on_event panicked and was skipped: {}",
+                        panic_message(payload.as_ref())
+                    ),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(self) -> Result<(), RunError> {
+        self.rt.log.release(&self.lease).await?;
+        Ok(())
+    }
+
+    /// Writes a snapshot; a failure only costs the next load some time.
+    async fn snapshot(&self) {
+        let snapshot = self.session.folder.snapshot(&self.state);
+        if let Err(err) = self.rt.log.put_snapshot(&self.task, &snapshot).await {
+            tracing::warn!(task = %self.task, "writing a snapshot failed: {err}");
+        }
+    }
+
+    async fn renew(&mut self) -> Result<(), RunError> {
+        match self.rt.log.renew(&self.lease, self.rt.lease_ttl_ms).await {
+            Ok(lease) => {
+                self.lease = lease;
+                Ok(())
+            }
+            Err(StoreError::StaleLease { .. }) => Err(RunError::LeaseLost {
+                task: self.task.clone(),
+            }),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Records the pins on first start, re-records them when they changed, refuses a missing plugin.
+    async fn check_pins(&mut self) -> Result<(), RunError> {
+        let identity = self.session.spec.identity_hash();
+        let core = &self.state.core;
+        if core.identity.as_deref() == Some(identity.as_str()) && core.pins == self.session.pins {
+            return Ok(());
+        }
+        if core.identity.is_some() {
+            for pin in &core.pins {
+                if !self.session.pins.iter().any(|p| p.name == pin.name) {
+                    return Err(RunError::PluginMissing {
+                        task: self.task.clone(),
+                        pin: pin.clone(),
+                    });
+                }
+            }
+            tracing::info!(task = %self.task, "the task's plugins or identity changed since it was pinned; re-recording them");
+        }
+        let pins = CoreRecord::PluginsPinned {
+            identity,
+            pins: self.session.pins.clone(),
+        };
+        self.commit(vec![pins.to_record()]).await
+    }
+
+    async fn drive(&mut self) -> Result<RunOutcome, RunError> {
+        if let Some(reason) = &self.state.core.task_failed {
+            return Ok(RunOutcome::TaskFailed {
+                reason: reason.clone(),
+            });
+        }
+        self.check_pins().await?;
+        let started = {
+            let view = self.view();
+            let mut failure = None;
+            for ext in &self.session.extensions {
+                let result = AssertUnwindSafe(ext.on_start(&view)).catch_unwind().await;
+                if let Some(reason) = hook_failure(ext.name(), "on_start", result) {
+                    failure = Some(reason);
+                    break;
+                }
+            }
+            (view.take_staged(), failure)
+        };
+        self.commit(started.0).await?;
+        if let Some(reason) = started.1 {
+            if self.state.core.turn == TurnState::Running {
+                return self.fail_turn(reason).await;
+            }
+            return Ok(RunOutcome::TurnFailed { reason });
+        }
+        let mut steps = 0;
+        loop {
+            match &self.state.core.turn {
+                TurnState::Idle => return Ok(RunOutcome::Idle),
+                TurnState::Ended { reason } => {
+                    return Ok(RunOutcome::Ended {
+                        reason: reason.clone(),
+                    });
+                }
+                TurnState::Failed { reason } => {
+                    return Ok(RunOutcome::TurnFailed {
+                        reason: reason.clone(),
+                    });
+                }
+                TurnState::Parked { call_id, question } => {
+                    return Ok(RunOutcome::Parked {
+                        call_id: call_id.clone(),
+                        question: question.clone(),
+                    });
+                }
+                TurnState::Running => {}
+            }
+            steps += 1;
+            if steps > MAX_STEPS_PER_TURN {
+                return self
+                    .fail_turn(format!(
+                        "the turn took more than {MAX_STEPS_PER_TURN} steps"
+                    ))
+                    .await;
+            }
+            self.renew().await?;
+            if let Flow::Stop(outcome) = self.step().await? {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    async fn fail_turn(&mut self, reason: String) -> Result<RunOutcome, RunError> {
+        let mut batch = vec![
+            CoreRecord::TurnFailed {
+                reason: reason.clone(),
+            }
+            .to_record(),
+        ];
+        if self.state.core.failed_turns + 1 >= MAX_FAILED_TURNS {
+            let task_reason =
+                format!("{MAX_FAILED_TURNS} turns failed in a row; the last: {reason}");
+            batch.push(
+                CoreRecord::TaskFailed {
+                    reason: task_reason.clone(),
+                }
+                .to_record(),
+            );
+            self.commit(batch).await?;
+            return Ok(RunOutcome::TaskFailed {
+                reason: task_reason,
+            });
+        }
+        self.commit(batch).await?;
+        Ok(RunOutcome::TurnFailed { reason })
+    }
+
+    async fn end_turn(&mut self, reason: &str) -> Result<Flow, RunError> {
+        self.commit(vec![
+            CoreRecord::TurnEnded {
+                reason: reason.to_owned(),
+            }
+            .to_record(),
+        ])
+        .await?;
+        Ok(Flow::Stop(RunOutcome::Ended {
+            reason: reason.to_owned(),
+        }))
+    }
+
+    async fn note(&mut self, reason: &str, message: &str) -> Result<(), RunError> {
+        let note = CoreRecord::Note {
+            reason: reason.to_owned(),
+        };
+        self.commit(vec![note.with_message(message)]).await
+    }
+
+    /// Turn intake: once per user message, recorded, so a resume never repeats it.
+    async fn intake(&mut self) -> Result<Option<String>, RunError> {
+        let Some((seq, text)) = self
+            .state
+            .core
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| (m.seq, m.text.clone()))
+        else {
+            return Ok(None);
+        };
+        if seq <= self.state.core.intake_seq {
+            return Ok(None);
+        }
+        let (mut staged, failure) = {
+            let view = self.view();
+            let mut failure = None;
+            for ext in &self.session.extensions {
+                let result = AssertUnwindSafe(ext.turn_intake(&view, &text))
+                    .catch_unwind()
+                    .await;
+                if let Some(reason) = hook_failure(ext.name(), "turn_intake", result) {
+                    failure = Some(reason);
+                    break;
+                }
+            }
+            (view.take_staged(), failure)
+        };
+        if let Some(reason) = failure {
+            return Ok(Some(reason));
+        }
+        staged.push(CoreRecord::IntakeDone { seq }.to_record());
+        self.commit(staged).await?;
+        Ok(None)
+    }
+
+    /// The calls of the last reply that have no result yet, in reply order.
+    fn pending_calls(&self) -> Vec<ToolCall> {
+        let messages = &self.state.core.messages;
+        let mut answered: Vec<&str> = Vec::new();
+        for message in messages.iter().rev() {
+            match message.role {
+                Role::Tool => answered.extend(message.call_id.as_deref()),
+                Role::Assistant => {
+                    return message
+                        .calls
+                        .iter()
+                        .filter(|c| !answered.contains(&c.id.as_str()))
+                        .cloned()
+                        .collect();
+                }
+                Role::Context => {}
+                Role::User => return Vec::new(),
+            }
+        }
+        Vec::new()
+    }
+
+    fn offer(&self) -> Result<Offer, String> {
+        let view = self.view();
+        let mut tools: Vec<OfferedTool> = Vec::new();
+        for ext in &self.session.extensions {
+            let offered = std::panic::catch_unwind(AssertUnwindSafe(|| ext.tools(&view)));
+            let offered = flatten_sync(ext.name(), "tools", offered)?;
+            for tool in offered {
+                if !tools.iter().any(|t| t.tool.name() == tool.name()) {
+                    tools.push(OfferedTool {
+                        extension: ext.name().to_owned(),
+                        tool,
+                    });
+                }
+            }
+        }
+        let mut withheld = BTreeMap::new();
+        let mut entries = Vec::new();
+        for ext in &self.session.extensions {
+            let changes =
+                std::panic::catch_unwind(AssertUnwindSafe(|| ext.tool_changes(&view, &tools)));
+            let changes = flatten_sync(ext.name(), "tool_changes", changes)?;
+            for tool in changes.add {
+                if !tools.iter().any(|t| t.tool.name() == tool.name()) {
+                    tools.push(OfferedTool {
+                        extension: ext.name().to_owned(),
+                        tool,
+                    });
+                }
+            }
+            for (name, error) in changes.withhold {
+                withheld.entry(name).or_insert(error);
+            }
+            entries.extend(changes.entries);
+        }
+        tools.retain(|t| !withheld.contains_key(t.tool.name()));
+        Ok(Offer {
+            tools,
+            withheld,
+            entries,
+        })
+    }
+
+    async fn step(&mut self) -> Result<Flow, RunError> {
+        if let Some(reason) = self.intake().await? {
+            return Ok(Flow::Stop(self.fail_turn(reason).await?));
+        }
+        let offer = match self.offer() {
+            Ok(offer) => offer,
+            Err(reason) => return Ok(Flow::Stop(self.fail_turn(reason).await?)),
+        };
+        let pending = self.pending_calls();
+        if !pending.is_empty() {
+            return self.run_calls(&offer, pending).await;
+        }
+        // A reply recorded before a crash, whose decision was not: decide again, never re-ask the model.
+        if let Some(last) = self.state.core.messages.last()
+            && last.role == Role::Assistant
+            && last.calls.is_empty()
+        {
+            let reply = ModelReply {
+                text: last.text.clone(),
+                calls: Vec::new(),
+                stop: self.state.core.last_stop,
+                usage: Default::default(),
+            };
+            return self.after_reply(&offer, reply).await;
+        }
+        self.model_step(&offer).await
+    }
+
+    /// Compose the request and call the model, then hand the reply to the policy.
+    async fn model_step(&mut self, offer: &Offer) -> Result<Flow, RunError> {
+        let mut overflow_retries = 0;
+        let mut stale_retries = 0;
+        loop {
+            // Reminders are recorded now and so sent with this request.
+            let reminders = {
+                let view = self.view();
+                let mut signal = None;
+                for ext in &self.session.extensions {
+                    match AssertUnwindSafe(ext.reminders(&view)).catch_unwind().await {
+                        Ok(Ok(texts)) => {
+                            for text in texts {
+                                view.record_with_message(ext.name(), "reminder", json!({}), &text);
+                            }
+                        }
+                        Ok(Err(s)) => {
+                            signal = Some(name_signal(ext.name(), "reminders", s));
+                            break;
+                        }
+                        Err(payload) => {
+                            signal = Some(StepSignal::TurnFailed {
+                                reason: panicked(ext.name(), "reminders", payload.as_ref()),
+                            });
+                            break;
+                        }
+                    }
+                }
+                (view.take_staged(), signal)
+            };
+            self.commit(reminders.0).await?;
+            if let Some(signal) = reminders.1 {
+                match self.signal(signal, &mut stale_retries).await? {
+                    Some(flow) => return Ok(flow),
+                    None => continue,
+                }
+            }
+            let request = match self.compose(offer) {
+                Ok(request) => request,
+                Err(reason) => return Ok(Flow::Stop(self.fail_turn(reason).await?)),
+            };
+            let hashes = self.segment_hashes(&request, offer);
+            let (request, staged, signal) = {
+                let view = self.view();
+                let mut request = request;
+                let mut signal = None;
+                for ext in &self.session.extensions {
+                    match AssertUnwindSafe(ext.before_model(&view, request.clone()))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(Ok(next)) => request = next,
+                        Ok(Err(s)) => {
+                            signal = Some(name_signal(ext.name(), "before_model", s));
+                            break;
+                        }
+                        Err(payload) => {
+                            signal = Some(StepSignal::TurnFailed {
+                                reason: panicked(ext.name(), "before_model", payload.as_ref()),
+                            });
+                            break;
+                        }
+                    }
+                }
+                (request, view.take_staged(), signal)
+            };
+            self.commit(staged).await?;
+            if let Some(signal) = signal {
+                match self.signal(signal, &mut stale_retries).await? {
+                    Some(flow) => return Ok(flow),
+                    None => continue,
+                }
+            }
+            let reply = match self.rt.provider.complete(&request).await {
+                Ok(reply) => reply,
+                Err(ProviderError::ContextOverflow { message }) => {
+                    overflow_retries += 1;
+                    if overflow_retries > 2 || !self.make_room(&request).await? {
+                        return Ok(Flow::Stop(
+                            self.fail_turn(format!("context_overflow: {message}"))
+                                .await?,
+                        ));
+                    }
+                    continue;
+                }
+                Err(err) => {
+                    return Ok(Flow::Stop(
+                        self.fail_turn(format!("provider: {err}")).await?,
+                    ));
+                }
+            };
+            let composed = CoreRecord::RequestComposed {
+                stable: hashes.0,
+                residents: hashes.1,
+                dynamic: hashes.2,
+            };
+            let recorded = CoreRecord::AssistantReply {
+                text: reply.text.clone(),
+                calls: reply.calls.clone(),
+                stop: reply.stop.unwrap_or(StopReason::EndTurn),
+                usage: reply.usage,
+            };
+            self.commit(vec![composed.to_record(), recorded.to_record()])
+                .await?;
+            return self.after_reply(offer, reply).await;
+        }
+    }
+
+    /// Handles a step signal; `None` means compose again.
+    async fn signal(
+        &mut self,
+        signal: StepSignal,
+        stale: &mut u32,
+    ) -> Result<Option<Flow>, RunError> {
+        match signal {
+            StepSignal::TurnDone { reason } => Ok(Some(self.end_turn(&reason).await?)),
+            StepSignal::RequestStale => {
+                *stale += 1;
+                if *stale > 3 {
+                    return Ok(Some(Flow::Stop(
+                        self.fail_turn(
+                            "the request went stale more than 3 times in one step".to_owned(),
+                        )
+                        .await?,
+                    )));
+                }
+                Ok(None)
+            }
+            StepSignal::TurnFailed { reason } => {
+                Ok(Some(Flow::Stop(self.fail_turn(reason).await?)))
+            }
+            StepSignal::Error(err) => Ok(Some(Flow::Stop(
+                self.fail_turn(format!("internal_error: {err}")).await?,
+            ))),
+        }
+    }
+
+    /// Asks each extension to make room after an overflow; true when one did.
+    async fn make_room(&mut self, request: &ModelRequest) -> Result<bool, RunError> {
+        let (made, staged) = {
+            let view = self.view();
+            let mut made = false;
+            for ext in &self.session.extensions {
+                match AssertUnwindSafe(ext.on_context_overflow(&view, request))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(true)) => {
+                        made = true;
+                        break;
+                    }
+                    Ok(Ok(false)) => {}
+                    Ok(Err(signal)) => {
+                        tracing::warn!(
+                            extension = ext.name(),
+                            "on_context_overflow gave up: {signal:?}"
+                        );
+                        break;
+                    }
+                    Err(payload) => {
+                        tracing::warn!(
+                            "{}",
+                            panicked(ext.name(), "on_context_overflow", payload.as_ref())
+                        );
+                        break;
+                    }
+                }
+            }
+            (made, view.take_staged())
+        };
+        self.commit(staged).await?;
+        Ok(made)
+    }
+
+    fn compose(&mut self, offer: &Offer) -> Result<ModelRequest, String> {
+        let view = self.view();
+        let mut system: Vec<String> = Vec::new();
+        let mut residents: Vec<String> = Vec::new();
+        for ext in &self.session.extensions {
+            let parts = std::panic::catch_unwind(AssertUnwindSafe(|| ext.context(&view)));
+            for part in flatten_sync(ext.name(), "context", parts)? {
+                match part.segment {
+                    Segment::Stable => system.push(part.text),
+                    Segment::Resident => residents.push(part.text),
+                }
+            }
+        }
+        let tail: Vec<String> = self
+            .session
+            .extensions
+            .iter()
+            .filter_map(|ext| {
+                std::panic::catch_unwind(AssertUnwindSafe(|| ext.tail(&view)))
+                    .ok()
+                    .flatten()
+            })
+            .collect();
+        let tools = offer
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.tool.name(),
+                    "description": t.tool.description(),
+                    "input_schema": t.tool.input_schema(),
+                })
+            })
+            .collect();
+        Ok(ModelRequest {
+            system: system.join("\n\n"),
+            tools,
+            entries: offer.entries.clone(),
+            residents,
+            messages: Arc::clone(&self.state.core.messages),
+            tail,
+        })
+    }
+
+    /// The hash of each segment; the stable prefix and residents are re-hashed only when they change.
+    fn segment_hashes(
+        &mut self,
+        request: &ModelRequest,
+        offer: &Offer,
+    ) -> (String, String, String) {
+        let mut tool_hashes = Vec::with_capacity(offer.tools.len());
+        for t in &offer.tools {
+            let key = Arc::as_ptr(&t.tool).cast::<()>() as usize;
+            let hash = self
+                .schema_hashes
+                .entry(key)
+                .or_insert_with(|| crate::tool::tool_schema_hash(t.tool.as_ref()))
+                .clone();
+            tool_hashes.push(hash);
+        }
+        let stable = match &self.stable {
+            Some((system, tools, hash))
+                if *system == request.system
+                    && *tools == tool_hashes
+                    && request.entries.is_empty() =>
+            {
+                hash.clone()
+            }
+            _ => {
+                let body = json!({ "system": request.system, "tools": tool_hashes, "entries": request.entries });
+                let hash = canonical::sha256_hex(&canonical::to_bytes(&body));
+                self.stable = Some((request.system.clone(), tool_hashes, hash.clone()));
+                hash
+            }
+        };
+        let residents = match &self.residents {
+            Some((texts, hash)) if *texts == request.residents => hash.clone(),
+            _ => {
+                let hash = canonical::sha256_hex(&canonical::to_bytes(&json!(request.residents)));
+                self.residents = Some((request.residents.clone(), hash.clone()));
+                hash
+            }
+        };
+        let tail = canonical::sha256_hex(&canonical::to_bytes(&json!(request.tail)));
+        let dynamic = chain_hash(&self.state.core.chain, &tail);
+        (stable, residents, dynamic)
+    }
+
+    async fn after_reply(&mut self, offer: &Offer, reply: ModelReply) -> Result<Flow, RunError> {
+        if reply.text.trim().is_empty() && reply.calls.is_empty() {
+            let nudge = {
+                let view = self.view();
+                let mut nudge = None;
+                for ext in &self.session.extensions {
+                    match AssertUnwindSafe(ext.on_empty_reply(&view, &reply))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(Ok(Some(message))) => {
+                            nudge = Some(message);
+                            break;
+                        }
+                        Ok(Ok(None)) => {}
+                        Ok(Err(err)) => tracing::warn!(
+                            extension = ext.name(),
+                            "on_empty_reply failed and was skipped: {err}"
+                        ),
+                        Err(payload) => tracing::warn!(
+                            "{}",
+                            panicked(ext.name(), "on_empty_reply", payload.as_ref())
+                        ),
+                    }
+                }
+                nudge
+            };
+            return match nudge {
+                Some(message) => {
+                    self.note("empty_reply", &message).await?;
+                    Ok(Flow::Continue)
+                }
+                None => self.end_turn("empty_reply").await,
+            };
+        }
+        let decision = {
+            let view = self.view();
+            self.session.policy.decide(&view, &reply)
+        };
+        match decision {
+            Decision::RunTools => self.run_calls(offer, reply.calls).await,
+            Decision::Continue { message } => {
+                self.note("policy", &message).await?;
+                Ok(Flow::Continue)
+            }
+            Decision::Finish { reason } => self.finish(&reason).await,
+        }
+    }
+
+    /// Ends the turn unless an extension refuses, with a message the model sees.
+    async fn finish(&mut self, reason: &str) -> Result<Flow, RunError> {
+        let refusal = {
+            let view = self.view();
+            let mut refusal = None;
+            for ext in &self.session.extensions {
+                match AssertUnwindSafe(ext.before_finish(&view))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(Some(message))) => {
+                        refusal = Some(message);
+                        break;
+                    }
+                    Ok(Ok(None)) => {}
+                    Ok(Err(err)) => {
+                        refusal = Some(format!("finish check failed: {err}"));
+                        break;
+                    }
+                    Err(payload) => {
+                        refusal = Some(format!(
+                            "finish check failed: {}",
+                            panicked(ext.name(), "before_finish", payload.as_ref())
+                        ));
+                        break;
+                    }
+                }
+            }
+            refusal
+        };
+        match refusal {
+            Some(message) => {
+                self.note("finish_refused", &message).await?;
+                Ok(Flow::Continue)
+            }
+            None => self.end_turn(reason).await,
+        }
+    }
+
+    /// Every extension is asked; any deny wins, else the first rewrite (re-gated), else ask.
+    async fn gate(&self, offer: &Offer, call: ToolCall) -> Gate {
+        let mut call = call;
+        let mut rewrites = 0;
+        loop {
+            let Some(tool) = offer.find(&call.name) else {
+                return Gate::Deny(missing_tool(offer, &call.name));
+            };
+            if let Err(reason) = check_input(tool.as_ref(), &call.input) {
+                return Gate::Deny(reason);
+            }
+            let view = self.view();
+            let mut asks: Vec<String> = Vec::new();
+            let mut firm = false;
+            let mut approved = false;
+            let mut rewrite = None;
+            for ext in &self.session.extensions {
+                let verdict = match AssertUnwindSafe(ext.before_tool(&view, &call))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(verdict)) => verdict,
+                    Ok(Err(err)) => return Gate::Deny(format!("permission check failed: {err}")),
+                    Err(payload) => {
+                        return Gate::Deny(format!(
+                            "permission check failed: {}",
+                            panicked(ext.name(), "before_tool", payload.as_ref())
+                        ));
+                    }
+                };
+                match verdict {
+                    Some(Verdict::Deny { reason }) => return Gate::Deny(reason),
+                    Some(Verdict::Rewrite { input, .. }) if rewrite.is_none() => {
+                        rewrite = Some(input)
+                    }
+                    Some(Verdict::Ask { reason, firm: f }) => {
+                        asks.push(reason);
+                        firm |= f;
+                    }
+                    Some(Verdict::Allow { approve: true }) => approved = true,
+                    _ => {}
+                }
+            }
+            if let Some(input) = rewrite {
+                rewrites += 1;
+                if rewrites > MAX_REWRITES {
+                    return Gate::Deny(format!(
+                        "`{}` was rewritten more than {MAX_REWRITES} times; denied",
+                        call.name
+                    ));
+                }
+                call.input = input;
+                continue;
+            }
+            if !asks.is_empty() && (firm || !approved) {
+                return Gate::Ask(call, asks.join("; "));
+            }
+            return Gate::Allow(call);
+        }
+    }
+
+    /// Asks each `resolve_ask` to answer for the user; the first answer wins.
+    async fn resolve_ask(&self, call: &ToolCall, question: &str) -> Result<Option<bool>, String> {
+        let view = self.view();
+        let asks = [question.to_owned()];
+        for ext in &self.session.extensions {
+            match AssertUnwindSafe(ext.resolve_ask(&view, call, &asks))
+                .catch_unwind()
+                .await
+            {
+                Ok(Ok(Some(answer))) => return Ok(Some(answer)),
+                Ok(Ok(None)) => {}
+                Ok(Err(err)) => return Err(format!("permission check failed: {err}")),
+                Err(payload) => {
+                    return Err(format!(
+                        "permission check failed: {}",
+                        panicked(ext.name(), "resolve_ask", payload.as_ref())
+                    ));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gates calls in order and runs them; adjacent read-only calls run together.
+    async fn run_calls(&mut self, offer: &Offer, calls: Vec<ToolCall>) -> Result<Flow, RunError> {
+        let mut batch: Vec<(ToolCall, Arc<dyn Tool>)> = Vec::new();
+        for call in calls {
+            if self.state.core.open_calls.contains_key(&call.id) {
+                self.flush(&mut batch).await?;
+                self.recover(offer, &call).await?;
+                continue;
+            }
+            let gated = match self.gate(offer, call.clone()).await {
+                Gate::Ask(asked, question) => {
+                    match self.state.core.answers.get(&call.id).copied() {
+                        Some(true) => Gate::Allow(asked),
+                        Some(false) => Gate::Deny("the user declined this call".to_owned()),
+                        None => match self.resolve_ask(&asked, &question).await {
+                            Ok(Some(true)) => Gate::Allow(asked),
+                            Ok(Some(false)) => {
+                                Gate::Deny("declined on the user's behalf".to_owned())
+                            }
+                            Ok(None) => Gate::Ask(asked, question),
+                            Err(reason) => Gate::Deny(reason),
+                        },
+                    }
+                }
+                other => other,
+            };
+            match gated {
+                Gate::Deny(reason) => {
+                    self.flush(&mut batch).await?;
+                    self.finish_call(
+                        &call,
+                        ToolOutput::error(reason),
+                        CallOutcome::Denied,
+                        Vec::new(),
+                        None,
+                    )
+                    .await?;
+                }
+                Gate::Ask(_, question) => {
+                    self.flush(&mut batch).await?;
+                    let parked = CoreRecord::CallParked {
+                        call_id: call.id.clone(),
+                        question: question.clone(),
+                    };
+                    self.commit(vec![parked.to_record()]).await?;
+                    return Ok(Flow::Stop(RunOutcome::Parked {
+                        call_id: call.id,
+                        question,
+                    }));
+                }
+                Gate::Allow(allowed) => {
+                    let Some(tool) = offer.find(&allowed.name).cloned() else {
+                        continue;
+                    };
+                    if tool.flags().read_only {
+                        batch.push((allowed, tool));
+                        if batch.len() == MAX_PARALLEL_READS {
+                            self.flush(&mut batch).await?;
+                        }
+                    } else {
+                        self.flush(&mut batch).await?;
+                        let mut single = vec![(allowed, tool)];
+                        self.flush(&mut single).await?;
+                    }
+                }
+            }
+        }
+        self.flush(&mut batch).await?;
+        Ok(Flow::Continue)
+    }
+
+    /// Commits the started-records of a batch, runs it, and records results in call order.
+    async fn flush(&mut self, batch: &mut Vec<(ToolCall, Arc<dyn Tool>)>) -> Result<(), RunError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let calls = std::mem::take(batch);
+        let started = calls
+            .iter()
+            .map(|(call, _)| {
+                CoreRecord::CallStarted {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    input: call.input.clone(),
+                }
+                .to_record()
+            })
+            .collect();
+        self.commit(started).await?;
+        let runs = calls.iter().map(|(call, tool)| self.invoke(call, tool));
+        let results = futures::future::join_all(runs).await;
+        for ((call, tool), (output, outcome, staged)) in calls.iter().zip(results) {
+            let limit = tool.flags().max_result_chars;
+            self.finish_call(call, output, outcome, staged, limit)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs one tool call; a failure or panic becomes an error result and drops the call's staged records.
+    async fn invoke(
+        &self,
+        call: &ToolCall,
+        tool: &Arc<dyn Tool>,
+    ) -> (ToolOutput, CallOutcome, Vec<Record>) {
+        let ctx = ToolContext::with_state(
+            self.task.as_str(),
+            call.id.as_str(),
+            Arc::clone(&self.state),
+            self.rt.progress.clone(),
+        );
+        match AssertUnwindSafe(tool.run(call.input.clone(), &ctx))
+            .catch_unwind()
+            .await
+        {
+            Ok(Ok(output)) => {
+                let outcome = if output.is_error {
+                    CallOutcome::Error
+                } else {
+                    CallOutcome::Ok
+                };
+                (output, outcome, ctx.take_staged())
+            }
+            Ok(Err(ToolError::RespondToModel(message))) => {
+                (ToolOutput::error(message), CallOutcome::Error, Vec::new())
+            }
+            Ok(Err(err)) => (
+                ToolOutput::error(format!("{}: {err}", call.name)),
+                CallOutcome::Error,
+                Vec::new(),
+            ),
+            Err(payload) => (
+                ToolOutput::error(format!(
+                    "{}: the tool panicked: {}",
+                    call.name,
+                    panic_message(payload.as_ref())
+                )),
+                CallOutcome::Error,
+                Vec::new(),
+            ),
+        }
+    }
+
+    /// A call a crash left open: rerun it if retry-safe, else ask `recover`, else answer "outcome unknown".
+    async fn recover(&mut self, offer: &Offer, call: &ToolCall) -> Result<(), RunError> {
+        let input = self
+            .state
+            .core
+            .started_inputs
+            .get(&call.id)
+            .cloned()
+            .unwrap_or_else(|| call.input.clone());
+        let call = ToolCall {
+            input,
+            ..call.clone()
+        };
+        let unknown = || {
+            ToolOutput::error(format!(
+                "{}: outcome unknown — the worker stopped while this call was running; check its effects before trying again",
+                call.name
+            ))
+        };
+        let Some(tool) = offer.find(&call.name).cloned() else {
+            return self
+                .finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
+                .await;
+        };
+        let limit = tool.flags().max_result_chars;
+        if tool.flags().retry_safe {
+            let (output, outcome, staged) = self.invoke(&call, &tool).await;
+            return self
+                .finish_call(&call, output, outcome, staged, limit)
+                .await;
+        }
+        let ctx = ToolContext::with_state(
+            self.task.as_str(),
+            call.id.as_str(),
+            Arc::clone(&self.state),
+            None,
+        );
+        match AssertUnwindSafe(tool.recover(&ctx)).catch_unwind().await {
+            Ok(Ok(Some(output))) => {
+                let outcome = if output.is_error {
+                    CallOutcome::Error
+                } else {
+                    CallOutcome::Ok
+                };
+                self.finish_call(&call, output, outcome, ctx.take_staged(), limit)
+                    .await
+            }
+            Ok(Ok(None)) => {
+                self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
+                    .await
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(tool = %call.name, "recover failed: {err}");
+                self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
+                    .await
+            }
+            Err(payload) => {
+                tracing::warn!("{}", panicked(&call.name, "recover", payload.as_ref()));
+                self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
+                    .await
+            }
+        }
+    }
+
+    /// after_tool, the overflow rule, then the result and the tool's records in one batch.
+    async fn finish_call(
+        &mut self,
+        call: &ToolCall,
+        output: ToolOutput,
+        outcome: CallOutcome,
+        staged: Vec<Record>,
+        limit: Option<usize>,
+    ) -> Result<(), RunError> {
+        let mut output = output;
+        let mut hook_records = Vec::new();
+        if matches!(outcome, CallOutcome::Ok | CallOutcome::Error) {
+            let view = self.view();
+            for ext in &self.session.extensions {
+                let received = output.clone();
+                match AssertUnwindSafe(ext.after_tool(&view, call, received))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(next)) => output = next,
+                    Ok(Err(err)) => tracing::warn!(
+                        extension = ext.name(),
+                        "after_tool failed; the result is kept as it was: {err}"
+                    ),
+                    Err(payload) => {
+                        tracing::warn!("{}", panicked(ext.name(), "after_tool", payload.as_ref()))
+                    }
+                }
+            }
+            hook_records = view.take_staged();
+        }
+        let outcome = match (outcome, output.is_error) {
+            (CallOutcome::Ok, true) => CallOutcome::Error,
+            (other, _) => other,
+        };
+        let limit = limit.unwrap_or(DEFAULT_MAX_RESULT_CHARS);
+        let (text, full) = self.overflow(call, &output.text, limit).await?;
+        let finished = CoreRecord::CallFinished {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            text,
+            outcome,
+            full,
+        };
+        let mut batch = staged;
+        batch.extend(hook_records);
+        batch.push(finished.to_record());
+        self.commit(batch).await
+    }
+
+    /// The one overflow rule: over the limit, the full body goes to the content store and a bounded preview stays inline.
+    async fn overflow(
+        &self,
+        call: &ToolCall,
+        text: &str,
+        limit: usize,
+    ) -> Result<(String, Option<crate::store::ContentRef>), RunError> {
+        let total = text.chars().count();
+        if total <= limit {
+            return Ok((text.to_owned(), None));
+        }
+        let reference = self.rt.content.put("text/plain", text.as_bytes()).await?;
+        let head: String = text.chars().take(limit).collect();
+        let preview = format!(
+            "{head}\n… [{} output truncated: {total} characters in all, {limit} shown; the full output is kept as sha256 {}]",
+            call.name, reference.sha256
+        );
+        Ok((preview, Some(reference)))
+    }
+}
+
+fn missing_tool(offer: &Offer, name: &str) -> String {
+    if let Some(error) = offer.withheld.get(name) {
+        return error.clone();
+    }
+    let names: Vec<&str> = offer.tools.iter().map(|t| t.tool.name()).collect();
+    format!(
+        "no tool named `{name}` is available (available: {})",
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+/// Checks a call's input against the tool's JSON Schema, with an error the model can act on.
+fn check_input(tool: &dyn Tool, input: &Value) -> Result<(), String> {
+    if tool.flags().unchecked_input {
+        return Ok(());
+    }
+    let schema = tool.input_schema();
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|err| format!("{}: the tool's input schema is invalid: {err}", tool.name()))?;
+    let errors: Vec<String> = validator
+        .iter_errors(input)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: invalid input — {}. Fix the arguments and call it again.",
+            tool.name(),
+            errors.join("; ")
+        ))
+    }
+}
+
+fn panicked(extension: &str, hook: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    format!("`{extension}` {hook} panicked: {}", panic_message(payload))
+}
+
+fn hook_failure(
+    extension: &str,
+    hook: &str,
+    result: Result<Result<(), crate::extension::HookError>, Box<dyn std::any::Any + Send>>,
+) -> Option<String> {
+    match result {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some(format!(
+            "internal_error: `{extension}` {hook} failed: {err}"
+        )),
+        Err(payload) => Some(format!(
+            "internal_error: {}",
+            panicked(extension, hook, payload.as_ref())
+        )),
+    }
+}
+
+fn flatten_sync<T>(
+    extension: &str,
+    hook: &str,
+    result: std::thread::Result<Result<T, crate::extension::HookError>>,
+) -> Result<T, String> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(format!(
+            "internal_error: `{extension}` {hook} failed: {err}"
+        )),
+        Err(payload) => Err(format!(
+            "internal_error: {}",
+            panicked(extension, hook, payload.as_ref())
+        )),
+    }
+}
+
+fn name_signal(extension: &str, hook: &str, signal: StepSignal) -> StepSignal {
+    match signal {
+        StepSignal::Error(err) => StepSignal::TurnFailed {
+            reason: format!("internal_error: `{extension}` {hook} failed: {err}"),
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,516 @@
+//! The session build: one compiled agent's resolved contributions joined into one ordered extension list.
+//!
+//! This is where the surfaces a plugin declares meet the hooks the runner
+//! calls. The order decides "first offer wins", "first rewrite wins" and the
+//! byte order of context and reminders: the kernel's own entry; session packs
+//! by `(priority, plugin, name)`; the other per-agent contributions surface by
+//! surface, each in its surface's order; process-wide guards and observers by
+//! `(plugin, name)`.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::canonical;
+use crate::contrib::{
+    Checkpoint, Guard, GuardInput, ObservedEvent, Observer, ProviderInput, Reminder, ReminderInput,
+    ReminderProvider, Seam, SessionBuildContext, StateView, ToolResultTransform, TransformInput,
+    Verdict,
+};
+use crate::extension::{
+    ContextPart, Extension, HookError, HookResult, SpawnRequest, StepSignal, View,
+};
+use crate::fold::{Folder, TaskState};
+use crate::identity::{AgentSpec, CompiledAgent};
+use crate::loader::{PluginSet, SourceKind};
+use crate::policy::{Policy, minimal_policy};
+use crate::records::{PluginPin, ToolCall};
+use crate::resolve::panic_message;
+use crate::store::Event;
+use crate::tool::{Tool, ToolOutput};
+use crate::value::Resolved;
+
+/// Everything the runner needs to run one agent.
+#[derive(Clone)]
+pub struct Session {
+    /// The compiled identity.
+    pub spec: AgentSpec,
+    /// The agent's extension list, in call order.
+    pub extensions: Vec<Arc<dyn Extension>>,
+    /// The decision loop.
+    pub policy: Arc<dyn Policy>,
+    /// The plugins the agent runs with, sorted by name.
+    pub pins: Vec<PluginPin>,
+    /// The folder for this extension list (its plugin-set hash tags snapshots).
+    pub folder: Folder,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.extensions.iter().map(|e| e.name()).collect();
+        f.debug_struct("Session")
+            .field("agent", &self.spec.name)
+            .field("extensions", &names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A session that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// A session pack's factory failed or panicked.
+    #[error("plugin `{plugin}`: session pack `{pack}` failed for agent `{agent}`: {reason}")]
+    Pack {
+        /// The plugin.
+        plugin: String,
+        /// The pack.
+        pack: String,
+        /// The agent.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StateView for TaskState {
+    fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.ext.get(name)
+    }
+}
+
+/// The kernel's own entry: the agent's instructions as the stable system text.
+struct CoreEntry {
+    instructions: String,
+}
+
+#[async_trait]
+impl Extension for CoreEntry {
+    fn name(&self) -> &str {
+        "core"
+    }
+
+    fn context(&self, _view: &View<'_>) -> HookResult<Vec<ContextPart>> {
+        if self.instructions.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![ContextPart::stable(self.instructions.clone())])
+    }
+}
+
+/// Tools offered by one source (a pack, or the agent's tool contributions).
+struct OfferTools {
+    name: String,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+#[async_trait]
+impl Extension for OfferTools {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        Ok(self.tools.clone())
+    }
+}
+
+/// A `reminder` contribution: a pure tail render.
+struct TailReminder {
+    name: String,
+    reminder: Arc<dyn Reminder>,
+}
+
+#[async_trait]
+impl Extension for TailReminder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn tail(&self, view: &View<'_>) -> Option<String> {
+        let state = view_state(view);
+        let input = ReminderInput::new(view.agent(), &state);
+        catch_unwind(AssertUnwindSafe(|| self.reminder.render(&input)))
+            .ok()
+            .flatten()
+    }
+}
+
+/// The folded states a view exposes, as a [`StateView`].
+struct ViewState<'v> {
+    view: &'v View<'v>,
+}
+
+impl StateView for ViewState<'_> {
+    fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.view.ext_state(name)
+    }
+}
+
+fn view_state<'v>(view: &'v View<'v>) -> ViewState<'v> {
+    ViewState { view }
+}
+
+/// A `reminder_provider` contribution: runs only at its seams, and its output is recorded.
+struct SeamProvider {
+    name: String,
+    seams: Vec<Seam>,
+    provider: Arc<dyn ReminderProvider>,
+}
+
+impl SeamProvider {
+    async fn provide(&self, view: &View<'_>, seam: Seam, message: Option<&str>) -> HookResult<()> {
+        let state = view_state(view);
+        let reminders = self
+            .provider
+            .provide(ProviderInput::new(seam, message, &state))
+            .await
+            .map_err(HookError::new)?;
+        let seam_name = match seam {
+            Seam::TurnIntake => "turn_intake",
+            Seam::TaskSeed => "task_seed",
+        };
+        for reminder in reminders {
+            view.record_with_message(
+                &self.name,
+                "reminder",
+                json!({ "seam": seam_name }),
+                &reminder.text,
+            );
+        }
+        // Marks the seam done even when nothing was provided, so a resume never asks again.
+        view.record(&self.name, "provided", json!({ "seam": seam_name }));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Extension for SeamProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn on_start(&self, view: &View<'_>) -> HookResult<()> {
+        let seeded = view
+            .ext_state(&self.name)
+            .and_then(|s| s.get("task_seed"))
+            .is_some();
+        if self.seams.contains(&Seam::TaskSeed) && !seeded {
+            self.provide(view, Seam::TaskSeed, None).await?;
+        }
+        Ok(())
+    }
+
+    async fn turn_intake(&self, view: &View<'_>, message: &str) -> HookResult<()> {
+        if self.seams.contains(&Seam::TurnIntake) {
+            self.provide(view, Seam::TurnIntake, Some(message)).await?;
+        }
+        Ok(())
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        if kind == "provided"
+            && let Some(seam) = data.get("seam").and_then(Value::as_str)
+        {
+            if !state.is_object() {
+                *state = json!({});
+            }
+            if let Some(map) = state.as_object_mut() {
+                map.insert(seam.to_owned(), Value::Bool(true));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `tool_result_transform` contribution: a failure fails the call closed.
+struct Transform {
+    name: String,
+    transform: Arc<dyn ToolResultTransform>,
+}
+
+#[async_trait]
+impl Extension for Transform {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn after_tool(
+        &self,
+        _view: &View<'_>,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        let input = TransformInput::new(call.name.clone(), call.input.clone(), output);
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.transform.transform(input)))
+            .unwrap_or_else(|payload| {
+                Err(format!("panicked: {}", panic_message(payload.as_ref())))
+            });
+        Ok(outcome.unwrap_or_else(|reason| {
+            ToolOutput::error(format!(
+                "{}: the result was withheld because transform `{}` failed: {reason}",
+                call.name, self.name
+            ))
+        }))
+    }
+}
+
+/// A process-wide `guard`: asked before tools, at the spawn checkpoint, and before finishing.
+struct GuardEntry {
+    name: String,
+    guard: Arc<dyn Guard>,
+}
+
+impl GuardEntry {
+    fn check(&self, view: &View<'_>, checkpoint: Checkpoint) -> HookResult<Option<Verdict>> {
+        let input = GuardInput::new(view.task_id().as_str(), view.agent(), checkpoint);
+        catch_unwind(AssertUnwindSafe(|| self.guard.check(&input))).map_err(|payload| {
+            HookError::new(format!("panicked: {}", panic_message(payload.as_ref())))
+        })
+    }
+}
+
+#[async_trait]
+impl Extension for GuardEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn before_tool(&self, view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
+        self.check(
+            view,
+            Checkpoint::ToolCall {
+                tool: call.name.clone(),
+                input: call.input.clone(),
+            },
+        )
+    }
+
+    fn before_spawn(&self, view: &View<'_>, spawn: &SpawnRequest) -> HookResult<Option<Verdict>> {
+        self.check(
+            view,
+            Checkpoint::Spawn {
+                agent: spawn.agent.clone(),
+                depth: spawn.depth,
+            },
+        )
+    }
+
+    async fn before_finish(&self, view: &View<'_>) -> HookResult<Option<String>> {
+        Ok(match self.check(view, Checkpoint::Finish)? {
+            Some(Verdict::Deny { reason }) => Some(reason),
+            _ => None,
+        })
+    }
+}
+
+/// A process-wide `observer`: sees every appended event; a failure is skipped.
+struct ObserverEntry {
+    name: String,
+    observer: Arc<dyn Observer>,
+}
+
+#[async_trait]
+impl Extension for ObserverEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn on_event(&self, view: &View<'_>, event: &Event) -> HookResult<()> {
+        let observed = ObservedEvent::new(
+            view.task_id().as_str(),
+            event.seq,
+            event.record.extension.clone(),
+            event.record.kind.clone(),
+            event.record.data.clone(),
+        );
+        catch_unwind(AssertUnwindSafe(|| self.observer.observe(&observed)))
+            .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))))
+            .map_err(HookError::new)
+    }
+}
+
+/// Whether a step signal is a hook failure (as opposed to control flow).
+pub fn is_failure(signal: &StepSignal) -> bool {
+    matches!(signal, StepSignal::Error(_))
+}
+
+fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Option<PluginPin> {
+    let plugin = set.get(name)?;
+    let source = match plugin.source {
+        SourceKind::Builtin => "builtin",
+        SourceKind::Crate => "crate",
+        SourceKind::Path | SourceKind::User | SourceKind::Workspace => "file",
+    };
+    let version = match (&plugin.manifest.version, plugin.source.is_linked()) {
+        (Some(v), true) => v.clone(),
+        // An on-disk plugin is pinned by its manifest's content, so an edit is noticed.
+        _ => {
+            let manifest = serde_json::to_value(&plugin.manifest).unwrap_or(Value::Null);
+            format!(
+                "sha256:{}",
+                canonical::sha256_hex(&canonical::to_bytes(&manifest))
+            )
+        }
+    };
+    // Params are hashed as written: a secret reference such as `{env:NAME}` is never resolved here.
+    let params = config.get(name).cloned().unwrap_or(Value::Null);
+    Some(PluginPin {
+        name: name.to_owned(),
+        source: source.to_owned(),
+        version,
+        params: canonical::sha256_hex(&canonical::to_bytes(&params)),
+    })
+}
+
+/// Builds the session for a compiled agent.
+pub fn build_session(
+    set: &PluginSet,
+    compiled: &CompiledAgent,
+    config: &BTreeMap<String, Value>,
+) -> Result<Session, SessionError> {
+    let spec = compiled.spec.clone();
+    let resolution = &compiled.resolution;
+    let mut extensions: Vec<Arc<dyn Extension>> = vec![Arc::new(CoreEntry {
+        instructions: spec.instructions.clone(),
+    })];
+
+    let mut ctx = SessionBuildContext::new(spec.name.clone());
+    ctx.plugins = spec.plugins.clone();
+    ctx.roster = spec.spawnable.clone();
+    ctx.config = config.clone();
+    for entry in resolution.for_surface("session_pack") {
+        let Resolved::SessionPack(factory) = &entry.value else {
+            continue;
+        };
+        let fail = |reason: String| SessionError::Pack {
+            plugin: entry.plugin.clone(),
+            pack: entry.contribution.name.clone(),
+            agent: spec.name.clone(),
+            reason,
+        };
+        let pack = catch_unwind(AssertUnwindSafe(|| factory.build(&ctx)))
+            .map_err(|payload| fail(format!("panicked: {}", panic_message(payload.as_ref()))))?
+            .map_err(fail)?;
+        if !pack.tools.is_empty() {
+            extensions.push(Arc::new(OfferTools {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                tools: pack.tools.clone(),
+            }));
+        }
+        extensions.extend(pack.extensions.iter().cloned());
+    }
+
+    // The agent's own tools (tool contributions and in-process MCP servers), in name order.
+    if !compiled.tools.is_empty() {
+        extensions.push(Arc::new(OfferTools {
+            name: "core/tools".to_owned(),
+            tools: compiled.tools.values().cloned().collect(),
+        }));
+    }
+    for entry in resolution.for_surface("reminder_provider") {
+        if let Resolved::ReminderProvider(provider) = &entry.value {
+            extensions.push(Arc::new(SeamProvider {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                seams: entry.contribution.seams(),
+                provider: Arc::clone(provider),
+            }));
+        }
+    }
+    for entry in resolution.for_surface("reminder") {
+        if let Resolved::Reminder(reminder) = &entry.value {
+            extensions.push(Arc::new(TailReminder {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                reminder: Arc::clone(reminder),
+            }));
+        }
+    }
+    for entry in resolution.for_surface("tool_result_transform") {
+        if let Resolved::ToolResultTransform(transform) = &entry.value {
+            extensions.push(Arc::new(Transform {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                transform: Arc::clone(transform),
+            }));
+        }
+    }
+    for entry in resolution.for_surface("guard") {
+        if let Resolved::Guard(guard) = &entry.value {
+            extensions.push(Arc::new(GuardEntry {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                guard: Arc::clone(guard),
+            }));
+        }
+    }
+    for entry in resolution.for_surface("observer") {
+        if let Resolved::Observer(observer) = &entry.value {
+            extensions.push(Arc::new(ObserverEntry {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                observer: Arc::clone(observer),
+            }));
+        }
+    }
+
+    let policy = resolution
+        .for_surface("policy")
+        .iter()
+        .find_map(|entry| match &entry.value {
+            Resolved::Policy(factory) => Some(factory.build()),
+            _ => None,
+        })
+        .unwrap_or_else(minimal_policy);
+
+    let mut pinned: Vec<String> = spec.plugins.clone();
+    for surface in ["guard", "observer", "skills", "mcp_server"] {
+        pinned.extend(
+            resolution
+                .for_surface(surface)
+                .iter()
+                .map(|e| e.plugin.clone()),
+        );
+    }
+    pinned.sort();
+    pinned.dedup();
+    let pins: Vec<PluginPin> = pinned
+        .iter()
+        .filter_map(|name| pin_for(set, name, config))
+        .collect();
+    let plugin_set = canonical::sha256_hex(&canonical::to_bytes(
+        &serde_json::to_value(&pins).unwrap_or(Value::Null),
+    ));
+    let folder = Folder::new(&extensions, plugin_set);
+    Ok(Session {
+        spec,
+        extensions,
+        policy,
+        pins,
+        folder,
+    })
+}
+
+/// A session with no plugins at all: the kernel's own entry and minimal policy.
+pub fn bare_session(name: &str, instructions: &str) -> Session {
+    let extensions: Vec<Arc<dyn Extension>> = vec![Arc::new(CoreEntry {
+        instructions: instructions.to_owned(),
+    })];
+    let folder = Folder::new(&extensions, canonical::sha256_hex(b"[]"));
+    Session {
+        spec: AgentSpec {
+            name: name.to_owned(),
+            instructions: instructions.to_owned(),
+            policy: crate::policy::minimal_policy_ref(),
+            tools: Vec::new(),
+            plugins: Vec::new(),
+            spawnable: Vec::new(),
+            prompt_fragments: Vec::new(),
+            content_kinds: Vec::new(),
+            control_tools: Vec::new(),
+        },
+        extensions,
+        policy: minimal_policy(),
+        pins: Vec::new(),
+        folder,
+    }
+}

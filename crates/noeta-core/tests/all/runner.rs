@@ -1,0 +1,1370 @@
+//! The runner end to end with the scripted provider: hook order, the gate, the tool runtime, crashes, pins and failures.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::executor::block_on;
+use noeta_core::extension::{
+    Extension, HookError, HookResult, ModelRequest, OfferedTool, StepSignal, ToolChanges, View,
+};
+use noeta_core::fold::{Folder, Role, TurnState};
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
+use noeta_core::runner::{RunError, RunOutcome, Runtime};
+use noeta_core::session::{Session, bare_session};
+use noeta_core::store::{
+    ContentStore, Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record,
+    Snapshot, StoreError, TaskId, TaskInfo,
+};
+use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput, Verdict};
+use serde_json::{Value, json};
+
+// --- harness -------------------------------------------------------------------
+
+struct Harness {
+    clock: Arc<ManualClock>,
+    log: Arc<MemoryEventLog>,
+    content: Arc<MemoryContentStore>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let clock = ManualClock::at(1_000);
+        Self {
+            log: Arc::new(MemoryEventLog::new(clock.clone())),
+            content: Arc::new(MemoryContentStore::new()),
+            clock,
+        }
+    }
+
+    fn runtime(&self, turns: Value) -> Runtime {
+        self.runtime_over(self.log.clone(), turns)
+    }
+
+    fn runtime_over(&self, log: Arc<dyn EventLog>, turns: Value) -> Runtime {
+        let script = json!({ "turns": turns }).to_string();
+        let provider = ScriptedProvider::from_json(&script, "test script").unwrap();
+        Runtime::new(log, self.content.clone(), Arc::new(provider)).with_lease_ttl(1_000)
+    }
+
+    fn events(&self, task: &TaskId) -> Vec<Event> {
+        block_on(self.log.read(task, 0)).unwrap()
+    }
+
+    fn core_kinds(&self, task: &TaskId) -> Vec<String> {
+        self.events(task)
+            .iter()
+            .filter(|e| e.record.extension == "core")
+            .map(|e| e.record.kind.clone())
+            .collect()
+    }
+}
+
+fn task(id: &str) -> TaskId {
+    TaskId::new(id).unwrap()
+}
+
+fn session(extensions: Vec<Arc<dyn Extension>>) -> Session {
+    let mut session = bare_session("main", "You are a careful assistant.");
+    session.extensions.extend(extensions);
+    session.folder = Folder::new(&session.extensions, "test-set");
+    session
+}
+
+fn call(name: &str, input: Value) -> Value {
+    json!({ "name": name, "input": input })
+}
+
+/// A tool whose behaviour tests choose.
+struct TestTool {
+    name: &'static str,
+    flags: ToolFlags,
+    runs: Arc<AtomicUsize>,
+    active: Arc<AtomicUsize>,
+    max_active: Arc<AtomicUsize>,
+    reply: fn(&Value) -> Result<ToolOutput, ToolError>,
+    recovered: Option<&'static str>,
+}
+
+impl TestTool {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            flags: ToolFlags::default(),
+            runs: Arc::new(AtomicUsize::new(0)),
+            active: Arc::new(AtomicUsize::new(0)),
+            max_active: Arc::new(AtomicUsize::new(0)),
+            reply: |input| Ok(ToolOutput::text(format!("ran with {input}"))),
+            recovered: None,
+        }
+    }
+
+    fn read_only(mut self) -> Self {
+        self.flags = ToolFlags::read_only();
+        self
+    }
+}
+
+/// Yields once, so futures polled together overlap.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for TestTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "A test tool."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": false})
+    }
+    fn flags(&self) -> ToolFlags {
+        self.flags.clone()
+    }
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_active.fetch_max(now, Ordering::SeqCst);
+        YieldOnce(false).await;
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        ctx.record("testtool", "ran", json!({ "call": ctx.call_id() }));
+        (self.reply)(&input)
+    }
+    async fn recover(&self, _ctx: &ToolContext) -> Result<Option<ToolOutput>, ToolError> {
+        Ok(self.recovered.map(ToolOutput::text))
+    }
+}
+
+/// Offers tools and otherwise stays out of the way.
+struct Offers(Vec<Arc<dyn Tool>>);
+
+#[async_trait]
+impl Extension for Offers {
+    fn name(&self) -> &str {
+        "offers"
+    }
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        Ok(self.0.clone())
+    }
+}
+
+fn offers(tools: Vec<Arc<dyn Tool>>) -> Arc<dyn Extension> {
+    Arc::new(Offers(tools))
+}
+
+// --- zero plugins ----------------------------------------------------------------
+
+#[test]
+fn the_kernel_runs_a_task_to_completion_with_zero_plugins() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "Hello there." }]));
+    let s = bare_session("main", "");
+    let t = task("zero");
+    block_on(rt.create(&s, &t, "Say hello.")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        outcome,
+        RunOutcome::Ended {
+            reason: "end_turn".to_owned()
+        }
+    );
+    assert_eq!(
+        h.core_kinds(&t),
+        [
+            "task_started",
+            "plugins_pinned",
+            "user_message",
+            "intake_done",
+            "request_composed",
+            "assistant_reply",
+            "turn_ended"
+        ]
+    );
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let roles: Vec<Role> = state.core.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant]);
+    assert_eq!(state.core.messages[1].text, "Hello there.");
+    // A finished turn does nothing more until a new message arrives.
+    assert_eq!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended {
+            reason: "end_turn".to_owned()
+        }
+    );
+}
+
+#[test]
+fn a_second_message_starts_the_next_turn() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "One." }, { "text": "Two." }]));
+    let s = bare_session("main", "");
+    let t = task("turns");
+    block_on(rt.create(&s, &t, "first")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    block_on(rt.send(&s, &t, "second")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let texts: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["first", "One.", "second", "Two."]);
+}
+
+// --- tools ----------------------------------------------------------------------
+
+#[test]
+fn tool_calls_run_and_their_records_commit_with_the_result() {
+    let h = Harness::new();
+    let tool = Arc::new(TestTool::new("Work"));
+    let rt = h.runtime(json!([
+        { "text": "Working.", "calls": [call("Work", json!({"n": 1}))] },
+        { "text": "Done." }
+    ]));
+    let s = session(vec![offers(vec![tool.clone()])]);
+    let t = task("tools");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    let events = h.events(&t);
+    let started = events
+        .iter()
+        .position(|e| e.record.kind == "call_started")
+        .unwrap();
+    let ran = events.iter().position(|e| e.record.kind == "ran").unwrap();
+    let finished = events
+        .iter()
+        .position(|e| e.record.kind == "call_finished")
+        .unwrap();
+    assert!(
+        started < ran && ran + 1 == finished,
+        "the tool's record commits with its result"
+    );
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let tool_message = state
+        .core
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert_eq!(tool_message.text, "ran with {\"n\":1}");
+    assert_eq!(tool_message.call_id.as_deref(), Some("call_1_1"));
+}
+
+#[test]
+fn input_is_checked_against_the_schema_before_any_gate() {
+    let h = Harness::new();
+    let tool = Arc::new(TestTool::new("Work"));
+    let gate_calls = Arc::new(AtomicUsize::new(0));
+    struct Counts(Arc<AtomicUsize>);
+    #[async_trait]
+    impl Extension for Counts {
+        fn name(&self) -> &str {
+            "counts"
+        }
+        async fn before_tool(&self, _v: &View<'_>, _c: &ToolCall) -> HookResult<Option<Verdict>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        }
+    }
+    let rt = h.runtime(json!([
+        { "calls": [call("Work", json!({"n": "one"}))] },
+        { "text": "ok" }
+    ]));
+    let s = session(vec![
+        offers(vec![tool.clone()]),
+        Arc::new(Counts(gate_calls.clone())),
+    ]);
+    let t = task("schema");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(gate_calls.load(Ordering::SeqCst), 0);
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let result = state
+        .core
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert!(result.is_error);
+    assert!(
+        result.text.starts_with("Work: invalid input — /n: "),
+        "{}",
+        result.text
+    );
+    assert!(
+        result
+            .text
+            .ends_with("Fix the arguments and call it again."),
+        "{}",
+        result.text
+    );
+}
+
+#[test]
+fn an_unknown_tool_is_an_error_result_listing_the_available_ones() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "calls": [call("Nope", json!({}))] }, { "text": "ok" }]));
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("Work"))])]);
+    let t = task("unknown");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let result = state
+        .core
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert_eq!(
+        result.text,
+        "no tool named `Nope` is available (available: Work)"
+    );
+}
+
+#[test]
+fn adjacent_read_only_calls_run_together_and_others_one_by_one() {
+    let h = Harness::new();
+    let reader = Arc::new(TestTool::new("Look").read_only());
+    let writer = Arc::new(TestTool::new("Change"));
+    let rt = h.runtime(json!([
+        { "calls": [call("Look", json!({"n": 1})), call("Look", json!({"n": 2})), call("Look", json!({"n": 3})),
+                    call("Change", json!({"n": 4})), call("Change", json!({"n": 5}))] },
+        { "text": "done" }
+    ]));
+    let s = session(vec![offers(vec![reader.clone(), writer.clone()])]);
+    let t = task("parallel");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(reader.max_active.load(Ordering::SeqCst), 3);
+    assert_eq!(writer.max_active.load(Ordering::SeqCst), 1);
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let ids: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .filter_map(|m| m.call_id.as_deref())
+        .collect();
+    assert_eq!(
+        ids,
+        ["call_1_1", "call_1_2", "call_1_3", "call_1_4", "call_1_5"],
+        "results in call order"
+    );
+}
+
+#[test]
+fn long_output_keeps_a_bounded_preview_inline_and_the_full_body_in_the_content_store() {
+    let h = Harness::new();
+    let mut tool = TestTool::new("Dump");
+    tool.flags.max_result_chars = Some(100);
+    tool.reply = |_| Ok(ToolOutput::text("x".repeat(50_000)));
+    let rt = h.runtime(json!([{ "calls": [call("Dump", json!({}))] }, { "text": "ok" }]));
+    let s = session(vec![offers(vec![Arc::new(tool)])]);
+    let t = task("overflow");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let finished = h
+        .events(&t)
+        .into_iter()
+        .find(|e| e.record.kind == "call_finished")
+        .unwrap();
+    let full: noeta_core::store::ContentRef =
+        serde_json::from_value(finished.record.data["full"].clone()).unwrap();
+    assert_eq!(full.len, 50_000);
+    assert_eq!(block_on(h.content.get(&full)).unwrap().len(), 50_000);
+    let text = finished.record.data["text"].as_str().unwrap();
+    assert!(text.starts_with(&"x".repeat(100)));
+    assert!(
+        text.contains("50000 characters in all, 100 shown"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_large_reply_is_spilled_to_the_content_store_and_folds_back_whole() {
+    let h = Harness::new();
+    let long = "word ".repeat(3_000);
+    let rt = h.runtime(json!([{ "text": long }]));
+    let s = bare_session("main", "");
+    let t = task("spill");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let reply = h
+        .events(&t)
+        .into_iter()
+        .find(|e| e.record.kind == "assistant_reply")
+        .unwrap();
+    assert!(reply.record.data.get("$spilled").is_some());
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(state.core.messages[1].text, long);
+}
+
+// --- the gate -------------------------------------------------------------------
+
+/// A guard-like extension answering every call with one verdict.
+struct Says(&'static str, Option<Verdict>);
+
+#[async_trait]
+impl Extension for Says {
+    fn name(&self) -> &str {
+        self.0
+    }
+    async fn before_tool(&self, _v: &View<'_>, _c: &ToolCall) -> HookResult<Option<Verdict>> {
+        Ok(self.1.clone())
+    }
+}
+
+fn says(name: &'static str, verdict: Option<Verdict>) -> Arc<dyn Extension> {
+    Arc::new(Says(name, verdict))
+}
+
+fn gate_run(
+    extensions: Vec<Arc<dyn Extension>>,
+) -> (Harness, Runtime, Session, TaskId, Arc<TestTool>) {
+    let h = Harness::new();
+    let tool = Arc::new(TestTool::new("Work"));
+    let rt = h.runtime(json!([{ "calls": [call("Work", json!({"n": 1}))] }, { "text": "ok" }]));
+    let mut all = vec![offers(vec![tool.clone()])];
+    all.extend(extensions);
+    let s = session(all);
+    let t = task("gate");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    (h, rt, s, t, tool)
+}
+
+fn result_text(rt: &Runtime, s: &Session, t: &TaskId) -> String {
+    let state = block_on(rt.load(s, t)).unwrap();
+    state
+        .core
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap()
+        .text
+        .clone()
+}
+
+#[test]
+fn any_deny_denies_even_after_a_rewrite() {
+    let (_h, rt, s, t, tool) = gate_run(vec![
+        says(
+            "rewriter",
+            Some(Verdict::Rewrite {
+                input: json!({"n": 2}),
+                reason: "r".into(),
+            }),
+        ),
+        says(
+            "denier",
+            Some(Verdict::Deny {
+                reason: "not today".into(),
+            }),
+        ),
+    ]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(result_text(&rt, &s, &t), "not today");
+}
+
+#[test]
+fn the_first_rewrite_wins_and_is_gated_again_at_most_three_times() {
+    struct Once(AtomicUsize);
+    #[async_trait]
+    impl Extension for Once {
+        fn name(&self) -> &str {
+            "once"
+        }
+        async fn before_tool(&self, _v: &View<'_>, c: &ToolCall) -> HookResult<Option<Verdict>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok((c.input["n"] == 1).then(|| Verdict::Rewrite {
+                input: json!({"n": 7}),
+                reason: "seven".into(),
+            }))
+        }
+    }
+    let once = Arc::new(Once(AtomicUsize::new(0)));
+    let (_h, rt, s, t, tool) = gate_run(vec![once.clone(), says("second", None)]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        once.0.load(Ordering::SeqCst),
+        2,
+        "the rewritten call is gated again"
+    );
+    assert_eq!(result_text(&rt, &s, &t), "ran with {\"n\":7}");
+
+    let (_h, rt, s, t, tool) = gate_run(vec![says(
+        "loop",
+        Some(Verdict::Rewrite {
+            input: json!({"n": 1}),
+            reason: "again".into(),
+        }),
+    )]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        result_text(&rt, &s, &t),
+        "`Work` was rewritten more than 3 times; denied"
+    );
+}
+
+#[test]
+fn an_ask_parks_the_turn_until_answered() {
+    let (h, rt, s, t, tool) = gate_run(vec![says(
+        "asker",
+        Some(Verdict::Ask {
+            reason: "run Work?".into(),
+            firm: false,
+        }),
+    )]);
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        outcome,
+        RunOutcome::Parked {
+            call_id: "call_1_1".into(),
+            question: "run Work?".into()
+        }
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    let err = block_on(rt.answer(&s, &t, "call_9", true)).unwrap_err();
+    assert!(matches!(err, RunError::NotParked { .. }), "{err}");
+    block_on(rt.answer(&s, &t, "call_1_1", true)).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    assert!(h.core_kinds(&t).contains(&"ask_answered".to_owned()));
+}
+
+#[test]
+fn a_declined_ask_denies_the_call() {
+    let (_h, rt, s, t, tool) = gate_run(vec![says(
+        "asker",
+        Some(Verdict::Ask {
+            reason: "ok?".into(),
+            firm: false,
+        }),
+    )]);
+    block_on(rt.run(&s, &t)).unwrap();
+    block_on(rt.answer(&s, &t, "call_1_1", false)).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(result_text(&rt, &s, &t), "the user declined this call");
+}
+
+#[test]
+fn an_approving_allow_satisfies_asks_unless_they_are_firm() {
+    let (_h, rt, s, t, tool) = gate_run(vec![
+        says(
+            "asker",
+            Some(Verdict::Ask {
+                reason: "ok?".into(),
+                firm: false,
+            }),
+        ),
+        says("voucher", Some(Verdict::Allow { approve: true })),
+    ]);
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+
+    let (_h, rt, s, t, _tool) = gate_run(vec![
+        says(
+            "asker",
+            Some(Verdict::Ask {
+                reason: "really?".into(),
+                firm: true,
+            }),
+        ),
+        says("voucher", Some(Verdict::Allow { approve: true })),
+    ]);
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Parked { .. }
+    ));
+}
+
+#[test]
+fn resolve_ask_may_answer_for_the_user() {
+    struct Classifier;
+    #[async_trait]
+    impl Extension for Classifier {
+        fn name(&self) -> &str {
+            "classifier"
+        }
+        async fn resolve_ask(
+            &self,
+            _v: &View<'_>,
+            _c: &ToolCall,
+            asks: &[String],
+        ) -> HookResult<Option<bool>> {
+            Ok(Some(asks == ["ok?"]))
+        }
+    }
+    let (_h, rt, s, t, tool) = gate_run(vec![
+        says(
+            "asker",
+            Some(Verdict::Ask {
+                reason: "ok?".into(),
+                firm: false,
+            }),
+        ),
+        Arc::new(Classifier),
+    ]);
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_broken_check_denies_with_permission_check_failed() {
+    struct Broken;
+    #[async_trait]
+    impl Extension for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        async fn before_tool(&self, _v: &View<'_>, _c: &ToolCall) -> HookResult<Option<Verdict>> {
+            Err(HookError::new("rules file unreadable"))
+        }
+    }
+    let (_h, rt, s, t, tool) = gate_run(vec![Arc::new(Broken)]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        result_text(&rt, &s, &t),
+        "permission check failed: rules file unreadable"
+    );
+
+    struct Panics;
+    #[async_trait]
+    impl Extension for Panics {
+        fn name(&self) -> &str {
+            "panics"
+        }
+        async fn before_tool(&self, _v: &View<'_>, _c: &ToolCall) -> HookResult<Option<Verdict>> {
+            panic!("boom")
+        }
+    }
+    let (_h, rt, s, t, tool) = gate_run(vec![Arc::new(Panics)]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        result_text(&rt, &s, &t),
+        "permission check failed: `panics` before_tool panicked: boom"
+    );
+}
+
+// --- hook order -----------------------------------------------------------------
+
+/// Logs every hook it is asked, in order.
+struct Journal(Arc<Mutex<Vec<String>>>);
+
+impl Journal {
+    fn log(&self, hook: &str) {
+        self.0.lock().unwrap().push(hook.to_owned());
+    }
+}
+
+#[async_trait]
+impl Extension for Journal {
+    fn name(&self) -> &str {
+        "journal"
+    }
+    async fn on_start(&self, _v: &View<'_>) -> HookResult<()> {
+        self.log("on_start");
+        Ok(())
+    }
+    async fn turn_intake(&self, _v: &View<'_>, _m: &str) -> HookResult<()> {
+        self.log("turn_intake");
+        Ok(())
+    }
+    fn tools(&self, _v: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        self.log("tools");
+        Ok(Vec::new())
+    }
+    fn tool_changes(&self, _v: &View<'_>, _o: &[OfferedTool]) -> HookResult<ToolChanges> {
+        self.log("tool_changes");
+        Ok(ToolChanges::none())
+    }
+    fn context(&self, _v: &View<'_>) -> HookResult<Vec<noeta_core::extension::ContextPart>> {
+        self.log("context");
+        Ok(Vec::new())
+    }
+    async fn reminders(&self, _v: &View<'_>) -> Result<Vec<String>, StepSignal> {
+        self.log("reminders");
+        Ok(Vec::new())
+    }
+    fn tail(&self, _v: &View<'_>) -> Option<String> {
+        self.log("tail");
+        None
+    }
+    async fn before_model(
+        &self,
+        _v: &View<'_>,
+        r: ModelRequest,
+    ) -> Result<ModelRequest, StepSignal> {
+        self.log("before_model");
+        Ok(r)
+    }
+    async fn before_tool(&self, _v: &View<'_>, _c: &ToolCall) -> HookResult<Option<Verdict>> {
+        self.log("before_tool");
+        Ok(None)
+    }
+    async fn after_tool(
+        &self,
+        _v: &View<'_>,
+        _c: &ToolCall,
+        o: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        self.log("after_tool");
+        Ok(o)
+    }
+    fn on_event(&self, _v: &View<'_>, e: &Event) -> HookResult<()> {
+        self.log(&format!("on_event:{}", e.record.kind));
+        Ok(())
+    }
+    async fn before_finish(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+        self.log("before_finish");
+        Ok(None)
+    }
+}
+
+#[test]
+fn each_hook_is_called_at_its_point_in_the_step() {
+    let h = Harness::new();
+    let journal = Arc::new(Mutex::new(Vec::new()));
+    let rt = h.runtime(json!([{ "calls": [call("Work", json!({}))] }, { "text": "done" }]));
+    let s = session(vec![
+        offers(vec![Arc::new(TestTool::new("Work"))]),
+        Arc::new(Journal(journal.clone())),
+    ]);
+    let t = task("order");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    journal.lock().unwrap().clear();
+    block_on(rt.run(&s, &t)).unwrap();
+    let log = journal.lock().unwrap().join(" ");
+    let expected = [
+        "on_start",
+        "turn_intake on_event:intake_done",
+        "tools tool_changes reminders context tail before_model on_event:request_composed on_event:assistant_reply",
+        "before_tool on_event:call_started after_tool on_event:ran on_event:call_finished",
+        "tools tool_changes reminders context tail before_model on_event:request_composed on_event:assistant_reply",
+        "before_finish on_event:turn_ended",
+    ]
+    .join(" ");
+    assert_eq!(log, expected);
+}
+
+// --- reminders ------------------------------------------------------------------
+
+#[test]
+fn recorded_reminders_enter_the_conversation_and_tail_renders_are_never_recorded() {
+    struct Both;
+    #[async_trait]
+    impl Extension for Both {
+        fn name(&self) -> &str {
+            "both"
+        }
+        async fn reminders(&self, v: &View<'_>) -> Result<Vec<String>, StepSignal> {
+            Ok(if v.core().model_calls == 0 {
+                vec!["recorded note".into()]
+            } else {
+                vec![]
+            })
+        }
+        fn tail(&self, v: &View<'_>) -> Option<String> {
+            Some(format!("tail after {} calls", v.core().model_calls))
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let s = session(vec![Arc::new(Both)]);
+    let t = task("reminders");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let texts: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["go", "recorded note", "ok"]);
+    let all = serde_json::to_string(&h.events(&t)).unwrap();
+    assert!(
+        !all.contains("tail after"),
+        "a tail render is never recorded"
+    );
+}
+
+#[test]
+fn turn_intake_runs_once_per_message_even_across_a_crash() {
+    struct Intake(Arc<AtomicUsize>);
+    #[async_trait]
+    impl Extension for Intake {
+        fn name(&self) -> &str {
+            "intake"
+        }
+        async fn turn_intake(&self, v: &View<'_>, m: &str) -> HookResult<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            v.record_with_message("intake", "recall", json!({}), &format!("recalled for {m}"));
+            Ok(())
+        }
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let h = Harness::new();
+    let s = session(vec![Arc::new(Intake(calls.clone()))]);
+    let t = task("intake");
+    // The first worker dies right after intake is recorded.
+    let dying = h.runtime_over(
+        Arc::new(Crashing::after(h.log.clone(), 2)),
+        json!([{ "text": "ok" }]),
+    );
+    block_on(dying.create(&s, &t, "hello")).unwrap();
+    assert!(block_on(dying.run(&s, &t)).is_err());
+    h.clock.advance(2_000);
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(state.core.messages[1].text, "recalled for hello");
+}
+
+// --- failures -------------------------------------------------------------------
+
+#[test]
+fn a_failing_step_hook_fails_the_turn_and_two_in_a_row_fail_the_task() {
+    struct Fails;
+    #[async_trait]
+    impl Extension for Fails {
+        fn name(&self) -> &str {
+            "fails"
+        }
+        fn context(&self, _v: &View<'_>) -> HookResult<Vec<noeta_core::extension::ContextPart>> {
+            Err(HookError::new("no context today"))
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "never" }]));
+    let s = session(vec![Arc::new(Fails)]);
+    let t = task("fails");
+    block_on(rt.create(&s, &t, "one")).unwrap();
+    let first = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        first,
+        RunOutcome::TurnFailed {
+            reason: "internal_error: `fails` context failed: no context today".into()
+        }
+    );
+    block_on(rt.send(&s, &t, "two")).unwrap();
+    let second = block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        matches!(&second, RunOutcome::TaskFailed { reason } if reason.starts_with("2 turns failed in a row")),
+        "{second:?}"
+    );
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::TaskFailed { .. }
+    ));
+}
+
+#[test]
+fn a_failing_tool_is_an_error_result_and_its_staged_records_are_dropped() {
+    let h = Harness::new();
+    let mut tool = TestTool::new("Flaky");
+    tool.reply = |_| Err(ToolError::RespondToModel("Flaky: disk full".into()));
+    let rt = h.runtime(json!([{ "calls": [call("Flaky", json!({}))] }, { "text": "ok" }]));
+    let s = session(vec![offers(vec![Arc::new(tool)])]);
+    let t = task("flaky");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(result_text(&rt, &s, &t), "Flaky: disk full");
+    assert!(
+        !h.events(&t).iter().any(|e| e.record.kind == "ran"),
+        "staged records are dropped"
+    );
+}
+
+#[test]
+fn a_broken_after_tool_keeps_the_result_and_a_broken_observer_is_skipped() {
+    struct Sloppy;
+    #[async_trait]
+    impl Extension for Sloppy {
+        fn name(&self) -> &str {
+            "sloppy"
+        }
+        async fn after_tool(
+            &self,
+            _v: &View<'_>,
+            _c: &ToolCall,
+            _o: ToolOutput,
+        ) -> HookResult<ToolOutput> {
+            Err(HookError::new("cannot annotate"))
+        }
+        fn on_event(&self, _v: &View<'_>, _e: &Event) -> HookResult<()> {
+            Err(HookError::new("metrics down"))
+        }
+    }
+    let (_h, rt, s, t, _tool) = gate_run(vec![Arc::new(Sloppy)]);
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(result_text(&rt, &s, &t), "ran with {\"n\":1}");
+}
+
+#[test]
+fn before_finish_may_refuse_with_a_message_the_model_sees() {
+    struct NotYet(AtomicUsize);
+    #[async_trait]
+    impl Extension for NotYet {
+        fn name(&self) -> &str {
+            "not-yet"
+        }
+        async fn before_finish(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+            Ok((self.0.fetch_add(1, Ordering::SeqCst) == 0)
+                .then(|| "Run the tests first.".to_owned()))
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "done?" }, { "text": "tests pass" }]));
+    let s = session(vec![Arc::new(NotYet(AtomicUsize::new(0)))]);
+    let t = task("finish");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let texts: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["go", "done?", "Run the tests first.", "tests pass"]);
+}
+
+#[test]
+fn a_context_overflow_without_room_fails_the_turn_naming_it() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "error": "context_overflow" }]));
+    let s = bare_session("main", "");
+    let t = task("overflowing");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        matches!(&outcome, RunOutcome::TurnFailed { reason } if reason.starts_with("context_overflow:")),
+        "{outcome:?}"
+    );
+}
+
+// --- crashes --------------------------------------------------------------------
+
+/// An event log that dies (refuses every append) after `limit` successful appends.
+struct Crashing {
+    inner: Arc<MemoryEventLog>,
+    left: Mutex<usize>,
+}
+
+impl Crashing {
+    fn after(inner: Arc<MemoryEventLog>, limit: usize) -> Self {
+        Self {
+            inner,
+            left: Mutex::new(limit),
+        }
+    }
+}
+
+#[async_trait]
+impl EventLog for Crashing {
+    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
+        self.inner.create_task(task, parent).await
+    }
+    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.claim(task, worker, ttl_ms).await
+    }
+    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.renew(lease, ttl_ms).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
+        {
+            let mut left = self.left.lock().unwrap();
+            if *left == 0 {
+                return Err(StoreError::Backend {
+                    message: "the worker died".into(),
+                });
+            }
+            *left -= 1;
+        }
+        self.inner.append(lease, batch).await
+    }
+    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
+        self.inner.read(task, after).await
+    }
+    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
+        self.inner.info(task).await
+    }
+    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        self.inner.tasks().await
+    }
+    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
+        self.inner.put_snapshot(task, snapshot).await
+    }
+    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
+        self.inner.snapshot(task).await
+    }
+}
+
+fn three_tool_turn() -> Value {
+    json!([
+        { "text": "Three things.", "calls": [call("Safe", json!({"n": 1})), call("Risky", json!({"n": 2})), call("Found", json!({"n": 3}))] },
+        { "text": "All done." }
+    ])
+}
+
+fn crash_tools() -> (Arc<TestTool>, Arc<TestTool>, Arc<TestTool>) {
+    let mut safe = TestTool::new("Safe");
+    safe.flags.retry_safe = true;
+    let risky = TestTool::new("Risky");
+    let mut found = TestTool::new("Found");
+    found.recovered = Some("recovered by idempotency key");
+    (Arc::new(safe), Arc::new(risky), Arc::new(found))
+}
+
+#[test]
+fn a_crash_at_every_event_boundary_loses_and_duplicates_nothing() {
+    // The crash-free run, for comparison.
+    let reference = {
+        let h = Harness::new();
+        let (a, b, c) = crash_tools();
+        let s = session(vec![offers(vec![a, b, c])]);
+        let t = task("crash");
+        let rt = h.runtime(three_tool_turn());
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        (h.events(&t).len(), block_on(rt.load(&s, &t)).unwrap())
+    };
+    let appends_in_a_clean_run = reference.0; // an upper bound on batches
+    for limit in 1..appends_in_a_clean_run {
+        let h = Harness::new();
+        let (a, b, c) = crash_tools();
+        let s = session(vec![offers(vec![a.clone(), b.clone(), c.clone()])]);
+        let t = task("crash");
+        let dying = h.runtime_over(
+            Arc::new(Crashing::after(h.log.clone(), limit)),
+            three_tool_turn(),
+        );
+        block_on(dying.create(&s, &t, "go")).ok();
+        if block_on(dying.run(&s, &t)).is_ok() {
+            continue; // this limit was past the run's last append
+        }
+        h.clock.advance(5_000);
+        let rt = h.runtime(three_tool_turn());
+        if block_on(h.log.info(&t)).unwrap().head == 0 {
+            continue; // died before the task's first batch: nothing to resume
+        }
+        let outcome = block_on(rt.run(&s, &t)).unwrap();
+        assert!(
+            matches!(outcome, RunOutcome::Ended { .. }),
+            "limit {limit}: {outcome:?}"
+        );
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        let events = h.events(&t);
+        // Every call is answered exactly once, and nothing is left open.
+        for id in ["call_1_1", "call_1_2", "call_1_3"] {
+            let answers = events
+                .iter()
+                .filter(|e| e.record.kind == "call_finished" && e.record.data["call_id"] == id)
+                .count();
+            assert_eq!(answers, 1, "limit {limit}: {id} answered {answers} times");
+        }
+        assert!(state.core.open_calls.is_empty());
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=events.len() as u64).collect::<Vec<_>>(),
+            "no gaps"
+        );
+        // Each call was run, rerun (retry_safe), recovered or answered "outcome unknown".
+        let outcomes: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e.record.kind == "call_finished")
+            .map(|e| {
+                (
+                    e.record.data["call_id"].as_str().unwrap().to_owned(),
+                    e.record.data["outcome"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        for (id, outcome) in &outcomes {
+            let text = state
+                .core
+                .messages
+                .iter()
+                .find(|m| m.call_id.as_deref() == Some(id))
+                .unwrap()
+                .text
+                .clone();
+            match outcome.as_str() {
+                "ok" => assert!(
+                    text.starts_with("ran with") || text == "recovered by idempotency key",
+                    "{text}"
+                ),
+                "unknown" => {
+                    assert_eq!(
+                        id, "call_1_2",
+                        "only the tool that is neither retry-safe nor recoverable is unknown"
+                    );
+                    assert!(text.contains("outcome unknown"), "{text}");
+                }
+                other => panic!("limit {limit}: unexpected outcome {other} for {id}"),
+            }
+        }
+        // Where the outcome is deterministic, the final fold equals the crash-free one.
+        let unknown = outcomes.iter().any(|(_, o)| o == "unknown");
+        let recovered = state
+            .core
+            .messages
+            .iter()
+            .any(|m| m.text == "recovered by idempotency key");
+        if !unknown && !recovered {
+            let texts = |s: &noeta_core::fold::TaskState| -> Vec<(Role, String)> {
+                s.core
+                    .messages
+                    .iter()
+                    .map(|m| (m.role, m.text.clone()))
+                    .collect()
+            };
+            assert_eq!(texts(&state), texts(&reference.1), "limit {limit}");
+        }
+        assert_eq!(
+            state.core.turn,
+            TurnState::Ended {
+                reason: "end_turn".into()
+            }
+        );
+    }
+}
+
+#[test]
+fn a_stale_lease_writes_nothing_and_stops_the_runner() {
+    let h = Harness::new();
+    let s = bare_session("main", "");
+    let t = task("stale");
+    let rt = h.runtime(json!([{ "text": "late" }]));
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let head = block_on(h.log.info(&t)).unwrap().head;
+    // Another worker holds the task: this one cannot claim it.
+    block_on(h.log.claim(&t, "other", 10_000)).unwrap();
+    let err = block_on(rt.run(&s, &t)).unwrap_err();
+    assert!(
+        matches!(err, RunError::Store(StoreError::Leased { .. })),
+        "{err}"
+    );
+    assert_eq!(block_on(h.log.info(&t)).unwrap().head, head);
+}
+
+// --- pins, snapshots, erasure ----------------------------------------------------
+
+#[test]
+fn a_task_pinned_with_a_plugin_this_host_lacks_is_refused_naming_it() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let mut with_plugin = bare_session("main", "");
+    with_plugin.pins = vec![noeta_core::records::PluginPin {
+        name: "house".into(),
+        source: "file".into(),
+        version: "1.0.0".into(),
+        params: "p".into(),
+    }];
+    let t = task("pins");
+    block_on(rt.create(&with_plugin, &t, "go")).unwrap();
+    let without = bare_session("main", "");
+    let err = block_on(rt.run(&without, &t)).unwrap_err();
+    assert!(matches!(err, RunError::PluginMissing { .. }), "{err}");
+    assert!(
+        err.to_string().contains("plugin `house` (file 1.0.0)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn changed_pins_are_re_recorded() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }, { "text": "ok" }]));
+    let mut s = bare_session("main", "");
+    let t = task("repin");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    s.spec.instructions = "Now with instructions.".into();
+    block_on(rt.send(&s, &t, "again")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let pinned = h
+        .core_kinds(&t)
+        .iter()
+        .filter(|k| *k == "plugins_pinned")
+        .count();
+    assert_eq!(pinned, 2);
+}
+
+/// Counts its own records; clears nothing on erasure but remembers it.
+struct Counter;
+
+#[async_trait]
+impl Extension for Counter {
+    fn name(&self) -> &str {
+        "counter"
+    }
+    async fn turn_intake(&self, v: &View<'_>, _m: &str) -> HookResult<()> {
+        v.record("counter", "tick", json!({}));
+        Ok(())
+    }
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        let ticks = state.get("ticks").and_then(Value::as_u64).unwrap_or(0);
+        let mut erased: Vec<Value> = state
+            .get("erased")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        match kind {
+            "tick" => *state = json!({"ticks": ticks + 1, "erased": erased}),
+            "erased" => {
+                erased.push(data["seq"].clone());
+                *state = json!({"ticks": ticks, "erased": erased});
+            }
+            other => return Err(format!("unknown kind {other}")),
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_snapshot_plus_tail_folds_to_the_same_bytes_and_another_plugin_set_ignores_it() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "a" }, { "text": "b" }]));
+    let s = session(vec![Arc::new(Counter)]);
+    let t = task("snap");
+    block_on(rt.create(&s, &t, "one")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap(); // writes a snapshot
+    block_on(rt.send(&s, &t, "two")).unwrap();
+    let events = h.events(&t);
+    let scratch = s.folder.fold(&events).unwrap();
+    let snapshot = block_on(h.log.snapshot(&t)).unwrap().unwrap();
+    assert!(snapshot.seq < events.len() as u64);
+    let tail: Vec<Event> = events
+        .iter()
+        .filter(|e| e.seq > snapshot.seq)
+        .cloned()
+        .collect();
+    let resumed = s.folder.fold_from(Some(&snapshot), &tail).unwrap();
+    assert_eq!(resumed.canonical_bytes(), scratch.canonical_bytes());
+    assert_eq!(
+        scratch.ext_state("counter"),
+        Some(&json!({"ticks": 1, "erased": []}))
+    );
+
+    let other = Folder::new(&s.extensions, "another-set");
+    let refolded = other.fold_from(Some(&snapshot), &events).unwrap();
+    assert_eq!(refolded.canonical_bytes(), scratch.canonical_bytes());
+}
+
+#[test]
+fn erasing_a_user_message_reaches_every_reduce_and_drops_the_message() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "a" }]));
+    let s = session(vec![Arc::new(Counter)]);
+    let t = task("erase");
+    block_on(rt.create(&s, &t, "secret")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let mut events = h.events(&t);
+    let user_seq = events
+        .iter()
+        .find(|e| e.record.kind == "user_message")
+        .unwrap()
+        .seq;
+    events.push(Event {
+        seq: events.len() as u64 + 1,
+        record: CoreRecord::Erased { seq: user_seq }.to_record(),
+    });
+    let state = s.folder.fold(&events).unwrap();
+    assert!(state.core.messages.iter().all(|m| m.text != "secret"));
+    assert_eq!(
+        state.ext_state("counter"),
+        Some(&json!({"ticks": 1, "erased": [user_seq]}))
+    );
+}
+
+#[test]
+fn a_failing_reduce_names_the_extension_kind_and_seq() {
+    let s = session(vec![Arc::new(Counter)]);
+    let events = vec![Event {
+        seq: 1,
+        record: Record::new("counter", "bogus", json!({})),
+    }];
+    let err = s.folder.fold(&events).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "extension `counter` failed to fold record `bogus` at seq 1: unknown kind bogus"
+    );
+}
+
+#[test]
+fn a_tool_result_marks_its_outcome() {
+    let h = Harness::new();
+    let (_a, _b, _c) = crash_tools();
+    let rt = h.runtime(json!([{ "calls": [call("Work", json!({}))] }, { "text": "ok" }]));
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("Work"))])]);
+    let t = task("outcome");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let finished = h
+        .events(&t)
+        .into_iter()
+        .find(|e| e.record.kind == "call_finished")
+        .unwrap();
+    let parsed = CoreRecord::from_record(&finished.record).unwrap().unwrap();
+    assert!(matches!(
+        parsed,
+        CoreRecord::CallFinished {
+            outcome: CallOutcome::Ok,
+            ..
+        }
+    ));
+}
