@@ -15,13 +15,15 @@ fn cargo() -> String {
 
 /// Runs the in-process benchmarks, then times the release `noeta plugins list` as a whole process.
 pub(crate) fn run(root: &Path) -> Result<()> {
-    let status = Command::new(cargo())
-        .args(["bench", "--quiet", "-p", "noeta", "--bench", "load"])
-        .current_dir(root)
-        .status()
-        .context("running cargo bench")?;
-    if !status.success() {
-        bail!("cargo bench failed");
+    for (package, bench) in [("noeta", "load"), ("noeta-core", "runner")] {
+        let status = Command::new(cargo())
+            .args(["bench", "--quiet", "-p", package, "--bench", bench])
+            .current_dir(root)
+            .status()
+            .with_context(|| format!("running the `{bench}` bench of `{package}`"))?;
+        if !status.success() {
+            bail!("the `{bench}` bench of `{package}` failed");
+        }
     }
     let status = Command::new(cargo())
         .args(["build", "--quiet", "--release", "-p", "noeta-cli"])

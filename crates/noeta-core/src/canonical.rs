@@ -1,7 +1,5 @@
 //! Canonical JSON (RFC 8785, JCS) and SHA-256 hex digests for everything hashed or compared byte for byte.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -20,10 +18,24 @@ pub fn to_bytes(value: &serde_json::Value) -> Vec<u8> {
 
 /// Lowercase hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest.iter() {
-        let _ = write!(out, "{byte:02x}");
+    hex(Sha256::digest(bytes).as_slice())
+}
+
+/// Lowercase hex SHA-256 of several byte strings, as if concatenated.
+pub fn sha256_hex_parts(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hex(hasher.finalize().as_slice())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
 }

@@ -54,7 +54,7 @@ pub struct Message {
     /// Whether a tool message is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
-    /// SHA-256 of the message's canonical form (without this field).
+    /// SHA-256 of the message's JSON form (fields in a fixed order, object keys sorted), without this field.
     pub hash: String,
 }
 
@@ -67,13 +67,23 @@ impl Message {
         call_id: Option<String>,
         is_error: bool,
     ) -> Self {
-        let body = json!({
-            "role": role,
-            "text": text,
-            "calls": calls,
-            "call_id": call_id,
-            "is_error": is_error,
-        });
+        /// The hashed form: fields in a fixed order, object keys sorted, so the bytes are stable.
+        #[derive(Serialize)]
+        struct Hashed<'a> {
+            role: Role,
+            text: &'a str,
+            calls: &'a [ToolCall],
+            call_id: Option<&'a str>,
+            is_error: bool,
+        }
+        let bytes = serde_json::to_vec(&Hashed {
+            role,
+            text: &text,
+            calls: &calls,
+            call_id: call_id.as_deref(),
+            is_error,
+        })
+        .unwrap_or_default();
         Self {
             seq,
             role,
@@ -81,7 +91,7 @@ impl Message {
             calls,
             call_id,
             is_error,
-            hash: canonical::sha256_hex(&canonical::to_bytes(&body)),
+            hash: canonical::sha256_hex(&bytes),
         }
     }
 }
@@ -154,6 +164,8 @@ pub struct CoreState {
     pub usage: Usage,
     /// Why the model stopped in its last reply.
     pub last_stop: Option<StopReason>,
+    /// The index in `messages` of the newest user message.
+    pub last_user: Option<usize>,
     /// The user message whose turn-intake hooks have run.
     pub intake_seq: u64,
     /// Answers to asks, by call id.
@@ -178,7 +190,7 @@ impl CoreState {
 
 /// Extends a hash chain by one message hash.
 pub fn chain_hash(chain: &str, next: &str) -> String {
-    canonical::sha256_hex(format!("{chain}:{next}").as_bytes())
+    canonical::sha256_hex_parts(&[chain.as_bytes(), b":", next.as_bytes()])
 }
 
 /// A task's folded state.
@@ -383,6 +395,10 @@ impl Folder {
 
 /// Folds one `core` record; returns the erased sequence number for an erasure.
 fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldError> {
+    // Kinds the fold does not read are not parsed at all.
+    if matches!(event.record.kind.as_str(), "request_composed" | "note") {
+        return Ok(None);
+    }
     let Some(parsed) = CoreRecord::from_record(&event.record) else {
         return Ok(None);
     };
@@ -401,6 +417,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             core.pins = pins;
         }
         CoreRecord::UserMessage { text } => {
+            core.last_user = Some(core.messages.len());
             core.push(Message::new(
                 event.seq,
                 Role::User,
@@ -487,6 +504,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
         CoreRecord::Erased { seq } => {
             Arc::make_mut(&mut core.messages).retain(|m| !(m.seq == seq && m.role == Role::User));
             core.rechain();
+            core.last_user = core.messages.iter().rposition(|m| m.role == Role::User);
             return Ok(Some(seq));
         }
         CoreRecord::RequestComposed { .. } => {}

@@ -25,6 +25,7 @@
 //! (`context_overflow`, `transient`, `fatal`) fails that model call instead.
 
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -155,9 +156,12 @@ pub enum ScriptFileError {
 }
 
 /// Replays a script of model turns.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ScriptedProvider {
     script: Script,
+    /// The conversation last seen — its length, the hash of its last message, and the number
+    /// of assistant messages in it — so a call on the same conversation counts only new messages.
+    seen: Mutex<(usize, String, usize)>,
 }
 
 impl ScriptedProvider {
@@ -168,7 +172,10 @@ impl ScriptedProvider {
                 path: origin.to_owned(),
                 source,
             })?;
-        Ok(Self { script })
+        Ok(Self {
+            script,
+            seen: Mutex::new((0, String::new(), 0)),
+        })
     }
 
     /// Reads a script file.
@@ -207,11 +214,22 @@ impl Provider for ScriptedProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
-        let index = request
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::Assistant)
-            .count();
+        let index = {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let messages = &request.messages;
+            let (len, last, count) = &*seen;
+            // Another task's conversation, or an erased message, is counted afresh.
+            let same = *len > 0 && messages.get(len - 1).is_some_and(|m| m.hash == *last);
+            let (from, base) = if same { (*len, *count) } else { (0, 0) };
+            let total = base
+                + messages[from..]
+                    .iter()
+                    .filter(|m| m.role == Role::Assistant)
+                    .count();
+            let tail = messages.last().map(|m| m.hash.clone()).unwrap_or_default();
+            *seen = (messages.len(), tail, total);
+            total
+        };
         let Some(turn) = self.script.turns.get(index) else {
             return Err(ProviderError::Fatal {
                 message: format!(

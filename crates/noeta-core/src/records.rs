@@ -214,8 +214,17 @@ impl CoreRecord {
 
     /// The typed form of a `core` record; `None` for other extensions' records.
     pub fn from_record(record: &Record) -> Option<Result<Self, serde_json::Error>> {
-        (record.extension == CORE)
-            .then(|| serde_json::from_value(json!({ "kind": record.kind, "data": record.data })))
+        use serde::de::IntoDeserializer;
+        (record.extension == CORE).then(|| {
+            // Deserialised from the borrowed payload: no copy of the record's data.
+            let kind = Value::String(record.kind.clone());
+            let fields = [("kind", &kind), ("data", &record.data)];
+            let map: serde::de::value::MapDeserializer<'_, _, serde_json::Error> =
+                serde::de::value::MapDeserializer::new(
+                    fields.into_iter().map(|(k, v)| (k, v.into_deserializer())),
+                );
+            Self::deserialize(map)
+        })
     }
 }
 

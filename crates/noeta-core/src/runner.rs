@@ -574,13 +574,10 @@ impl Claim<'_> {
 
     /// Turn intake: once per user message, recorded, so a resume never repeats it.
     async fn intake(&mut self) -> Result<Option<String>, RunError> {
-        let Some((seq, text)) = self
-            .state
-            .core
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
+        let core = &self.state.core;
+        let Some((seq, text)) = core
+            .last_user
+            .and_then(|i| core.messages.get(i))
             .map(|m| (m.seq, m.text.clone()))
         else {
             return Ok(None);
@@ -775,11 +772,13 @@ impl Claim<'_> {
                     None => continue,
                 }
             }
-            let reply = match self.rt.provider.complete(&request).await {
+            let answer = self.rt.provider.complete(&request).await;
+            let reply = match answer {
                 Ok(reply) => reply,
                 Err(ProviderError::ContextOverflow { message }) => {
                     overflow_retries += 1;
-                    if overflow_retries > 2 || !self.make_room(&request).await? {
+                    let made = self.make_room(&request).await?;
+                    if overflow_retries > 2 || !made {
                         return Ok(Flow::Stop(
                             self.fail_turn(format!("context_overflow: {message}"))
                                 .await?,
@@ -793,6 +792,8 @@ impl Claim<'_> {
                     ));
                 }
             };
+            // The request shares the conversation; drop it so recording the reply never copies it.
+            drop(request);
             let composed = CoreRecord::RequestComposed {
                 stable: hashes.0,
                 residents: hashes.1,

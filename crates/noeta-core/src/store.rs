@@ -128,9 +128,10 @@ impl Record {
         self
     }
 
-    /// The canonical size of the payload and message, which [`MAX_RECORD_BYTES`] bounds.
+    /// The serialised size of the payload and message, which [`MAX_RECORD_BYTES`] bounds.
     pub fn payload_size(&self) -> usize {
-        canonical::to_bytes(&self.data).len() + self.message.as_ref().map_or(0, String::len)
+        serde_json::to_vec(&self.data).map_or(usize::MAX, |b| b.len())
+            + self.message.as_ref().map_or(0, String::len)
     }
 }
 

@@ -1,0 +1,213 @@
+//! Runner and fold benchmarks with the in-memory store and the scripted provider, printed as `name: value unit`.
+//!
+//! Each step is one model call answered with one cheap read-only tool call, so
+//! the figures are the runner's own overhead. Per-step times come from the
+//! moments each reply is recorded.
+
+use std::hint::black_box;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::executor::block_on;
+use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::fold::Folder;
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::records::hydrate;
+use noeta_core::runner::Runtime;
+use noeta_core::session::{Session, bare_session};
+use noeta_core::store::{Event, EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
+use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
+use serde_json::{Value, json};
+
+struct Look;
+
+#[async_trait]
+impl Tool for Look {
+    fn name(&self) -> &str {
+        "Look"
+    }
+    fn description(&self) -> &str {
+        "Looks."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    fn flags(&self) -> ToolFlags {
+        ToolFlags::read_only()
+    }
+    async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+/// Offers `Look` and stamps the moment each reply is recorded.
+struct Bench {
+    stamps: Mutex<Vec<Instant>>,
+}
+
+#[async_trait]
+impl Extension for Bench {
+    fn name(&self) -> &str {
+        "bench"
+    }
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        Ok(vec![Arc::new(Look)])
+    }
+    fn on_event(&self, _view: &View<'_>, event: &Event) -> HookResult<()> {
+        if event.record.kind == "assistant_reply" {
+            self.stamps
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Instant::now());
+        }
+        Ok(())
+    }
+}
+
+struct Workload {
+    log: Arc<MemoryEventLog>,
+    content: Arc<MemoryContentStore>,
+    session: Session,
+    task: TaskId,
+    stamps: Vec<Instant>,
+    elapsed: Duration,
+}
+
+fn run_turn(steps: usize) -> Workload {
+    let mut turns: Vec<Value> = (0..steps)
+        .map(|_| json!({ "calls": [{ "name": "Look", "input": {} }] }))
+        .collect();
+    turns.push(json!({ "text": "done" }));
+    let script = json!({ "turns": turns }).to_string();
+    let provider =
+        ScriptedProvider::from_json(&script, "bench").unwrap_or_else(|e| fail(&e.to_string()));
+    let clock = ManualClock::at(0);
+    let log = Arc::new(MemoryEventLog::new(clock));
+    let content = Arc::new(MemoryContentStore::new());
+    let bench = Arc::new(Bench {
+        stamps: Mutex::new(Vec::new()),
+    });
+    let mut session = bare_session("bench", "You benchmark.");
+    session.extensions.push(bench.clone());
+    session.folder = Folder::new(&session.extensions, "bench");
+    let runtime =
+        Runtime::new(log.clone(), content.clone(), Arc::new(provider)).with_lease_ttl(u64::MAX / 4);
+    let task = TaskId::new("bench").unwrap_or_else(|e| fail(&e.to_string()));
+    block_on(runtime.create(&session, &task, "go")).unwrap_or_else(|e| fail(&e.to_string()));
+    let start = Instant::now();
+    let outcome = block_on(runtime.run(&session, &task)).unwrap_or_else(|e| fail(&e.to_string()));
+    let elapsed = start.elapsed();
+    black_box(outcome);
+    let stamps = bench
+        .stamps
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    Workload {
+        log,
+        content,
+        session,
+        task,
+        stamps,
+        elapsed,
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench failed: {message}");
+    std::process::exit(1)
+}
+
+fn mean_us(durations: &[Duration]) -> f64 {
+    durations.iter().map(Duration::as_secs_f64).sum::<f64>() / durations.len().max(1) as f64 * 1e6
+}
+
+fn step_durations(stamps: &[Instant]) -> Vec<Duration> {
+    stamps.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+fn main() {
+    // Warm up allocators and caches.
+    black_box(run_turn(50));
+
+    let mut per_step = Vec::new();
+    for _ in 0..5 {
+        let w = run_turn(50);
+        per_step.push(w.elapsed.as_secs_f64() * 1e6 / 51.0);
+    }
+    per_step.sort_by(f64::total_cmp);
+    println!(
+        "step_overhead_50_us: {:.1} us",
+        per_step[per_step.len() / 2]
+    );
+
+    let long = run_turn(1000);
+    let steps = step_durations(&long.stamps);
+    println!(
+        "step_overhead_1000_first10_us: {:.1} us",
+        mean_us(&steps[..10])
+    );
+    println!(
+        "step_overhead_1000_last10_us: {:.1} us",
+        mean_us(&steps[steps.len() - 10..])
+    );
+    let (head, tail) = steps.split_at(steps.len() / 2);
+    println!("step_overhead_1000_first_half_us: {:.1} us", mean_us(head));
+    println!("step_overhead_1000_second_half_us: {:.1} us", mean_us(tail));
+
+    let big = run_turn(2500);
+    let raw = block_on(big.log.read(&big.task, 0)).unwrap_or_else(|e| fail(&e.to_string()));
+    println!("fold_events: {} events", raw.len());
+    let mut times = Vec::new();
+    for _ in 0..7 {
+        let start = Instant::now();
+        let events = block_on(async {
+            let mut events = Vec::with_capacity(raw.len());
+            for event in raw.iter().cloned() {
+                events.push(hydrate(event, big.content.as_ref()).await?);
+            }
+            Ok::<_, noeta_core::store::StoreError>(events)
+        })
+        .unwrap_or_else(|e| fail(&e.to_string()));
+        let state = big
+            .session
+            .folder
+            .fold(&events)
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        times.push(start.elapsed());
+        black_box(state);
+    }
+    times.sort();
+    println!(
+        "fold_10k_events_ms: {:.2} ms",
+        times[times.len() / 2].as_secs_f64() * 1e3
+    );
+
+    // The parts: reading (cloning) the events, hydrating them, and folding already-read events.
+    let mut read = Vec::new();
+    let mut fold_only = Vec::new();
+    for _ in 0..7 {
+        let start = Instant::now();
+        let events: Vec<Event> = raw.to_vec();
+        read.push(start.elapsed());
+        let start = Instant::now();
+        let state = big
+            .session
+            .folder
+            .fold(&events)
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        fold_only.push(start.elapsed());
+        black_box(state);
+    }
+    read.sort();
+    fold_only.sort();
+    println!(
+        "fold_10k_read_only_ms: {:.2} ms",
+        read[3].as_secs_f64() * 1e3
+    );
+    println!(
+        "fold_10k_apply_only_ms: {:.2} ms",
+        fold_only[3].as_secs_f64() * 1e3
+    );
+}
