@@ -21,6 +21,7 @@ use crate::records::{
 };
 use crate::resolve::panic_message;
 use crate::store::{Event, Snapshot};
+use crate::tool::{SpawnOrder, Wake};
 
 /// Who speaks a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +106,20 @@ pub struct OpenCall {
     pub seq: u64,
 }
 
+/// A call its tool parked, and what woke it (once something did).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParkedCall {
+    /// The question, when it waits for an answer.
+    pub question: Option<String>,
+    /// The children it spawned.
+    pub children: Vec<SpawnOrder>,
+    /// What woke it.
+    pub wake: Option<Wake>,
+    /// Whether its `resume` started.
+    #[serde(default)]
+    pub resuming: bool,
+}
+
 /// Where the current turn stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -140,6 +155,12 @@ pub struct CoreState {
     pub agent: Option<String>,
     /// The parent task, for a child.
     pub parent: Option<String>,
+    /// How far below the root task this one is.
+    pub depth: u32,
+    /// What the parent's extensions handed this task, by extension name.
+    pub inherited: BTreeMap<String, Value>,
+    /// Calls parked by their tools, by call id.
+    pub parked: BTreeMap<String, ParkedCall>,
     /// The pinned identity hash.
     pub identity: Option<String>,
     /// The pinned plugins.
@@ -408,10 +429,57 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
         reason: err.to_string(),
     })?;
     match record {
-        CoreRecord::TaskStarted { agent, parent } => {
+        CoreRecord::TaskStarted {
+            agent,
+            parent,
+            depth,
+            inherited,
+        } => {
             core.agent = Some(agent);
             core.parent = parent;
+            core.depth = depth;
+            core.inherited = inherited;
         }
+        CoreRecord::ToolParked {
+            call_id,
+            question,
+            children,
+        } => {
+            let asked = question
+                .clone()
+                .unwrap_or_else(|| format!("waiting for {} child task(s)", children.len()));
+            core.parked.insert(
+                call_id.clone(),
+                ParkedCall {
+                    question,
+                    children,
+                    wake: None,
+                    resuming: false,
+                },
+            );
+            core.turn = TurnState::Parked {
+                call_id,
+                question: asked,
+            };
+        }
+        CoreRecord::CallAnswered { call_id, answer } => {
+            if let Some(parked) = core.parked.get_mut(&call_id) {
+                parked.wake = Some(Wake::Answer { answer });
+                core.turn = TurnState::Running;
+            }
+        }
+        CoreRecord::ChildrenFinished { call_id, results } => {
+            if let Some(parked) = core.parked.get_mut(&call_id) {
+                parked.wake = Some(Wake::Children { results });
+                core.turn = TurnState::Running;
+            }
+        }
+        CoreRecord::ResumeStarted { call_id } => {
+            if let Some(parked) = core.parked.get_mut(&call_id) {
+                parked.resuming = true;
+            }
+        }
+        CoreRecord::FoldFailed { .. } | CoreRecord::ClaimRefused { .. } => {}
         CoreRecord::PluginsPinned { identity, pins } => {
             core.identity = Some(identity);
             core.pins = pins;
@@ -479,6 +547,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             ..
         } => {
             core.open_calls.remove(&call_id);
+            core.parked.remove(&call_id);
             core.started_inputs.remove(&call_id);
             core.answers.remove(&call_id);
             core.tool_calls += 1;

@@ -7,10 +7,17 @@
 //! payload goes to the content store and the record carries the ref, so the
 //! log stays small and a fold reads the body back ([`hydrate`]).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::store::{ContentRef, ContentStore, Event, MAX_RECORD_BYTES, Record, StoreError};
+use crate::tool::{ChildResult, SpawnOrder};
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 /// The extension name the kernel records under.
 pub const CORE: &str = "core";
@@ -92,6 +99,12 @@ pub enum CoreRecord {
         /// The parent task, for a child.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<String>,
+        /// How far below the root task this one is.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        depth: u32,
+        /// What each of the parent's extensions handed it (`inherit`), by extension name.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        inherited: BTreeMap<String, Value>,
     },
     /// The plugins and identity the task runs with (first start, and whenever they change).
     PluginsPinned {
@@ -142,7 +155,47 @@ pub enum CoreRecord {
         /// What is asked.
         question: String,
     },
-    /// A person answered a parked call.
+    /// A tool parked its call: on a question, on the children it spawned, or both.
+    ToolParked {
+        /// The call's id.
+        call_id: String,
+        /// The question, when it waits for an answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<String>,
+        /// The children it spawned, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        children: Vec<SpawnOrder>,
+    },
+    /// A woken call's `resume` is about to run (so it runs at most once).
+    ResumeStarted {
+        /// The call's id.
+        call_id: String,
+    },
+    /// The answer to a tool's question arrived.
+    CallAnswered {
+        /// The call's id.
+        call_id: String,
+        /// The answer.
+        answer: Value,
+    },
+    /// Every child of a parked call finished: the wake, recorded once.
+    ChildrenFinished {
+        /// The call's id.
+        call_id: String,
+        /// The children's results, in spawn order.
+        results: Vec<ChildResult>,
+    },
+    /// A claim could not fold the log (a failing `reduce`); three in a row fail the task.
+    FoldFailed {
+        /// Why.
+        reason: String,
+    },
+    /// A worker without a pinned plugin refused the task; three in a row fail it.
+    ClaimRefused {
+        /// The missing plugin.
+        plugin: String,
+    },
+    /// A person answered a gate's ask about a call.
     AskAnswered {
         /// The call's id.
         call_id: String,

@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 
 use crate::canonical;
 use crate::contrib::Verdict;
+use crate::extension::SpawnRequest;
 use crate::extension::{ModelReply, ModelRequest, OfferedTool, Segment, StepSignal, View};
+use crate::fold::Folder;
 use crate::fold::{Role, TaskState, TurnState, chain_hash};
 use crate::policy::Decision;
 use crate::provider::{Provider, ProviderError};
@@ -25,7 +27,10 @@ use crate::records::{CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, h
 use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
-use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{
+    ChildResult, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext, ToolError, ToolOutput,
+    Wake,
+};
 
 /// At most this many adjacent read-only calls run at once.
 pub const MAX_PARALLEL_READS: usize = 10;
@@ -99,6 +104,14 @@ pub enum RunError {
         /// The task.
         task: TaskId,
     },
+    /// A task runs an agent this host has no session for.
+    #[error("task `{task}` runs agent `{agent}`, which this host does not define")]
+    UnknownAgent {
+        /// The task.
+        task: TaskId,
+        /// The agent.
+        agent: String,
+    },
     /// `answer` named a call the task is not waiting on.
     #[error("task `{task}` is not waiting for an answer about call `{call_id}`")]
     NotParked {
@@ -109,6 +122,158 @@ pub enum RunError {
     },
 }
 
+/// The sessions a host can run, by agent name (child tasks name their agent).
+pub trait Sessions: Send + Sync {
+    /// The session for `agent`.
+    fn session(&self, agent: &str) -> Option<Arc<Session>>;
+}
+
+/// Creates a child task from its spawn order; an existing child is left as it is.
+async fn create_child(
+    rt: &Runtime,
+    parent: &TaskId,
+    depth: u32,
+    order: &SpawnOrder,
+) -> Result<(), RunError> {
+    let child = TaskId::new(order.child.clone())?;
+    match rt.log.create_task(&child, Some(parent)).await {
+        Ok(()) | Err(StoreError::TaskExists { .. }) => {}
+        Err(err) => return Err(err.into()),
+    }
+    if rt.log.info(&child).await?.head > 0 {
+        return Ok(());
+    }
+    let lease = rt.log.claim(&child, &rt.worker, rt.lease_ttl_ms).await?;
+    let started = CoreRecord::TaskStarted {
+        agent: order.agent.clone(),
+        parent: Some(parent.as_str().to_owned()),
+        depth: depth + 1,
+        inherited: order.inherited.clone(),
+    };
+    let goal = CoreRecord::UserMessage {
+        text: order.goal.clone(),
+    };
+    let batch = [
+        spill(started.to_record(), rt.content.as_ref()).await?,
+        spill(goal.to_record(), rt.content.as_ref()).await?,
+    ];
+    rt.log.append(&lease, &batch).await?;
+    rt.log.release(&lease).await?;
+    Ok(())
+}
+
+/// How a child ended, or `None` while it has not.
+async fn child_result(
+    rt: &Runtime,
+    child: &TaskId,
+    order: &SpawnOrder,
+) -> Result<Option<ChildResult>, RunError> {
+    let events = match rt.read_hydrated(child, 0).await {
+        Ok(events) => events,
+        Err(RunError::Store(StoreError::UnknownTask { .. })) => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    // The kernel's own records say whether and how a task ended; no plugin is needed to read them.
+    let state = Folder::new(&[], "core").fold(&events)?;
+    let core = &state.core;
+    let last_reply = || {
+        core.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| m.text.clone())
+            .unwrap_or_default()
+    };
+    let result = |ok: bool, text: String| ChildResult {
+        task: order.child.clone(),
+        agent: order.agent.clone(),
+        ok,
+        text,
+    };
+    Ok(match (&core.task_failed, &core.turn) {
+        (Some(reason), _) => Some(result(false, format!("the child task failed: {reason}"))),
+        (None, TurnState::Ended { .. }) => Some(result(true, last_reply())),
+        (None, TurnState::Failed { reason }) => {
+            Some(result(false, format!("the child's turn failed: {reason}")))
+        }
+        _ => None,
+    })
+}
+
+/// The runner's side of `ctx.spawn`: the roster, the spawn checkpoint and `inherit`.
+struct ClaimSpawner {
+    task: TaskId,
+    agent: String,
+    roster: Vec<String>,
+    depth: u32,
+    state: Arc<TaskState>,
+    extensions: Vec<Arc<dyn crate::extension::Extension>>,
+}
+
+impl Spawner for ClaimSpawner {
+    fn admit(&self, agent: &str) -> Result<BTreeMap<String, Value>, String> {
+        if !self.roster.iter().any(|a| a == agent) {
+            return Err(format!(
+                "no agent named `{agent}` on `{}`'s roster (roster: {})",
+                self.agent,
+                if self.roster.is_empty() {
+                    "empty".to_owned()
+                } else {
+                    self.roster.join(", ")
+                }
+            ));
+        }
+        let view = View::new(
+            &self.task,
+            &self.agent,
+            &self.state,
+            &self.roster,
+            &self.extensions,
+        );
+        let request = SpawnRequest {
+            agent: agent.to_owned(),
+            depth: self.depth + 1,
+        };
+        for ext in &self.extensions {
+            let verdict =
+                std::panic::catch_unwind(AssertUnwindSafe(|| ext.before_spawn(&view, &request)));
+            match verdict {
+                Ok(Ok(Some(Verdict::Deny { reason }))) => return Err(reason),
+                Ok(Ok(Some(Verdict::Ask { reason, .. }))) => {
+                    return Err(format!(
+                        "spawning `{agent}` needs approval ({reason}), and a spawn cannot wait for one"
+                    ));
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => return Err(format!("spawn check failed: {err}")),
+                Err(payload) => {
+                    return Err(format!(
+                        "spawn check failed: {}",
+                        panicked(ext.name(), "before_spawn", payload.as_ref())
+                    ));
+                }
+            }
+        }
+        let mut inherited = BTreeMap::new();
+        for ext in &self.extensions {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| ext.inherit(&view))) {
+                Ok(Ok(Some(value))) => {
+                    inherited.insert(ext.name().to_owned(), value);
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(err)) => return Err(format!("`{}` inherit failed: {err}", ext.name())),
+                Err(payload) => return Err(panicked(ext.name(), "inherit", payload.as_ref())),
+            }
+        }
+        Ok(inherited)
+    }
+
+    fn child_id(&self, call_id: &str, n: usize) -> String {
+        let digest = canonical::sha256_hex(format!("{}:{call_id}", self.task).as_bytes());
+        format!("child{n}-{}", &digest[..20])
+    }
+}
+
 /// Runs tasks against one store and one provider.
 pub struct Runtime {
     log: Arc<dyn EventLog>,
@@ -117,6 +282,19 @@ pub struct Runtime {
     worker: String,
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
+    pool: bool,
+}
+
+/// Claims in a row that may refuse a task (a failing fold, a missing plugin) before it fails.
+pub const MAX_REFUSED_CLAIMS: usize = 3;
+
+/// How many of the log's last records are `core` records of `kind`, counting back from the end.
+fn trailing(events: &[Event], kind: &str) -> usize {
+    events
+        .iter()
+        .rev()
+        .take_while(|e| e.record.extension == crate::records::CORE && e.record.kind == kind)
+        .count()
 }
 
 impl std::fmt::Debug for Runtime {
@@ -142,6 +320,7 @@ impl Runtime {
             worker: "local".to_owned(),
             lease_ttl_ms: 60_000,
             progress: None,
+            pool: false,
         }
     }
 
@@ -154,6 +333,14 @@ impl Runtime {
     /// Sets the lease length.
     pub fn with_lease_ttl(mut self, ttl_ms: u64) -> Self {
         self.lease_ttl_ms = ttl_ms;
+        self
+    }
+
+    /// Runs as a pool worker: a task pinned with a plugin this worker lacks is refused by
+    /// letting the lease lapse (recorded), and fails with `plugin_missing` after
+    /// [`MAX_REFUSED_CLAIMS`] such claims in a row; interactively the run stops at once instead.
+    pub fn as_pool_worker(mut self) -> Self {
+        self.pool = true;
         self
     }
 
@@ -185,6 +372,8 @@ impl Runtime {
         let started = CoreRecord::TaskStarted {
             agent: session.spec.name.clone(),
             parent: None,
+            depth: 0,
+            inherited: BTreeMap::new(),
         };
         let pins = CoreRecord::PluginsPinned {
             identity: session.spec.identity_hash(),
@@ -239,6 +428,101 @@ impl Runtime {
         claim.release().await
     }
 
+    /// Answers the question a tool parked its call on; the tool's `resume` gets the answer.
+    pub async fn reply(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        call_id: &str,
+        answer: Value,
+    ) -> Result<(), RunError> {
+        let mut claim = self.claim(session, task).await?;
+        let waiting = claim
+            .state
+            .core
+            .parked
+            .get(call_id)
+            .is_some_and(|p| p.question.is_some() && p.wake.is_none());
+        if !waiting {
+            claim.release().await?;
+            return Err(RunError::NotParked {
+                task: task.clone(),
+                call_id: call_id.to_owned(),
+            });
+        }
+        let answered = CoreRecord::CallAnswered {
+            call_id: call_id.to_owned(),
+            answer,
+        };
+        claim.commit(vec![answered.to_record()]).await?;
+        claim.release().await
+    }
+
+    /// Runs a task and, whenever it parks on children, runs them (depth first) and wakes it,
+    /// until it ends, fails, or parks on a person.
+    pub async fn run_tree(
+        &self,
+        sessions: &dyn Sessions,
+        task: &TaskId,
+    ) -> Result<RunOutcome, RunError> {
+        let mut stack: Vec<TaskId> = vec![task.clone()];
+        let mut last = RunOutcome::Idle;
+        while let Some(current) = stack.last().cloned() {
+            let agent = self.agent_of(&current).await?;
+            let Some(session) = sessions.session(&agent) else {
+                return Err(RunError::UnknownAgent {
+                    task: current,
+                    agent,
+                });
+            };
+            let outcome = self.run(&session, &current).await?;
+            let waiting = self.unfinished_children(&session, &current).await?;
+            if matches!(outcome, RunOutcome::Parked { .. }) && !waiting.is_empty() {
+                stack.extend(waiting.into_iter().rev());
+                continue;
+            }
+            stack.pop();
+            if stack.is_empty() {
+                last = outcome;
+            }
+        }
+        Ok(last)
+    }
+
+    /// The agent a task runs, from its first record.
+    async fn agent_of(&self, task: &TaskId) -> Result<String, RunError> {
+        let first = self.log.read(task, 0).await?.into_iter().next();
+        let started = first
+            .and_then(|e| CoreRecord::from_record(&e.record))
+            .and_then(Result::ok);
+        match started {
+            Some(CoreRecord::TaskStarted { agent, .. }) => Ok(agent),
+            _ => Err(RunError::UnknownAgent {
+                task: task.clone(),
+                agent: "(none recorded)".to_owned(),
+            }),
+        }
+    }
+
+    /// The children a parked call of `task` still waits for.
+    async fn unfinished_children(
+        &self,
+        session: &Session,
+        task: &TaskId,
+    ) -> Result<Vec<TaskId>, RunError> {
+        let state = self.load(session, task).await?;
+        let mut waiting = Vec::new();
+        for parked in state.core.parked.values().filter(|p| p.wake.is_none()) {
+            for order in &parked.children {
+                let child = TaskId::new(order.child.clone())?;
+                if child_result(self, &child, order).await?.is_none() {
+                    waiting.push(child);
+                }
+            }
+        }
+        Ok(waiting)
+    }
+
     /// Folds a task without claiming it (for listings and logs).
     pub async fn load(&self, session: &Session, task: &TaskId) -> Result<TaskState, RunError> {
         let snapshot = self.log.snapshot(task).await?;
@@ -267,23 +551,64 @@ impl Runtime {
             .log
             .claim(task, &self.worker, self.lease_ttl_ms)
             .await?;
-        let state = match self.load(session, task).await {
+        let snapshot = self.log.snapshot(task).await?;
+        let after = snapshot
+            .as_ref()
+            .filter(|s| s.plugin_set == session.folder.plugin_set())
+            .map_or(0, |s| s.seq);
+        let events = self.read_hydrated(task, after).await?;
+        let state = match session.folder.fold_from(snapshot.as_ref(), &events) {
             Ok(state) => state,
-            Err(err) => {
-                // The lease is left to lapse, so another worker (or a later claim) can try.
-                return Err(err);
-            }
+            Err(err) => return Err(self.fold_refused(task, &lease, err).await),
         };
         Ok(Claim {
             rt: self,
             session,
             task: task.clone(),
             lease,
+            refusals: trailing(&events, "claim_refused"),
             state: Arc::new(state),
             schema_hashes: BTreeMap::new(),
             stable: None,
             residents: None,
         })
+    }
+
+    /// A claim whose fold failed: recorded, and the lease left to lapse so a later claim (or
+    /// another worker) can try; the third such claim in a row fails the task.
+    async fn fold_refused(
+        &self,
+        task: &TaskId,
+        lease: &Lease,
+        err: crate::fold::FoldError,
+    ) -> RunError {
+        let events = match self.log.read(task, 0).await {
+            Ok(events) => events,
+            Err(store) => return store.into(),
+        };
+        if trailing(&events, "task_failed") > 0 {
+            return err.into();
+        }
+        let mut batch = vec![
+            CoreRecord::FoldFailed {
+                reason: err.to_string(),
+            }
+            .to_record(),
+        ];
+        if trailing(&events, "fold_failed") + 1 >= MAX_REFUSED_CLAIMS {
+            batch.push(
+                CoreRecord::TaskFailed {
+                    reason: format!(
+                        "the log could not be folded on {MAX_REFUSED_CLAIMS} claims in a row: {err}"
+                    ),
+                }
+                .to_record(),
+            );
+        }
+        if let Err(store) = self.log.append(lease, &batch).await {
+            return store.into();
+        }
+        err.into()
     }
 
     /// Runs the task until its turn ends, parks or fails.
@@ -301,6 +626,14 @@ impl Runtime {
     }
 }
 
+/// What one run of a tool produced.
+struct Ran {
+    output: ToolOutput,
+    outcome: CallOutcome,
+    staged: Vec<Record>,
+    spawns: Vec<SpawnOrder>,
+}
+
 /// A gate's verdict on one call.
 enum Gate {
     Allow(ToolCall),
@@ -314,6 +647,8 @@ struct Claim<'s> {
     session: &'s Session,
     task: TaskId,
     lease: Lease,
+    /// Claims refused in a row just before this one (a missing plugin).
+    refusals: usize,
     state: Arc<TaskState>,
     /// Schema hash per offered tool value (by pointer), computed once per claim.
     schema_hashes: BTreeMap<usize, String>,
@@ -447,13 +782,37 @@ impl Claim<'_> {
             return Ok(());
         }
         if core.identity.is_some() {
-            for pin in &core.pins {
-                if !self.session.pins.iter().any(|p| p.name == pin.name) {
-                    return Err(RunError::PluginMissing {
-                        task: self.task.clone(),
-                        pin: pin.clone(),
-                    });
+            let missing = core
+                .pins
+                .iter()
+                .find(|pin| !self.session.pins.iter().any(|p| p.name == pin.name))
+                .cloned();
+            if let Some(pin) = missing {
+                if self.rt.pool {
+                    // Recorded, and the lease left to lapse for a worker that has the plugin.
+                    let mut batch = vec![
+                        CoreRecord::ClaimRefused {
+                            plugin: pin.name.clone(),
+                        }
+                        .to_record(),
+                    ];
+                    if self.refusals + 1 >= MAX_REFUSED_CLAIMS {
+                        batch.push(
+                            CoreRecord::TaskFailed {
+                                reason: format!(
+                                    "plugin_missing: no worker that claimed it has plugin `{}` ({} {})",
+                                    pin.name, pin.source, pin.version
+                                ),
+                            }
+                            .to_record(),
+                        );
+                    }
+                    self.commit(batch).await?;
                 }
+                return Err(RunError::PluginMissing {
+                    task: self.task.clone(),
+                    pin,
+                });
             }
             tracing::info!(task = %self.task, "the task's plugins or identity changed since it was pinned; re-recording them");
         }
@@ -505,10 +864,11 @@ impl Claim<'_> {
                     });
                 }
                 TurnState::Parked { call_id, question } => {
-                    return Ok(RunOutcome::Parked {
-                        call_id: call_id.clone(),
-                        question: question.clone(),
-                    });
+                    let (call_id, question) = (call_id.clone(), question.clone());
+                    if self.wake_children(&call_id).await? {
+                        continue;
+                    }
+                    return Ok(RunOutcome::Parked { call_id, question });
                 }
                 TurnState::Running => {}
             }
@@ -1143,7 +1503,16 @@ impl Claim<'_> {
         for call in calls {
             if self.state.core.open_calls.contains_key(&call.id) {
                 self.flush(&mut batch).await?;
-                self.recover(offer, &call).await?;
+                match self.state.core.parked.get(&call.id).cloned() {
+                    Some(parked) if !parked.resuming => match parked.wake {
+                        Some(wake) => self.resume(offer, &call, wake).await?,
+                        None => return Ok(Flow::Stop(self.parked_outcome())),
+                    },
+                    _ => self.recover(offer, &call).await?,
+                }
+                if matches!(self.state.core.turn, TurnState::Parked { .. }) {
+                    return Ok(Flow::Stop(self.parked_outcome()));
+                }
                 continue;
             }
             let gated = match self.gate(offer, call.clone()).await {
@@ -1205,7 +1574,51 @@ impl Claim<'_> {
             }
         }
         self.flush(&mut batch).await?;
+        if matches!(self.state.core.turn, TurnState::Parked { .. }) {
+            return Ok(Flow::Stop(self.parked_outcome()));
+        }
         Ok(Flow::Continue)
+    }
+
+    /// The outcome for a parked turn.
+    fn parked_outcome(&self) -> RunOutcome {
+        match &self.state.core.turn {
+            TurnState::Parked { call_id, question } => RunOutcome::Parked {
+                call_id: call_id.clone(),
+                question: question.clone(),
+            },
+            _ => RunOutcome::Idle,
+        }
+    }
+
+    /// Resumes a woken call, exactly once: the resume is recorded before it runs.
+    async fn resume(&mut self, offer: &Offer, call: &ToolCall, wake: Wake) -> Result<(), RunError> {
+        let input = self
+            .state
+            .core
+            .started_inputs
+            .get(&call.id)
+            .cloned()
+            .unwrap_or_else(|| call.input.clone());
+        let call = ToolCall {
+            input,
+            ..call.clone()
+        };
+        let Some(tool) = offer.find(&call.name).cloned() else {
+            let output = ToolOutput::error(format!(
+                "{}: the tool is no longer offered, so the parked call cannot resume",
+                call.name
+            ));
+            return self
+                .finish_call(&call, output, CallOutcome::Error, Vec::new(), None)
+                .await;
+        };
+        let started = CoreRecord::ResumeStarted {
+            call_id: call.id.clone(),
+        };
+        self.commit(vec![started.to_record()]).await?;
+        let ran = self.invoke(&call, &tool, Some(wake)).await;
+        self.settle(&call, &tool, ran).await
     }
 
     /// Commits the started-records of a batch, runs it, and records results in call order.
@@ -1226,58 +1639,152 @@ impl Claim<'_> {
             })
             .collect();
         self.commit(started).await?;
-        let runs = calls.iter().map(|(call, tool)| self.invoke(call, tool));
+        let runs = calls
+            .iter()
+            .map(|(call, tool)| self.invoke(call, tool, None));
         let results = futures::future::join_all(runs).await;
-        for ((call, tool), (output, outcome, staged)) in calls.iter().zip(results) {
-            let limit = tool.flags().max_result_chars;
-            self.finish_call(call, output, outcome, staged, limit)
-                .await?;
+        for ((call, tool), ran) in calls.iter().zip(results) {
+            self.settle(call, tool, ran).await?;
         }
         Ok(())
     }
 
-    /// Runs one tool call; a failure or panic becomes an error result and drops the call's staged records.
-    async fn invoke(
-        &self,
-        call: &ToolCall,
-        tool: &Arc<dyn Tool>,
-    ) -> (ToolOutput, CallOutcome, Vec<Record>) {
+    /// The spawner a tool's context carries: the roster, the spawn checkpoint and `inherit`.
+    fn spawner(&self) -> Arc<dyn Spawner> {
+        Arc::new(ClaimSpawner {
+            task: self.task.clone(),
+            agent: self.session.spec.name.clone(),
+            roster: self.session.spec.spawnable.clone(),
+            depth: self.state.core.depth,
+            state: Arc::clone(&self.state),
+            extensions: self.session.extensions.clone(),
+        })
+    }
+
+    /// Runs one tool call (or resumes a parked one); a failure or panic becomes an error
+    /// result and drops the call's staged records and children.
+    async fn invoke(&self, call: &ToolCall, tool: &Arc<dyn Tool>, wake: Option<Wake>) -> Ran {
         let ctx = ToolContext::with_state(
             self.task.as_str(),
             call.id.as_str(),
             Arc::clone(&self.state),
             self.rt.progress.clone(),
-        );
-        match AssertUnwindSafe(tool.run(call.input.clone(), &ctx))
-            .catch_unwind()
-            .await
-        {
+        )
+        .with_spawner(self.spawner());
+        let running = async {
+            match wake {
+                Some(wake) => tool.resume(call.input.clone(), wake, &ctx).await,
+                None => tool.run(call.input.clone(), &ctx).await,
+            }
+        };
+        let failed = |output: ToolOutput| Ran {
+            output,
+            outcome: CallOutcome::Error,
+            staged: Vec::new(),
+            spawns: Vec::new(),
+        };
+        match AssertUnwindSafe(running).catch_unwind().await {
             Ok(Ok(output)) => {
                 let outcome = if output.is_error {
                     CallOutcome::Error
                 } else {
                     CallOutcome::Ok
                 };
-                (output, outcome, ctx.take_staged())
+                Ran {
+                    output,
+                    outcome,
+                    staged: ctx.take_staged(),
+                    spawns: ctx.take_spawns(),
+                }
             }
-            Ok(Err(ToolError::RespondToModel(message))) => {
-                (ToolOutput::error(message), CallOutcome::Error, Vec::new())
-            }
-            Ok(Err(err)) => (
-                ToolOutput::error(format!("{}: {err}", call.name)),
-                CallOutcome::Error,
-                Vec::new(),
-            ),
-            Err(payload) => (
-                ToolOutput::error(format!(
-                    "{}: the tool panicked: {}",
-                    call.name,
-                    panic_message(payload.as_ref())
-                )),
-                CallOutcome::Error,
-                Vec::new(),
-            ),
+            Ok(Err(ToolError::RespondToModel(message))) => failed(ToolOutput::error(message)),
+            Ok(Err(err)) => failed(ToolOutput::error(format!("{}: {err}", call.name))),
+            Err(payload) => failed(ToolOutput::error(format!(
+                "{}: the tool panicked: {}",
+                call.name,
+                panic_message(payload.as_ref())
+            ))),
         }
+    }
+
+    /// Records what a finished run produced: a result, or a park (with its children created).
+    async fn settle(
+        &mut self,
+        call: &ToolCall,
+        tool: &Arc<dyn Tool>,
+        ran: Ran,
+    ) -> Result<(), RunError> {
+        let limit = tool.flags().max_result_chars;
+        let Some(park) = ran.output.park.clone() else {
+            if !ran.spawns.is_empty() {
+                let output = ToolOutput::error(format!(
+                    "{}: spawned {} child task(s) without waiting for them — a tool that spawns must return ToolOutput::wait_for_children()",
+                    call.name,
+                    ran.spawns.len()
+                ));
+                return self
+                    .finish_call(call, output, CallOutcome::Error, Vec::new(), limit)
+                    .await;
+            }
+            return self
+                .finish_call(call, ran.output, ran.outcome, ran.staged, limit)
+                .await;
+        };
+        let question = match park {
+            Park::Ask { question } => Some(question),
+            Park::Children if ran.spawns.is_empty() => {
+                let output = ToolOutput::error(format!(
+                    "{}: waits for children but spawned none",
+                    call.name
+                ));
+                return self
+                    .finish_call(call, output, CallOutcome::Error, Vec::new(), limit)
+                    .await;
+            }
+            Park::Children => None,
+        };
+        let parked = CoreRecord::ToolParked {
+            call_id: call.id.clone(),
+            question,
+            children: ran.spawns.clone(),
+        };
+        let mut batch = ran.staged;
+        batch.push(parked.to_record());
+        self.commit(batch).await?;
+        let depth = self.state.core.depth;
+        for order in &ran.spawns {
+            create_child(self.rt, &self.task, depth, order).await?;
+        }
+        Ok(())
+    }
+
+    /// Wakes a call parked on children once all of them finished: recorded, so exactly once.
+    async fn wake_children(&mut self, call_id: &str) -> Result<bool, RunError> {
+        let Some(parked) = self.state.core.parked.get(call_id).cloned() else {
+            return Ok(false);
+        };
+        if parked.children.is_empty() || parked.wake.is_some() {
+            return Ok(false);
+        }
+        let depth = self.state.core.depth;
+        // Children are created after the park commits; a crash in between is repaired here.
+        for order in &parked.children {
+            create_child(self.rt, &self.task, depth, order).await?;
+        }
+        let mut results = Vec::with_capacity(parked.children.len());
+        for order in &parked.children {
+            let child = TaskId::new(order.child.clone())?;
+            match child_result(self.rt, &child, order).await? {
+                Some(result) => results.push(result),
+                None => return Ok(false),
+            }
+        }
+        let wake = CoreRecord::ChildrenFinished {
+            call_id: call_id.to_owned(),
+            results,
+        };
+        self.commit(vec![wake.to_record()]).await?;
+        Ok(true)
     }
 
     /// A call a crash left open: rerun it if retry-safe, else ask `recover`, else answer "outcome unknown".
@@ -1306,10 +1813,15 @@ impl Claim<'_> {
         };
         let limit = tool.flags().max_result_chars;
         if tool.flags().retry_safe {
-            let (output, outcome, staged) = self.invoke(&call, &tool).await;
-            return self
-                .finish_call(&call, output, outcome, staged, limit)
-                .await;
+            // A retry-safe call runs again — a resumed one resumes again with the same wake.
+            let wake = self
+                .state
+                .core
+                .parked
+                .get(&call.id)
+                .and_then(|p| p.wake.clone());
+            let ran = self.invoke(&call, &tool, wake).await;
+            return self.settle(&call, &tool, ran).await;
         }
         let ctx = ToolContext::with_state(
             self.task.as_str(),

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical;
@@ -66,12 +66,36 @@ impl ToolFlags {
 /// Receives a running tool's live output (shown to people, never recorded).
 pub type ProgressSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// The runner's side of `ctx.spawn`: the spawn checkpoint and `inherit`, run when the tool spawns.
+pub trait Spawner: Send + Sync {
+    /// Passes the spawn checkpoint for `agent` and gathers what the child inherits, or refuses.
+    fn admit(&self, agent: &str) -> Result<std::collections::BTreeMap<String, Value>, String>;
+
+    /// The id the `n`-th child of call `call_id` gets (stable across workers and retries).
+    fn child_id(&self, call_id: &str, n: usize) -> String;
+}
+
+/// A child a tool asked for, created by the runner when the call's records commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnOrder {
+    /// The child task's id.
+    pub child: String,
+    /// The agent it runs.
+    pub agent: String,
+    /// Its first user message.
+    pub goal: String,
+    /// What each extension hands it (`inherit`), by extension name.
+    pub inherited: std::collections::BTreeMap<String, Value>,
+}
+
 /// What the runtime hands a running tool.
 #[derive(Clone)]
 pub struct ToolContext {
     task_id: String,
     call_id: String,
     staged: Arc<Mutex<Vec<Record>>>,
+    spawns: Arc<Mutex<Vec<SpawnOrder>>>,
+    spawner: Option<Arc<dyn Spawner>>,
     state: Arc<TaskState>,
     progress: Option<ProgressSink>,
 }
@@ -102,9 +126,43 @@ impl ToolContext {
             task_id: task_id.into(),
             call_id: call_id.into(),
             staged: Arc::new(Mutex::new(Vec::new())),
+            spawns: Arc::new(Mutex::new(Vec::new())),
+            spawner: None,
             state,
             progress,
         }
+    }
+
+    /// Lets the tool spawn children through `spawner` (the runner does this).
+    pub fn with_spawner(mut self, spawner: Arc<dyn Spawner>) -> Self {
+        self.spawner = Some(spawner);
+        self
+    }
+
+    /// Asks for a child task running `agent` on `goal`; returns its id. The spawn checkpoint and
+    /// `inherit` run now, so a refusal reaches the tool; the child is created when the call's
+    /// records commit, and dropped with them if the call fails.
+    pub fn spawn(&self, agent: &str, goal: &str) -> Result<String, ToolError> {
+        let Some(spawner) = &self.spawner else {
+            return Err(ToolError::RespondToModel(
+                "this host cannot start child tasks here".to_owned(),
+            ));
+        };
+        let inherited = spawner.admit(agent).map_err(ToolError::RespondToModel)?;
+        let mut spawns = self.spawns.lock().unwrap_or_else(PoisonError::into_inner);
+        let child = spawner.child_id(&self.call_id, spawns.len() + 1);
+        spawns.push(SpawnOrder {
+            child: child.clone(),
+            agent: agent.to_owned(),
+            goal: goal.to_owned(),
+            inherited,
+        });
+        Ok(child)
+    }
+
+    /// Takes the children the tool asked for.
+    pub(crate) fn take_spawns(&self) -> Vec<SpawnOrder> {
+        std::mem::take(&mut *self.spawns.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Stages a record of `extension`; it commits together with this call's result.
@@ -148,6 +206,48 @@ impl ToolContext {
     }
 }
 
+/// What a parking tool waits for. While it waits the task holds no worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "on", rename_all = "snake_case")]
+pub enum Park {
+    /// A person's answer to a question.
+    Ask {
+        /// The question.
+        question: String,
+    },
+    /// Every child task this call spawned.
+    Children,
+}
+
+/// How a child task ended, as its parent's tool sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildResult {
+    /// The child task's id.
+    pub task: String,
+    /// The agent it ran.
+    pub agent: String,
+    /// Whether its turn ended normally.
+    pub ok: bool,
+    /// Its final reply, or why it failed.
+    pub text: String,
+}
+
+/// What wakes a parked call; its tool's `resume` receives it, exactly once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Wake {
+    /// The answer to the call's question.
+    Answer {
+        /// The answer.
+        answer: Value,
+    },
+    /// Every child finished.
+    Children {
+        /// The children's results, in spawn order.
+        results: Vec<ChildResult>,
+    },
+}
+
 /// A tool's result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolOutput {
@@ -157,9 +257,29 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Structured data for frontends and records.
     pub data: Option<Value>,
+    /// Set when the call must wait; `text` is then ignored and `resume` gives the result.
+    pub park: Option<Park>,
 }
 
 impl ToolOutput {
+    /// Parks the call until a person answers `question`.
+    pub fn ask(question: impl Into<String>) -> Self {
+        Self {
+            park: Some(Park::Ask {
+                question: question.into(),
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// Parks the call until every child it spawned has finished.
+    pub fn wait_for_children() -> Self {
+        Self {
+            park: Some(Park::Children),
+            ..Self::default()
+        }
+    }
+
     /// A successful text result.
     pub fn text(text: impl Into<String>) -> Self {
         Self {
@@ -173,7 +293,7 @@ impl ToolOutput {
         Self {
             text: text.into(),
             is_error: true,
-            data: None,
+            ..Self::default()
         }
     }
 }
@@ -209,6 +329,19 @@ pub trait Tool: Send + Sync {
 
     /// Runs one call.
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// Finishes a call that parked, when what it waited for arrives. Runs exactly once per wake.
+    async fn resume(
+        &self,
+        _input: Value,
+        _wake: Wake,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::Fatal(format!(
+            "{} parked but does not implement resume",
+            self.name()
+        )))
+    }
 
     /// After a crash left this call's outcome unknown: find its result by
     /// [`ToolContext::idempotency_key`], if the tool can. `None` means not found.

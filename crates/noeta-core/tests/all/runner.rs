@@ -1368,3 +1368,449 @@ fn a_tool_result_marks_its_outcome() {
         }
     ));
 }
+
+// --- parking and children ---------------------------------------------------------
+
+/// Asks the user, then answers with what it was told.
+struct AskTool(Arc<AtomicUsize>);
+
+#[async_trait]
+impl Tool for AskTool {
+    fn name(&self) -> &str {
+        "Ask"
+    }
+    fn description(&self) -> &str {
+        "Asks the user."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::ask("Which colour?"))
+    }
+    async fn resume(
+        &self,
+        _input: Value,
+        wake: noeta_core::tool::Wake,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        match wake {
+            noeta_core::tool::Wake::Answer { answer } => {
+                Ok(ToolOutput::text(format!("the user said {answer}")))
+            }
+            other => Err(ToolError::RespondToModel(format!(
+                "unexpected wake {other:?}"
+            ))),
+        }
+    }
+}
+
+#[test]
+fn a_tool_that_asks_parks_the_task_and_resumes_once_with_the_answer() {
+    let h = Harness::new();
+    let resumes = Arc::new(AtomicUsize::new(0));
+    let rt = h.runtime(json!([{ "calls": [call("Ask", json!({}))] }, { "text": "blue it is" }]));
+    let s = session(vec![offers(vec![Arc::new(AskTool(resumes.clone()))])]);
+    let t = task("asking");
+    block_on(rt.create(&s, &t, "pick")).unwrap();
+    let parked = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        parked,
+        RunOutcome::Parked {
+            call_id: "call_1_1".into(),
+            question: "Which colour?".into()
+        }
+    );
+    // Running again does nothing while the question is open.
+    assert_eq!(block_on(rt.run(&s, &t)).unwrap(), parked);
+    let err = block_on(rt.reply(&s, &t, "call_9", json!("red"))).unwrap_err();
+    assert!(matches!(err, RunError::NotParked { .. }));
+    block_on(rt.reply(&s, &t, "call_1_1", json!("blue"))).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(resumes.load(Ordering::SeqCst), 1);
+    assert_eq!(result_text(&rt, &s, &t), "the user said \"blue\"");
+}
+
+/// Spawns one child per entry of `input.agents` and reports their results.
+struct Delegate;
+
+#[async_trait]
+impl Tool for Delegate {
+    fn name(&self) -> &str {
+        "Delegate"
+    }
+    fn description(&self) -> &str {
+        "Delegates to child agents."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {"agents": {"type": "array", "items": {"type": "string"}}}})
+    }
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        for agent in input["agents"].as_array().into_iter().flatten() {
+            let agent = agent.as_str().unwrap_or_default();
+            ctx.spawn(agent, &format!("do the {agent} part"))?;
+        }
+        Ok(ToolOutput::wait_for_children())
+    }
+    async fn resume(
+        &self,
+        _input: Value,
+        wake: noeta_core::tool::Wake,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match wake {
+            noeta_core::tool::Wake::Children { results } => Ok(ToolOutput::text(
+                results
+                    .iter()
+                    .map(|r| format!("{}:{}:{}", r.agent, r.ok, r.text))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            )),
+            other => Err(ToolError::RespondToModel(format!(
+                "unexpected wake {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A host's sessions: the parent (roster `scout`, `fixer`) and its two children.
+struct Host {
+    parent: Arc<Session>,
+    children: Vec<Arc<Session>>,
+}
+
+impl noeta_core::runner::Sessions for Host {
+    fn session(&self, agent: &str) -> Option<Arc<Session>> {
+        if agent == "main" {
+            return Some(self.parent.clone());
+        }
+        self.children.iter().find(|s| s.spec.name == agent).cloned()
+    }
+}
+
+/// Hands every child a note, and counts spawns through the checkpoint.
+struct Parenting {
+    checked: Arc<AtomicUsize>,
+    deny: Option<&'static str>,
+}
+
+#[async_trait]
+impl Extension for Parenting {
+    fn name(&self) -> &str {
+        "parenting"
+    }
+    fn before_spawn(
+        &self,
+        _v: &View<'_>,
+        spawn: &noeta_core::extension::SpawnRequest,
+    ) -> HookResult<Option<Verdict>> {
+        self.checked.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(spawn.depth, 1);
+        Ok(
+            (Some(spawn.agent.as_str()) == self.deny).then(|| Verdict::Deny {
+                reason: format!("no {} today", spawn.agent),
+            }),
+        )
+    }
+    fn inherit(&self, _v: &View<'_>) -> HookResult<Option<Value>> {
+        Ok(Some(json!({"mode": "careful"})))
+    }
+}
+
+fn family(checked: Arc<AtomicUsize>, deny: Option<&'static str>) -> Host {
+    let mut parent = session(vec![
+        offers(vec![Arc::new(Delegate)]),
+        Arc::new(Parenting { checked, deny }),
+    ]);
+    parent.spec.spawnable = vec!["fixer".into(), "scout".into()];
+    let child = |name: &str| {
+        let mut s = bare_session(name, "You are a child.");
+        s.folder = Folder::new(&s.extensions, "child-set");
+        Arc::new(s)
+    };
+    Host {
+        parent: Arc::new(parent),
+        children: vec![child("scout"), child("fixer")],
+    }
+}
+
+#[test]
+fn children_run_and_wake_their_parent_exactly_once_with_their_results() {
+    let h = Harness::new();
+    let checked = Arc::new(AtomicUsize::new(0));
+    let host = family(checked.clone(), None);
+    let rt =
+        Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware)).with_lease_ttl(1_000);
+    let t = task("parent");
+    block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+    let outcome = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(
+        checked.load(Ordering::SeqCst),
+        2,
+        "each spawn passes the checkpoint"
+    );
+    let kinds = h.core_kinds(&t);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "children_finished").count(),
+        1,
+        "woken exactly once"
+    );
+    assert_eq!(
+        result_text(&rt, &host.parent, &t),
+        "scout:true:scout reporting | fixer:true:fixer reporting"
+    );
+    let tasks = block_on(h.log.tasks()).unwrap();
+    let children: Vec<_> = tasks
+        .iter()
+        .filter(|i| i.parent.as_ref() == Some(&t))
+        .collect();
+    assert_eq!(children.len(), 2);
+    let first = block_on(h.log.read(&children[0].id, 0)).unwrap();
+    let started = CoreRecord::from_record(&first[0].record).unwrap().unwrap();
+    match started {
+        CoreRecord::TaskStarted {
+            depth,
+            inherited,
+            parent,
+            ..
+        } => {
+            assert_eq!(depth, 1);
+            assert_eq!(parent.as_deref(), Some("parent"));
+            assert_eq!(
+                inherited.get("parenting"),
+                Some(&json!({"mode": "careful"}))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_spawn_refused_at_the_checkpoint_reaches_the_tool() {
+    let h = Harness::new();
+    let host = family(Arc::new(AtomicUsize::new(0)), Some("fixer"));
+    let rt =
+        Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware)).with_lease_ttl(1_000);
+    let t = task("parent");
+    block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+    block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_eq!(result_text(&rt, &host.parent, &t), "no fixer today");
+    let tasks = block_on(h.log.tasks()).unwrap();
+    assert_eq!(
+        tasks.len(),
+        1,
+        "a refused call's children are dropped with it"
+    );
+}
+
+#[test]
+fn a_spawn_outside_the_roster_is_refused_naming_the_roster() {
+    let h = Harness::new();
+    let mut host = family(Arc::new(AtomicUsize::new(0)), None);
+    Arc::get_mut(&mut host.parent).unwrap().spec.spawnable = vec!["scout".into()];
+    let rt =
+        Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware)).with_lease_ttl(1_000);
+    let t = task("parent");
+    block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+    block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_eq!(
+        result_text(&rt, &host.parent, &t),
+        "no agent named `fixer` on `main`'s roster (roster: scout)"
+    );
+}
+
+/// Replies by agent: the parent delegates, then sums up; a child reports once.
+struct ChildAware;
+
+#[async_trait]
+impl noeta_core::provider::Provider for ChildAware {
+    fn name(&self) -> &str {
+        "child-aware"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    fn context_window(&self) -> u64 {
+        1_000
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+        let replies = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        let mut reply = noeta_core::extension::ModelReply::default();
+        if request.system.contains("child") {
+            let who = request.messages[0]
+                .text
+                .split(' ')
+                .nth(2)
+                .unwrap_or("?")
+                .to_owned();
+            reply.text = format!("{who} reporting");
+        } else if replies == 0 {
+            reply.text = "Delegating.".into();
+            reply.calls = vec![ToolCall {
+                id: "d1".into(),
+                name: "Delegate".into(),
+                input: json!({"agents": ["scout", "fixer"]}),
+            }];
+        } else {
+            reply.text = "Both are done.".into();
+        }
+        Ok(reply)
+    }
+}
+
+#[test]
+fn a_crash_at_every_boundary_of_a_parent_with_two_children_loses_nothing() {
+    let reference = {
+        let h = Harness::new();
+        let host = family(Arc::new(AtomicUsize::new(0)), None);
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
+            .with_lease_ttl(1_000);
+        let t = task("parent");
+        block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+        block_on(rt.run_tree(&host, &t)).unwrap();
+        let total: u64 = block_on(h.log.tasks())
+            .unwrap()
+            .iter()
+            .map(|i| i.head)
+            .sum();
+        (total as usize, result_text(&rt, &host.parent, &t))
+    };
+    for limit in 1..reference.0 + 4 {
+        let h = Harness::new();
+        let host = family(Arc::new(AtomicUsize::new(0)), None);
+        let t = task("parent");
+        let dying = Runtime::new(
+            Arc::new(Crashing::after(h.log.clone(), limit)),
+            h.content.clone(),
+            Arc::new(ChildAware),
+        )
+        .with_lease_ttl(1_000);
+        if block_on(dying.create(&host.parent, &t, "fix it")).is_err()
+            && block_on(h.log.info(&t)).map(|i| i.head).unwrap_or(0) == 0
+        {
+            continue;
+        }
+        let crashed = block_on(dying.run_tree(&host, &t)).is_err();
+        h.clock.advance(5_000);
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
+            .with_lease_ttl(1_000);
+        let outcome = block_on(rt.run_tree(&host, &t)).unwrap();
+        assert!(
+            matches!(outcome, RunOutcome::Ended { .. }),
+            "limit {limit} (crashed: {crashed}): {outcome:?}"
+        );
+        let text = result_text(&rt, &host.parent, &t);
+        let wakes = h
+            .core_kinds(&t)
+            .iter()
+            .filter(|k| *k == "children_finished")
+            .count();
+        if text.contains("outcome unknown") {
+            // The crash came before the park was recorded (no children, no wake), or during
+            // the one resume a wake allows (which must not run twice).
+            assert!(wakes <= 1, "limit {limit}: woken {wakes} times");
+        } else {
+            assert_eq!(text, reference.1, "limit {limit}");
+            assert_eq!(wakes, 1, "limit {limit}: woken exactly once");
+        }
+        for info in block_on(h.log.tasks()).unwrap() {
+            let events = block_on(h.log.read(&info.id, 0)).unwrap();
+            let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+            assert_eq!(
+                seqs,
+                (1..=events.len() as u64).collect::<Vec<_>>(),
+                "limit {limit}: gaps in {}",
+                info.id
+            );
+            let replies = events
+                .iter()
+                .filter(|e| e.record.kind == "assistant_reply")
+                .count();
+            assert!(
+                replies <= 2,
+                "limit {limit}: {} replied {replies} times",
+                info.id
+            );
+        }
+    }
+}
+
+// --- refused claims -----------------------------------------------------------------
+
+#[test]
+fn a_pool_worker_missing_a_pinned_plugin_lets_the_task_go_and_three_refusals_fail_it() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let mut pinned = bare_session("main", "");
+    pinned.pins = vec![noeta_core::records::PluginPin {
+        name: "house".into(),
+        source: "file".into(),
+        version: "1.0.0".into(),
+        params: "p".into(),
+    }];
+    let t = task("pool");
+    block_on(rt.create(&pinned, &t, "go")).unwrap();
+    let worker = h.runtime(json!([{ "text": "ok" }])).as_pool_worker();
+    let lacking = bare_session("main", "");
+    for round in 1..=3 {
+        let err = block_on(worker.run(&lacking, &t)).unwrap_err();
+        assert!(
+            matches!(err, RunError::PluginMissing { .. }),
+            "round {round}: {err}"
+        );
+        h.clock.advance(2_000); // the lease lapses
+    }
+    let state = block_on(rt.load(&pinned, &t)).unwrap();
+    assert!(
+        state.core.task_failed.as_deref().is_some_and(
+            |r| r.starts_with("plugin_missing: no worker that claimed it has plugin `house`")
+        ),
+        "{state:?}"
+    );
+    assert_eq!(
+        h.core_kinds(&t)
+            .iter()
+            .filter(|k| *k == "claim_refused")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn a_fold_that_fails_on_three_claims_fails_the_task() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let s = session(vec![Arc::new(Counter)]);
+    let t = task("unfoldable");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let lease = block_on(h.log.claim(&t, "someone", 10)).unwrap();
+    block_on(
+        h.log
+            .append(&lease, &[Record::new("counter", "bogus", json!({}))]),
+    )
+    .unwrap();
+    h.clock.advance(20);
+    for round in 1..=3 {
+        let err = block_on(rt.run(&s, &t)).unwrap_err();
+        assert!(matches!(err, RunError::Fold(_)), "round {round}: {err}");
+        h.clock.advance(2_000);
+    }
+    let kinds = h.core_kinds(&t);
+    assert_eq!(kinds.iter().filter(|k| *k == "fold_failed").count(), 3);
+    assert_eq!(kinds.last().map(String::as_str), Some("task_failed"));
+    // Later claims leave the failed task alone.
+    assert!(block_on(rt.run(&s, &t)).is_err());
+    assert_eq!(h.core_kinds(&t).len(), kinds.len());
+}
