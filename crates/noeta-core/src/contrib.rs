@@ -394,15 +394,30 @@ pub trait SessionPackFactory: Send + Sync {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String>;
 }
 
-/// A mounted control tool: a model-facing schema that becomes an engine decision.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A mounted control tool: a model-facing schema whose calls the tool behind it turns into an
+/// engine decision (spawning children, asking a person, patching recorded state).
+#[derive(Clone)]
 pub struct ControlToolMount {
+    /// The tool the call runs: its name, description and schema are the mount's.
+    pub tool: Arc<dyn Tool>,
+}
+
+impl ControlToolMount {
+    /// Mounts `tool`.
+    pub fn new(tool: Arc<dyn Tool>) -> Self {
+        Self { tool }
+    }
+
     /// The model-visible name.
-    pub name: String,
-    /// The description the model reads.
-    pub description: String,
-    /// The JSON Schema of the arguments.
-    pub parameters: Value,
+    pub fn name(&self) -> &str {
+        self.tool.name()
+    }
+}
+
+impl fmt::Debug for ControlToolMount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ControlToolMount({})", self.tool.name())
+    }
 }
 
 /// Builds a control tool for one session, or declines (the `control_tool` surface). Mounting is enablement.

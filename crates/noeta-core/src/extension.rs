@@ -69,6 +69,8 @@ pub struct OfferedTool {
     pub extension: String,
     /// The tool.
     pub tool: Arc<dyn Tool>,
+    /// Held back until an extension loads it (`ToolFlags::deferred`).
+    pub deferred: bool,
 }
 
 impl fmt::Debug for OfferedTool {

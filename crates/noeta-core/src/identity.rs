@@ -171,6 +171,8 @@ pub struct CompiledAgent {
     pub resolution: Resolution,
     /// Its tools, by name.
     pub tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Its mounted control tools, in schema render order `(priority, name)`.
+    pub control_tools: Vec<Arc<dyn Tool>>,
     /// Its roster's definitions, by name.
     pub roster: BTreeMap<String, Arc<AgentDefinition>>,
 }
@@ -538,7 +540,9 @@ pub fn compile_agent(
         }
     }
     if let Some(allowed) = &options.tools {
-        tools.retain(|name, _| allowed.iter().any(|a| a == name));
+        tools.retain(|name, (_, tool)| {
+            allowed.iter().any(|a| a == name) || tool.flags().past_agent_lists
+        });
     }
 
     fragments.sort_by(|a, b| {
@@ -559,7 +563,9 @@ pub fn compile_agent(
         ctx.config = options.config.clone();
         ctx
     };
-    let control_tools = mount_control_tools(&control_entries, &ctx, &agent, &tools)?;
+    let mounted = mount_control_tools(&control_entries, &ctx, &agent, &tools)?;
+    let (control_tools, control_values): (Vec<ControlToolIdentity>, Vec<Arc<dyn Tool>>) =
+        mounted.into_iter().unzip();
 
     let spec = AgentSpec {
         name: options.name.clone(),
@@ -589,6 +595,7 @@ pub fn compile_agent(
         spec,
         resolution,
         tools: tools.into_iter().map(|(n, (_, t))| (n, t)).collect(),
+        control_tools: control_values,
         roster,
     })
 }
@@ -651,13 +658,16 @@ fn add_tool(
     Ok(())
 }
 
+/// A mounted control tool: its identity entry and the tool its calls run.
+type Mounted = (ControlToolIdentity, Arc<dyn Tool>);
+
 fn mount_control_tools(
     entries: &[&ResolvedEntry],
     ctx: &SessionBuildContext,
     agent: &str,
     tools: &ToolMap,
-) -> Result<Vec<ControlToolIdentity>, CompileError> {
-    let mut mounted: Vec<ControlToolIdentity> = Vec::new();
+) -> Result<Vec<Mounted>, CompileError> {
+    let mut mounted: Vec<Mounted> = Vec::new();
     for entry in entries {
         let Resolved::ControlTool(factory) = &entry.value else {
             continue;
@@ -671,8 +681,9 @@ fn mount_control_tools(
             }
         })?;
         let Some(mount) = built else { continue };
+        let name = mount.name().to_owned();
         let declared = entry.contribution.tool_names();
-        if !declared.contains(&mount.name) {
+        if !declared.contains(&name) {
             return Err(CompileError::NameMismatch {
                 plugin: entry.plugin.clone(),
                 surface: entry.contribution.surface.clone(),
@@ -682,35 +693,37 @@ fn mount_control_tools(
                     .map(|n| format!("`{n}`"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                actual: mount.name,
+                actual: name,
             });
         }
         let this = format!("plugin `{}`", entry.plugin);
-        if let Some((first, _)) = tools.get(&mount.name) {
+        if let Some((first, _)) = tools.get(&name) {
             return Err(CompileError::ToolClash {
-                tool: mount.name,
+                tool: name,
                 agent: agent.to_owned(),
                 first: first.label.clone(),
                 second: this,
             });
         }
-        if let Some(first) = mounted.iter().find(|m| m.name == mount.name) {
+        if let Some((first, _)) = mounted.iter().find(|(m, _)| m.name == name) {
             return Err(CompileError::ToolClash {
-                tool: mount.name,
+                tool: name,
                 agent: agent.to_owned(),
                 first: format!("plugin `{}`", first.plugin),
                 second: this,
             });
         }
-        let schema = serde_json::to_value(&mount).unwrap_or(Value::Null);
-        mounted.push(ControlToolIdentity {
-            name: mount.name,
-            priority: entry.contribution.priority(),
-            plugin: entry.plugin.clone(),
-            schema_sha256: canonical::sha256_hex(&canonical::to_bytes(&schema)),
-        });
+        mounted.push((
+            ControlToolIdentity {
+                name,
+                priority: entry.contribution.priority(),
+                plugin: entry.plugin.clone(),
+                schema_sha256: tool_schema_hash(mount.tool.as_ref()),
+            },
+            mount.tool,
+        ));
     }
-    mounted.sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+    mounted.sort_by(|(a, _), (b, _)| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
     Ok(mounted)
 }
 

@@ -663,6 +663,8 @@ struct Offer {
     tools: Vec<OfferedTool>,
     withheld: BTreeMap<String, String>,
     entries: Vec<Value>,
+    /// Deferred tools an extension loaded this step (sent with their loaded description).
+    loaded: Vec<String>,
 }
 
 impl Offer {
@@ -999,6 +1001,7 @@ impl Claim<'_> {
                 if !tools.iter().any(|t| t.tool.name() == tool.name()) {
                     tools.push(OfferedTool {
                         extension: ext.name().to_owned(),
+                        deferred: tool.flags().deferred,
                         tool,
                     });
                 }
@@ -1006,16 +1009,27 @@ impl Claim<'_> {
         }
         let mut withheld = BTreeMap::new();
         let mut entries = Vec::new();
+        let mut loaded: Vec<String> = Vec::new();
         for ext in &self.session.extensions {
             let changes =
                 std::panic::catch_unwind(AssertUnwindSafe(|| ext.tool_changes(&view, &tools)));
             let changes = flatten_sync(ext.name(), "tool_changes", changes)?;
             for tool in changes.add {
-                if !tools.iter().any(|t| t.tool.name() == tool.name()) {
-                    tools.push(OfferedTool {
+                match tools.iter().position(|t| t.tool.name() == tool.name()) {
+                    // Adding a held-back tool loads it, after the tools already offered, so
+                    // loading never reorders what the stable prefix already holds.
+                    Some(i) if tools[i].deferred => {
+                        let mut held = tools.remove(i);
+                        held.deferred = false;
+                        loaded.push(held.tool.name().to_owned());
+                        tools.push(held);
+                    }
+                    Some(_) => {}
+                    None => tools.push(OfferedTool {
                         extension: ext.name().to_owned(),
+                        deferred: false,
                         tool,
-                    });
+                    }),
                 }
             }
             for (name, error) in changes.withhold {
@@ -1023,11 +1037,14 @@ impl Claim<'_> {
             }
             entries.extend(changes.entries);
         }
-        tools.retain(|t| !withheld.contains_key(t.tool.name()));
+        tools.retain(|t| !t.deferred && !withheld.contains_key(t.tool.name()));
+        // Tools marked listed-last go after the others, each group in offer order.
+        tools.sort_by_key(|t| t.tool.flags().listed_last);
         Ok(Offer {
             tools,
             withheld,
             entries,
+            loaded,
         })
     }
 
@@ -1264,9 +1281,15 @@ impl Claim<'_> {
             .tools
             .iter()
             .map(|t| {
+                let flags = t.tool.flags();
+                let loaded = offer.loaded.iter().any(|n| n == t.tool.name());
+                let description = match (loaded, flags.loaded_description) {
+                    (true, Some(text)) => text,
+                    _ => t.tool.description().to_owned(),
+                };
                 json!({
                     "name": t.tool.name(),
-                    "description": t.tool.description(),
+                    "description": description,
                     "input_schema": t.tool.input_schema(),
                 })
             })
@@ -1499,6 +1522,17 @@ impl Claim<'_> {
 
     /// Gates calls in order and runs them; adjacent read-only calls run together.
     async fn run_calls(&mut self, offer: &Offer, calls: Vec<ToolCall>) -> Result<Flow, RunError> {
+        let flag = |call: &ToolCall, pick: fn(&crate::tool::ToolFlags) -> bool| {
+            offer.find(&call.name).is_some_and(|t| pick(&t.flags()))
+        };
+        // Calls to run-last tools go after the others, each group in reply order.
+        let mut calls = calls;
+        calls.sort_by_key(|c| flag(c, |f| f.run_last));
+        let silent: Vec<String> = calls
+            .iter()
+            .filter(|c| flag(c, |f| f.silent_reply_after))
+            .map(|c| c.id.clone())
+            .collect();
         let mut batch: Vec<(ToolCall, Arc<dyn Tool>)> = Vec::new();
         for call in calls {
             if self.state.core.open_calls.contains_key(&call.id) {
@@ -1576,6 +1610,19 @@ impl Claim<'_> {
         self.flush(&mut batch).await?;
         if matches!(self.state.core.turn, TurnState::Parked { .. }) {
             return Ok(Flow::Stop(self.parked_outcome()));
+        }
+        // A successful call of a silent-reply tool ends the turn: its result is the last word.
+        let succeeded = |id: &String| {
+            self.state
+                .core
+                .messages
+                .iter()
+                .rev()
+                .take_while(|m| m.role != Role::Assistant)
+                .any(|m| m.call_id.as_ref() == Some(id) && !m.is_error)
+        };
+        if silent.iter().any(succeeded) {
+            return self.end_turn("silent_reply_after").await;
         }
         Ok(Flow::Continue)
     }

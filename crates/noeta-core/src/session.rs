@@ -404,11 +404,18 @@ pub fn build_session(
         extensions.extend(pack.extensions.iter().cloned());
     }
 
-    // The agent's own tools (tool contributions and in-process MCP servers), in name order.
+    // The agent's own tools (tool contributions and in-process MCP servers), in name order,
+    // then its control tools in schema render order.
     if !compiled.tools.is_empty() {
         extensions.push(Arc::new(OfferTools {
             name: "core/tools".to_owned(),
             tools: compiled.tools.values().cloned().collect(),
+        }));
+    }
+    if !compiled.control_tools.is_empty() {
+        extensions.push(Arc::new(OfferTools {
+            name: "core/control".to_owned(),
+            tools: compiled.control_tools.clone(),
         }));
     }
     for entry in resolution.for_surface("reminder_provider") {

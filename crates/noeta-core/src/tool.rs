@@ -32,8 +32,21 @@ pub struct ToolFlags {
     pub read_only: bool,
     /// Old outputs of this tool may be cleared from the context.
     pub clearable: bool,
-    /// Not offered up front; loaded through tool search.
+    /// Not offered up front: held back until an extension loads it through `tool_changes`
+    /// (tool search does), and callable only once loaded.
     pub deferred: bool,
+    /// Listed after the other tools in the request.
+    pub listed_last: bool,
+    /// In a reply with several calls, runs after the others.
+    pub run_last: bool,
+    /// Kept for an agent whose tool list does not name it.
+    pub past_agent_lists: bool,
+    /// After it succeeds the turn ends without another model call (its result is the last word).
+    pub silent_reply_after: bool,
+    /// Words tool search matches a deferred tool by, besides its name and description.
+    pub search_hint: Option<String>,
+    /// The description sent once a deferred tool is loaded (the short one is for search).
+    pub loaded_description: Option<String>,
     /// Safe to run again after a crash left its outcome unknown.
     pub retry_safe: bool,
     /// The runtime does not check input against the schema (the tool checks it).

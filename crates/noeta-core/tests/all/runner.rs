@@ -1814,3 +1814,457 @@ fn a_fold_that_fails_on_three_claims_fails_the_task() {
     assert!(block_on(rt.run(&s, &t)).is_err());
     assert_eq!(h.core_kinds(&t).len(), kinds.len());
 }
+
+// --- tool flags -----------------------------------------------------------------
+
+/// Records the tool list (name and description) of every request, then asks the script.
+struct Capturing {
+    inner: ScriptedProvider,
+    seen: Mutex<Vec<Vec<(String, String)>>>,
+}
+
+impl Capturing {
+    fn new(turns: Value) -> Arc<Self> {
+        let script = json!({ "turns": turns }).to_string();
+        Arc::new(Self {
+            inner: ScriptedProvider::from_json(&script, "capturing").unwrap(),
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn tools(&self, request: usize) -> Vec<String> {
+        self.seen.lock().unwrap()[request]
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+#[async_trait]
+impl noeta_core::provider::Provider for Capturing {
+    fn name(&self) -> &str {
+        "capturing"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    fn context_window(&self) -> u64 {
+        1_000
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_owned(),
+                    t["description"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        self.seen.lock().unwrap().push(tools);
+        self.inner.complete(request).await
+    }
+}
+
+fn flagged(name: &'static str, set: fn(&mut ToolFlags)) -> Arc<TestTool> {
+    let mut tool = TestTool::new(name);
+    set(&mut tool.flags);
+    Arc::new(tool)
+}
+
+/// Loads every held-back tool whose search hint appears in the newest user message.
+struct Loader;
+
+#[async_trait]
+impl Extension for Loader {
+    fn name(&self) -> &str {
+        "loader"
+    }
+    fn tool_changes(&self, view: &View<'_>, offered: &[OfferedTool]) -> HookResult<ToolChanges> {
+        let wanted = view
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text.clone())
+            .unwrap_or_default();
+        let mut changes = ToolChanges::none();
+        changes.add = offered
+            .iter()
+            .filter(|t| t.deferred)
+            .filter(|t| {
+                t.tool
+                    .flags()
+                    .search_hint
+                    .is_some_and(|hint| wanted.contains(&hint))
+            })
+            .map(|t| t.tool.clone())
+            .collect();
+        Ok(changes)
+    }
+}
+
+#[test]
+fn a_deferred_tool_is_held_back_until_loaded_and_then_sent_with_its_loaded_description() {
+    let h = Harness::new();
+    let deep = flagged("Deep", |f| {
+        f.deferred = true;
+        f.search_hint = Some("spelunk".into());
+        f.loaded_description = Some("Deep, loaded.".into());
+    });
+    let provider = Capturing::new(json!([
+        { "calls": [call("Deep", json!({}))] },
+        { "text": "ok" },
+        { "calls": [call("Deep", json!({}))] },
+        { "text": "ok" }
+    ]));
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), provider.clone()).with_lease_ttl(1_000);
+    let s = session(vec![
+        offers(vec![deep.clone(), Arc::new(TestTool::new("Plain"))]),
+        Arc::new(Loader),
+    ]);
+    let t = task("deferred");
+    block_on(rt.create(&s, &t, "look around")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(provider.tools(0), ["Plain"]);
+    assert_eq!(
+        deep.runs.load(Ordering::SeqCst),
+        0,
+        "a held-back tool cannot be called"
+    );
+    block_on(rt.send(&s, &t, "now spelunk")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(provider.tools(2), ["Plain", "Deep"]);
+    assert_eq!(provider.seen.lock().unwrap()[2][1].1, "Deep, loaded.");
+    assert_eq!(deep.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn listed_last_tools_go_after_the_others() {
+    let h = Harness::new();
+    let provider = Capturing::new(json!([{ "text": "ok" }]));
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), provider.clone()).with_lease_ttl(1_000);
+    let s = session(vec![offers(vec![
+        flagged("Tail", |f| f.listed_last = true),
+        Arc::new(TestTool::new("Head")),
+        flagged("Also", |f| f.listed_last = true),
+    ])]);
+    let t = task("listed");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(provider.tools(0), ["Head", "Tail", "Also"]);
+}
+
+#[test]
+fn run_last_calls_run_after_the_others_in_a_reply() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([
+        { "calls": [call("Wrap", json!({})), call("Work", json!({}))] },
+        { "text": "ok" }
+    ]));
+    let s = session(vec![offers(vec![
+        flagged("Wrap", |f| f.run_last = true),
+        Arc::new(TestTool::new("Work")),
+    ])]);
+    let t = task("runlast");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let started: Vec<String> = h
+        .events(&t)
+        .iter()
+        .filter(|e| e.record.kind == "call_started")
+        .map(|e| e.record.data["tool"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(started, ["Work", "Wrap"]);
+}
+
+#[test]
+fn a_silent_reply_tool_ends_the_turn_without_another_model_call() {
+    let h = Harness::new();
+    let provider = Capturing::new(
+        json!([{ "calls": [call("Deliver", json!({}))] }, { "text": "never asked" }]),
+    );
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), provider.clone()).with_lease_ttl(1_000);
+    let s = session(vec![offers(vec![flagged("Deliver", |f| {
+        f.silent_reply_after = true
+    })])]);
+    let t = task("silent");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        outcome,
+        RunOutcome::Ended {
+            reason: "silent_reply_after".into()
+        }
+    );
+    assert_eq!(provider.seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn unchecked_input_skips_the_schema_check() {
+    let h = Harness::new();
+    let lax = flagged("Lax", |f| f.unchecked_input = true);
+    let rt = h.runtime(
+        json!([{ "calls": [call("Lax", json!({"n": "not a number"}))] }, { "text": "ok" }]),
+    );
+    let s = session(vec![offers(vec![lax.clone()])]);
+    let t = task("unchecked");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(lax.runs.load(Ordering::SeqCst), 1);
+}
+
+/// A test plan mode: `/plan` in a user message switches it on (recorded); then only tools
+/// safe while planning run.
+struct PlanMode;
+
+#[async_trait]
+impl Extension for PlanMode {
+    fn name(&self) -> &str {
+        "plan-mode"
+    }
+    async fn turn_intake(&self, v: &View<'_>, message: &str) -> HookResult<()> {
+        if message.starts_with("/plan") {
+            v.record("plan-mode", "switch", json!({"on": true}));
+        }
+        Ok(())
+    }
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        if kind == "switch" {
+            *state = data.clone();
+        }
+        Ok(())
+    }
+    async fn before_tool(&self, v: &View<'_>, c: &ToolCall) -> HookResult<Option<Verdict>> {
+        let planning = v.ext_state("plan-mode").is_some_and(|s| s["on"] == true);
+        let safe = c.name == "Look";
+        Ok((planning && !safe).then(|| Verdict::Deny {
+            reason: format!("plan mode: `{}` is not safe while planning", c.name),
+        }))
+    }
+}
+
+#[test]
+fn in_plan_mode_only_tools_safe_while_planning_run() {
+    let h = Harness::new();
+    let look = Arc::new(TestTool::new("Look").read_only());
+    assert!(look.flags.safe_while_planning);
+    let change = Arc::new(TestTool::new("Change"));
+    let rt = h.runtime(json!([
+        { "calls": [call("Look", json!({})), call("Change", json!({}))] },
+        { "text": "planned" }
+    ]));
+    let s = session(vec![
+        offers(vec![look.clone(), change.clone()]),
+        Arc::new(PlanMode),
+    ]);
+    let t = task("plan");
+    block_on(rt.create(&s, &t, "/plan the refactor")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(look.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(change.runs.load(Ordering::SeqCst), 0);
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert!(
+        state
+            .core
+            .messages
+            .iter()
+            .any(|m| m.text == "plan mode: `Change` is not safe while planning")
+    );
+}
+
+// --- sessions built from a plugin set ------------------------------------------------
+
+mod from_plugins {
+    use super::*;
+    use crate::support::{Fixtures, Manifest, ResolveWith, agent, compile};
+    use noeta_core::session::build_session;
+    use noeta_core::{
+        PluginSource, ProvidedReminder, ProviderInput, ReminderProvider, Resolved,
+        ToolResultTransform, TransformInput,
+    };
+
+    fn built(manifests: Vec<PluginSource>, plugins: &[&str]) -> Session {
+        let set = crate::support::load(&manifests);
+        let compiled = compile(&set, &agent("main", plugins)).unwrap();
+        build_session(&set, &compiled, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn a_mounted_control_tool_runs_like_a_tool_and_is_offered_after_the_others() {
+        let h = Harness::new();
+        let s = built(
+            vec![PluginSource::Linked(
+                Manifest::new("ctl")
+                    .with("tool", "Echo", "")
+                    .with("control_tool", "ask_user", "priority = 300")
+                    .linked("noeta-ctl", Fixtures),
+            )],
+            &["ctl"],
+        );
+        let provider = Capturing::new(
+            json!([{ "calls": [call("ask_user", json!({"text": "hi"}))] }, { "text": "ok" }]),
+        );
+        let rt =
+            Runtime::new(h.log.clone(), h.content.clone(), provider.clone()).with_lease_ttl(1_000);
+        let t = task("control");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        assert_eq!(provider.tools(0), ["Echo", "ask_user"]);
+        assert!(result_text(&rt, &s, &t).starts_with("hi (key "));
+        assert_eq!(
+            s.pins.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["ctl"]
+        );
+    }
+
+    struct Redact(bool);
+
+    impl ToolResultTransform for Redact {
+        fn transform(&self, input: TransformInput) -> Result<ToolOutput, String> {
+            if self.0 {
+                return Err("redaction rules missing".into());
+            }
+            Ok(ToolOutput::text(
+                input.output.text.replace("secret", "[redacted]"),
+            ))
+        }
+    }
+
+    fn with_transform(failing: bool) -> Session {
+        built(
+            vec![PluginSource::Linked(
+                Manifest::new("house")
+                    .with("tool", "Echo", "")
+                    .with("tool_result_transform", "redact", "priority = 1")
+                    .linked(
+                        "noeta-house",
+                        ResolveWith(
+                            move |request: &noeta_core::ResolveRequest<'_>| match request.surface {
+                                "tool_result_transform" => {
+                                    Ok(Resolved::ToolResultTransform(Arc::new(Redact(failing))))
+                                }
+                                _ => crate::support::fixture_value(request),
+                            },
+                        ),
+                    ),
+            )],
+            &["house"],
+        )
+    }
+
+    #[test]
+    fn a_transform_rewrites_results_and_a_failing_one_fails_the_call_closed() {
+        for (failing, expected) in [
+            (false, "the [redacted] word (key transform:call_1_1)".to_owned()),
+            (true, "Echo: the result was withheld because transform `house/redact` failed: redaction rules missing".to_owned()),
+        ] {
+            let h = Harness::new();
+            let s = with_transform(failing);
+            let rt = h.runtime(json!([{ "calls": [call("Echo", json!({"text": "the secret word"}))] }, { "text": "ok" }]));
+            let t = task("transform");
+            block_on(rt.create(&s, &t, "go")).unwrap();
+            block_on(rt.run(&s, &t)).unwrap();
+            assert_eq!(result_text(&rt, &s, &t), expected);
+            let log = serde_json::to_string(&h.events(&t)).unwrap();
+            assert!(!log.contains("the secret word (key"), "the untransformed result is never recorded");
+        }
+    }
+
+    struct Recall(Arc<AtomicUsize>);
+
+    #[async_trait]
+    impl ReminderProvider for Recall {
+        async fn provide(&self, input: ProviderInput<'_>) -> Result<Vec<ProvidedReminder>, String> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![ProvidedReminder {
+                text: format!("recall for: {}", input.user_message.unwrap_or_default()),
+            }])
+        }
+    }
+
+    #[test]
+    fn a_reminder_provider_runs_at_its_seam_and_is_folded_back_not_asked_again() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        let s = built(
+            vec![PluginSource::Linked(
+                Manifest::new("mem")
+                    .with("reminder_provider", "recall", "seams = [\"turn_intake\"]")
+                    .linked(
+                        "noeta-mem",
+                        ResolveWith(move |_: &noeta_core::ResolveRequest<'_>| {
+                            Ok(Resolved::ReminderProvider(Arc::new(Recall(
+                                counter.clone(),
+                            ))))
+                        }),
+                    ),
+            )],
+            &["mem"],
+        );
+        let h = Harness::new();
+        let rt = h.runtime(json!([{ "text": "ok" }]));
+        let t = task("recall");
+        block_on(rt.create(&s, &t, "where is the config?")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        assert_eq!(
+            state.core.messages[1].text,
+            "recall for: where is the config?"
+        );
+    }
+
+    #[test]
+    fn a_process_wide_guard_applies_to_an_agent_that_does_not_activate_its_plugin() {
+        let s = built(
+            vec![
+                PluginSource::Linked(
+                    Manifest::new("tools")
+                        .with("tool", "Echo", "")
+                        .linked("noeta-tools", Fixtures),
+                ),
+                PluginSource::Linked(
+                    Manifest::new("policy-guard")
+                        .with("guard", "no-echo", "")
+                        .linked(
+                            "noeta-guard",
+                            ResolveWith(|_: &noeta_core::ResolveRequest<'_>| {
+                                Ok(Resolved::Guard(Arc::new(noeta_testkit_like::DenyEcho)))
+                            }),
+                        ),
+                ),
+            ],
+            &["tools"],
+        );
+        let h = Harness::new();
+        let rt =
+            h.runtime(json!([{ "calls": [call("Echo", json!({"text": "x"}))] }, { "text": "ok" }]));
+        let t = task("guarded");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        assert_eq!(result_text(&rt, &s, &t), "Echo is not allowed here");
+    }
+
+    mod noeta_testkit_like {
+        use noeta_core::{Checkpoint, Guard, GuardInput, Verdict};
+
+        pub(crate) struct DenyEcho;
+
+        impl Guard for DenyEcho {
+            fn check(&self, input: &GuardInput) -> Option<Verdict> {
+                match &input.checkpoint {
+                    Checkpoint::ToolCall { tool, .. } if tool == "Echo" => Some(Verdict::Deny {
+                        reason: "Echo is not allowed here".into(),
+                    }),
+                    _ => None,
+                }
+            }
+        }
+    }
+}

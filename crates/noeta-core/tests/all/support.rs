@@ -433,11 +433,7 @@ impl ControlToolFactory for GatedControl {
         if self.skip.contains(&ctx.agent) {
             return None;
         }
-        Some(ControlToolMount {
-            name: self.name.clone(),
-            description: format!("Control tool {}.", self.name),
-            parameters: json!({"type": "object"}),
-        })
+        Some(ControlToolMount::new(Arc::new(EchoTool::new(&self.name))))
     }
 }
 
