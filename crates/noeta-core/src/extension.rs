@@ -8,6 +8,7 @@
 //! staged in the batch of the phase that produced it.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -265,43 +266,45 @@ impl<'a> View<'a> {
         std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Asks every other extension's `before_compact`; a failing one is skipped.
+    /// Asks every other extension's `before_compact`; those with something to say answer
+    /// (a failing or panicking one is skipped).
     pub fn ask_before_compact(&self, asking: &str) -> Vec<(String, CompactAdvice)> {
         self.peers
             .iter()
             .filter(|p| p.name() != asking)
             .filter_map(|p| {
-                p.before_compact(self)
-                    .ok()
-                    .map(|a| (p.name().to_owned(), a))
+                let advice = catch_unwind(AssertUnwindSafe(|| p.before_compact(self)))
+                    .ok()?
+                    .ok()?;
+                (advice != CompactAdvice::default()).then(|| (p.name().to_owned(), advice))
             })
             .collect()
     }
 
-    /// Collects every other extension's `resident` text; a failing one is skipped.
+    /// Collects every other extension's `resident` text; a failing or panicking one is skipped.
     pub fn ask_residents(&self, asking: &str) -> Vec<(String, String)> {
         self.peers
             .iter()
             .filter(|p| p.name() != asking)
             .filter_map(|p| {
-                p.resident(self)
-                    .ok()
-                    .flatten()
-                    .map(|t| (p.name().to_owned(), t))
+                let text = catch_unwind(AssertUnwindSafe(|| p.resident(self)))
+                    .ok()?
+                    .ok()??;
+                Some((p.name().to_owned(), text))
             })
             .collect()
     }
 
-    /// Collects every other extension's `lead_resident` text; a failing one is skipped.
+    /// Collects every other extension's `lead_resident` text; a failing or panicking one is skipped.
     pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
         self.peers
             .iter()
             .filter(|p| p.name() != asking)
             .filter_map(|p| {
-                p.lead_resident(self)
-                    .ok()
-                    .flatten()
-                    .map(|t| (p.name().to_owned(), t))
+                let text = catch_unwind(AssertUnwindSafe(|| p.lead_resident(self)))
+                    .ok()?
+                    .ok()??;
+                Some((p.name().to_owned(), text))
             })
             .collect()
     }

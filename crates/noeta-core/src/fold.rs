@@ -363,6 +363,13 @@ impl Folder {
         let mut erased = None;
         if record.extension == CORE {
             erased = fold_core(&mut state.core, event)?;
+            if record.kind == "continued"
+                && let Some(states) = record.data.get("states").and_then(Value::as_object)
+            {
+                for (name, value) in states {
+                    state.ext.insert(name.clone(), value.clone());
+                }
+            }
         }
         if let Some(text) = &record.message {
             state.core.push(Message::new(
@@ -473,6 +480,12 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
                 parked.wake = Some(Wake::Children { results });
                 core.turn = TurnState::Running;
             }
+        }
+        CoreRecord::Continued { messages, .. } => {
+            // The extensions' states are set by `Folder::apply`, which owns them.
+            core.messages = Arc::new(messages);
+            core.rechain();
+            core.last_user = core.messages.iter().rposition(|m| m.role == Role::User);
         }
         CoreRecord::ResumeStarted { call_id } => {
             if let Some(parked) = core.parked.get_mut(&call_id) {

@@ -166,6 +166,15 @@ pub enum CoreRecord {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         children: Vec<SpawnOrder>,
     },
+    /// The task continues another task's conversation (a fork, a resumed child).
+    Continued {
+        /// The task it continues.
+        from: String,
+        /// The conversation it starts from.
+        messages: Vec<crate::fold::Message>,
+        /// Each extension's state, as its `continue_state` decided, by extension name.
+        states: BTreeMap<String, Value>,
+    },
     /// A woken call's `resume` is about to run (so it runs at most once).
     ResumeStarted {
         /// The call's id.

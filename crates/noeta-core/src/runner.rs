@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -28,8 +28,8 @@ use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
 use crate::tool::{
-    ChildResult, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext, ToolError, ToolOutput,
-    Wake,
+    ChildResult, Keeper, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext, ToolError,
+    ToolOutput, Wake,
 };
 
 /// At most this many adjacent read-only calls run at once.
@@ -103,6 +103,14 @@ pub enum RunError {
     LeaseLost {
         /// The task.
         task: TaskId,
+    },
+    /// A slash command failed or does not exist.
+    #[error("/{name}: {message}")]
+    Command {
+        /// The command.
+        name: String,
+        /// What went wrong.
+        message: String,
     },
     /// A task runs an agent this host has no session for.
     #[error("task `{task}` runs agent `{agent}`, which this host does not define")]
@@ -198,6 +206,31 @@ async fn child_result(
         }
         _ => None,
     })
+}
+
+/// The runner's side of `ctx.keep`: renews the claim's lease while a tool works in-process.
+struct ClaimKeeper {
+    log: Arc<dyn EventLog>,
+    lease: Arc<Mutex<Lease>>,
+    ttl_ms: u64,
+}
+
+#[async_trait::async_trait]
+impl Keeper for ClaimKeeper {
+    async fn keep(&self) -> Result<(), String> {
+        let current = self
+            .lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let renewed = self
+            .log
+            .renew(&current, self.ttl_ms)
+            .await
+            .map_err(|err| err.to_string())?;
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = renewed;
+        Ok(())
+    }
 }
 
 /// The runner's side of `ctx.spawn`: the roster, the spawn checkpoint and `inherit`.
@@ -523,6 +556,134 @@ impl Runtime {
         Ok(waiting)
     }
 
+    /// Starts task `to` from task `from`'s conversation; each extension's `continue_state`
+    /// decides what of its state the new task takes along.
+    pub async fn fork(
+        &self,
+        session: &Session,
+        from: &TaskId,
+        to: &TaskId,
+    ) -> Result<(), RunError> {
+        let source = self.load(session, from).await?;
+        let mut states = BTreeMap::new();
+        for ext in &session.extensions {
+            if let Some(state) = source.ext_state(ext.name()) {
+                let kept = std::panic::catch_unwind(AssertUnwindSafe(|| ext.continue_state(state)));
+                match kept {
+                    Ok(Value::Null) => {}
+                    Ok(value) => {
+                        states.insert(ext.name().to_owned(), value);
+                    }
+                    Err(payload) => tracing::warn!(
+                        "{}",
+                        panicked(ext.name(), "continue_state", payload.as_ref())
+                    ),
+                }
+            }
+        }
+        self.log.create_task(to, None).await?;
+        let mut claim = self.claim(session, to).await?;
+        let started = CoreRecord::TaskStarted {
+            agent: session.spec.name.clone(),
+            parent: None,
+            depth: 0,
+            inherited: BTreeMap::new(),
+        };
+        let continued = CoreRecord::Continued {
+            from: from.as_str().to_owned(),
+            messages: source.core.messages.as_ref().clone(),
+            states,
+        };
+        claim
+            .commit(vec![started.to_record(), continued.to_record()])
+            .await?;
+        claim.release().await
+    }
+
+    /// The slash commands the task's extensions offer, with the extension offering each.
+    pub async fn commands(
+        &self,
+        session: &Session,
+        task: &TaskId,
+    ) -> Result<Vec<(String, crate::extension::CommandSpec)>, RunError> {
+        let state = self.load(session, task).await?;
+        let view = View::new(
+            task,
+            &session.spec.name,
+            &state,
+            &session.spec.spawnable,
+            &session.extensions,
+        );
+        let mut commands = Vec::new();
+        for ext in &session.extensions {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| ext.commands(&view))) {
+                Ok(Ok(list)) => {
+                    commands.extend(list.into_iter().map(|c| (ext.name().to_owned(), c)))
+                }
+                Ok(Err(err)) => tracing::warn!(
+                    extension = ext.name(),
+                    "commands failed and was skipped: {err}"
+                ),
+                Err(payload) => {
+                    tracing::warn!("{}", panicked(ext.name(), "commands", payload.as_ref()))
+                }
+            }
+        }
+        Ok(commands)
+    }
+
+    /// Runs `/name args`; the offering extension's error goes to the caller.
+    pub async fn run_command(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        name: &str,
+        args: &str,
+    ) -> Result<String, RunError> {
+        let offered = self.commands(session, task).await?;
+        let Some((owner, _)) = offered.iter().find(|(_, c)| c.name == name) else {
+            return Err(RunError::Command {
+                name: name.to_owned(),
+                message: format!(
+                    "no such command (available: {})",
+                    offered
+                        .iter()
+                        .map(|(_, c)| format!("/{}", c.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let mut claim = self.claim(session, task).await?;
+        let (outcome, staged) = {
+            let view = claim.view();
+            let ext = session
+                .extensions
+                .iter()
+                .find(|e| e.name() == owner.as_str());
+            let outcome = match ext {
+                Some(ext) => AssertUnwindSafe(ext.run_command(&view, name, args))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|payload| {
+                        Err(crate::extension::HookError::new(panicked(
+                            owner,
+                            "run_command",
+                            payload.as_ref(),
+                        )))
+                    }),
+                None => Err(crate::extension::HookError::new("the extension is gone")),
+            };
+            (outcome, view.take_staged())
+        };
+        claim.commit(staged).await?;
+        claim.release().await?;
+        outcome.map_err(|err| RunError::Command {
+            name: name.to_owned(),
+            message: err.to_string(),
+        })
+    }
+
     /// Folds a task without claiming it (for listings and logs).
     pub async fn load(&self, session: &Session, task: &TaskId) -> Result<TaskState, RunError> {
         let snapshot = self.log.snapshot(task).await?;
@@ -565,7 +726,7 @@ impl Runtime {
             rt: self,
             session,
             task: task.clone(),
-            lease,
+            lease: Arc::new(Mutex::new(lease)),
             refusals: trailing(&events, "claim_refused"),
             state: Arc::new(state),
             schema_hashes: BTreeMap::new(),
@@ -646,7 +807,8 @@ struct Claim<'s> {
     rt: &'s Runtime,
     session: &'s Session,
     task: TaskId,
-    lease: Lease,
+    /// The live lease; shared with tools' `ctx.keep`.
+    lease: Arc<Mutex<Lease>>,
     /// Claims refused in a row just before this one (a missing plugin).
     refusals: usize,
     state: Arc<TaskState>,
@@ -702,7 +864,8 @@ impl Claim<'_> {
         for record in &records {
             spilled.push(spill(record.clone(), self.rt.content.as_ref()).await?);
         }
-        let last = match self.rt.log.append(&self.lease, &spilled).await {
+        let lease = self.current_lease();
+        let last = match self.rt.log.append(&lease, &spilled).await {
             Ok(last) => last,
             Err(StoreError::StaleLease { .. }) => {
                 return Err(RunError::LeaseLost {
@@ -750,8 +913,15 @@ impl Claim<'_> {
         Ok(())
     }
 
+    fn current_lease(&self) -> Lease {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     async fn release(self) -> Result<(), RunError> {
-        self.rt.log.release(&self.lease).await?;
+        self.rt.log.release(&self.current_lease()).await?;
         Ok(())
     }
 
@@ -764,9 +934,14 @@ impl Claim<'_> {
     }
 
     async fn renew(&mut self) -> Result<(), RunError> {
-        match self.rt.log.renew(&self.lease, self.rt.lease_ttl_ms).await {
+        match self
+            .rt
+            .log
+            .renew(&self.current_lease(), self.rt.lease_ttl_ms)
+            .await
+        {
             Ok(lease) => {
-                self.lease = lease;
+                *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
                 Ok(())
             }
             Err(StoreError::StaleLease { .. }) => Err(RunError::LeaseLost {
@@ -1717,7 +1892,13 @@ impl Claim<'_> {
             Arc::clone(&self.state),
             self.rt.progress.clone(),
         )
-        .with_spawner(self.spawner());
+        .with_spawner(self.spawner())
+        .with_model(Arc::clone(&self.rt.provider))
+        .with_keeper(Arc::new(ClaimKeeper {
+            log: Arc::clone(&self.rt.log),
+            lease: Arc::clone(&self.lease),
+            ttl_ms: self.rt.lease_ttl_ms,
+        }));
         let running = async {
             match wake {
                 Some(wake) => tool.resume(call.input.clone(), wake, &ctx).await,

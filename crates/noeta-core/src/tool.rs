@@ -88,6 +88,13 @@ pub trait Spawner: Send + Sync {
     fn child_id(&self, call_id: &str, n: usize) -> String;
 }
 
+/// The runner's side of `ctx.keep`.
+#[async_trait]
+pub trait Keeper: Send + Sync {
+    /// Extends the claim's lease.
+    async fn keep(&self) -> Result<(), String>;
+}
+
 /// A child a tool asked for, created by the runner when the call's records commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpawnOrder {
@@ -109,6 +116,8 @@ pub struct ToolContext {
     staged: Arc<Mutex<Vec<Record>>>,
     spawns: Arc<Mutex<Vec<SpawnOrder>>>,
     spawner: Option<Arc<dyn Spawner>>,
+    keeper: Option<Arc<dyn Keeper>>,
+    model: Option<Arc<dyn crate::provider::Provider>>,
     state: Arc<TaskState>,
     progress: Option<ProgressSink>,
 }
@@ -141,8 +150,56 @@ impl ToolContext {
             staged: Arc::new(Mutex::new(Vec::new())),
             spawns: Arc::new(Mutex::new(Vec::new())),
             spawner: None,
+            keeper: None,
+            model: None,
             state,
             progress,
+        }
+    }
+
+    /// Lets the tool call the model (the runner does this).
+    pub fn with_model(mut self, model: Arc<dyn crate::provider::Provider>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Lets the tool keep the claim alive (the runner does this).
+    pub fn with_keeper(mut self, keeper: Arc<dyn Keeper>) -> Self {
+        self.keeper = Some(keeper);
+        self
+    }
+
+    /// Calls the model outside the step loop (an auxiliary call: it is not a step and is not
+    /// recorded as a reply). Transient failures are retried up to twice.
+    pub async fn complete(
+        &self,
+        request: &crate::extension::ModelRequest,
+    ) -> Result<crate::extension::ModelReply, ToolError> {
+        let Some(model) = &self.model else {
+            return Err(ToolError::Fatal(
+                "no model is available to this tool here".to_owned(),
+            ));
+        };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match model.complete(request).await {
+                Ok(reply) => return Ok(reply),
+                Err(crate::provider::ProviderError::Transient { .. }) if attempts < 3 => {}
+                Err(err) => {
+                    return Err(ToolError::RespondToModel(format!(
+                        "the model call failed: {err}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Keeps the task's claim while the tool works in-process (call it at least once per lease).
+    pub async fn keep(&self) -> Result<(), ToolError> {
+        match &self.keeper {
+            Some(keeper) => keeper.keep().await.map_err(ToolError::Fatal),
+            None => Ok(()),
         }
     }
 

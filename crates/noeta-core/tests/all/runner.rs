@@ -2268,3 +2268,375 @@ mod from_plugins {
         }
     }
 }
+
+// --- the remaining hooks -----------------------------------------------------------
+
+#[test]
+fn on_empty_reply_may_nudge_the_model_to_go_on() {
+    struct Nudge;
+    #[async_trait]
+    impl Extension for Nudge {
+        fn name(&self) -> &str {
+            "nudge"
+        }
+        async fn on_empty_reply(
+            &self,
+            v: &View<'_>,
+            _r: &noeta_core::extension::ModelReply,
+        ) -> HookResult<Option<String>> {
+            Ok((v.core().model_calls == 1).then(|| "Please answer.".to_owned()))
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "" }, { "text": "Here." }]));
+    let s = session(vec![Arc::new(Nudge)]);
+    let t = task("empty");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let texts: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts, ["go", "", "Please answer.", "Here."]);
+
+    // With no extension to nudge, an empty reply ends the turn.
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": " " }]));
+    let s = bare_session("main", "");
+    let t = task("empty2");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert_eq!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended {
+            reason: "empty_reply".into()
+        }
+    );
+}
+
+#[test]
+fn on_context_overflow_makes_room_and_the_call_is_retried() {
+    struct Compactor(AtomicUsize);
+    #[async_trait]
+    impl Extension for Compactor {
+        fn name(&self) -> &str {
+            "compactor"
+        }
+        async fn on_context_overflow(
+            &self,
+            v: &View<'_>,
+            _r: &ModelRequest,
+        ) -> Result<bool, StepSignal> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            v.record_with_message(
+                "compactor",
+                "summary",
+                json!({}),
+                "Summary of earlier work.",
+            );
+            Ok(true)
+        }
+    }
+    /// Overflows until the conversation holds a summary.
+    struct Tight;
+    #[async_trait]
+    impl noeta_core::provider::Provider for Tight {
+        fn name(&self) -> &str {
+            "tight"
+        }
+        fn model(&self) -> &str {
+            "tight"
+        }
+        fn context_window(&self) -> u64 {
+            10
+        }
+        async fn complete(
+            &self,
+            r: &ModelRequest,
+        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
+        {
+            if r.messages.iter().any(|m| m.text.starts_with("Summary")) {
+                Ok(noeta_core::extension::ModelReply {
+                    text: "fits now".into(),
+                    ..Default::default()
+                })
+            } else {
+                Err(noeta_core::provider::ProviderError::ContextOverflow {
+                    message: "too long".into(),
+                })
+            }
+        }
+    }
+    let h = Harness::new();
+    let compactor = Arc::new(Compactor(AtomicUsize::new(0)));
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(Tight)).with_lease_ttl(1_000);
+    let s = session(vec![compactor.clone()]);
+    let t = task("overflow-room");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(compactor.0.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn before_model_may_end_the_turn_or_ask_for_a_fresh_compose() {
+    struct Gatekeeper(AtomicUsize);
+    #[async_trait]
+    impl Extension for Gatekeeper {
+        fn name(&self) -> &str {
+            "gatekeeper"
+        }
+        async fn before_model(
+            &self,
+            v: &View<'_>,
+            r: ModelRequest,
+        ) -> Result<ModelRequest, StepSignal> {
+            match self.0.fetch_add(1, Ordering::SeqCst) {
+                0 => {
+                    v.record_with_message("gatekeeper", "fresh", json!({}), "Context refreshed.");
+                    Err(StepSignal::RequestStale)
+                }
+                _ if r.messages.iter().any(|m| m.text == "stop") => Err(StepSignal::TurnDone {
+                    reason: "budget".into(),
+                }),
+                _ => Ok(r),
+            }
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "first" }]));
+    let s = session(vec![Arc::new(Gatekeeper(AtomicUsize::new(0)))]);
+    let t = task("before-model");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(
+        state.core.messages[1].text, "Context refreshed.",
+        "recomposed with what the hook recorded"
+    );
+    block_on(rt.send(&s, &t, "stop")).unwrap();
+    assert_eq!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended {
+            reason: "budget".into()
+        }
+    );
+    assert_eq!(
+        block_on(rt.load(&s, &t)).unwrap().core.model_calls,
+        1,
+        "the model was not called"
+    );
+}
+
+#[test]
+fn a_reply_cut_off_by_the_token_limit_is_continued_by_the_minimal_policy() {
+    let h = Harness::new();
+    let rt =
+        h.runtime(json!([{ "text": "Half", "stop": "max_tokens" }, { "text": "and the rest." }]));
+    let s = bare_session("main", "");
+    let t = task("maxtokens");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(state.core.model_calls, 2);
+    assert!(
+        state.core.messages[2]
+            .text
+            .starts_with("Your reply was cut off")
+    );
+}
+
+/// Stands in for compaction: asks the others, and reports what they said.
+struct Compacting;
+
+#[async_trait]
+impl Extension for Compacting {
+    fn name(&self) -> &str {
+        "compacting"
+    }
+    fn commands(&self, _v: &View<'_>) -> HookResult<Vec<noeta_core::extension::CommandSpec>> {
+        Ok(vec![noeta_core::extension::CommandSpec {
+            name: "compact".into(),
+            description: "Compact now.".into(),
+        }])
+    }
+    async fn run_command(&self, v: &View<'_>, name: &str, args: &str) -> HookResult<String> {
+        if args == "fail" {
+            return Err(HookError::new("nothing to compact"));
+        }
+        let advice: Vec<String> = v
+            .ask_before_compact("compacting")
+            .into_iter()
+            .map(|(n, a)| format!("{n}:{:?}", a.refuse))
+            .collect();
+        let residents: Vec<String> = v
+            .ask_residents("compacting")
+            .into_iter()
+            .map(|(n, t)| format!("{n}:{t}"))
+            .collect();
+        let leads: Vec<String> = v
+            .ask_lead_residents("compacting")
+            .into_iter()
+            .map(|(n, t)| format!("{n}:{t}"))
+            .collect();
+        v.record("compacting", "ran", json!({ "command": name }));
+        Ok(format!(
+            "{} | {} | {}",
+            advice.join(","),
+            residents.join(","),
+            leads.join(",")
+        ))
+    }
+}
+
+struct Keeps;
+
+#[async_trait]
+impl Extension for Keeps {
+    fn name(&self) -> &str {
+        "keeps"
+    }
+    fn before_compact(&self, _v: &View<'_>) -> HookResult<noeta_core::extension::CompactAdvice> {
+        let mut advice = noeta_core::extension::CompactAdvice::default();
+        advice.refuse = Some("mid-edit".into());
+        Ok(advice)
+    }
+    fn resident(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+        Ok(Some("the plan".into()))
+    }
+    fn lead_resident(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+        Err(HookError::new("broken lead"))
+    }
+}
+
+#[test]
+fn commands_run_through_the_offering_extension_which_may_ask_the_others() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let s = session(vec![Arc::new(Compacting), Arc::new(Keeps)]);
+    let t = task("commands");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let listed = block_on(rt.commands(&s, &t)).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].0, "compacting");
+    let out = block_on(rt.run_command(&s, &t, "compact", "")).unwrap();
+    assert_eq!(
+        out, "keeps:Some(\"mid-edit\") | keeps:the plan | ",
+        "a failing lead_resident is skipped"
+    );
+    assert!(
+        h.events(&t).iter().any(|e| e.record.kind == "ran"),
+        "a command's records are committed"
+    );
+    let err = block_on(rt.run_command(&s, &t, "compact", "fail")).unwrap_err();
+    assert_eq!(err.to_string(), "/compact: nothing to compact");
+    let err = block_on(rt.run_command(&s, &t, "nope", "")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/nope: no such command (available: /compact)"
+    );
+}
+
+#[test]
+fn a_fork_continues_the_conversation_with_what_continue_state_keeps() {
+    struct Notes;
+    #[async_trait]
+    impl Extension for Notes {
+        fn name(&self) -> &str {
+            "notes"
+        }
+        async fn turn_intake(&self, v: &View<'_>, m: &str) -> HookResult<()> {
+            v.record("notes", "note", json!({ "text": m }));
+            Ok(())
+        }
+        fn reduce(&self, state: &mut Value, _kind: &str, data: &Value) -> Result<(), String> {
+            let mut notes = state
+                .get("notes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            notes.push(data["text"].clone());
+            *state = json!({ "notes": notes, "timer": "belongs to the source" });
+            Ok(())
+        }
+        fn continue_state(&self, state: &Value) -> Value {
+            json!({ "notes": state["notes"] })
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "first answer" }, { "text": "second answer" }]));
+    let s = session(vec![Arc::new(Notes)]);
+    let (a, b) = (task("source"), task("fork"));
+    block_on(rt.create(&s, &a, "remember this")).unwrap();
+    block_on(rt.run(&s, &a)).unwrap();
+    block_on(rt.fork(&s, &a, &b)).unwrap();
+    block_on(rt.send(&s, &b, "and this")).unwrap();
+    block_on(rt.run(&s, &b)).unwrap();
+    let forked = block_on(rt.load(&s, &b)).unwrap();
+    let texts: Vec<&str> = forked
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["remember this", "first answer", "and this", "second answer"]
+    );
+    assert_eq!(
+        forked.ext_state("notes"),
+        Some(&json!({ "notes": ["remember this", "and this"], "timer": "belongs to the source" }))
+    );
+    let source = block_on(rt.load(&s, &a)).unwrap();
+    assert_eq!(source.core.messages.len(), 2, "the source is untouched");
+}
+
+#[test]
+fn a_tool_may_call_the_model_and_keep_its_claim() {
+    struct Thinker;
+    #[async_trait]
+    impl Tool for Thinker {
+        fn name(&self) -> &str {
+            "Think"
+        }
+        fn description(&self) -> &str {
+            "Asks the model on the side."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        async fn run(&self, _input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            ctx.keep().await?;
+            let request = ModelRequest {
+                system: "aux".into(),
+                tools: vec![],
+                entries: vec![],
+                residents: vec![],
+                messages: Arc::new(vec![]),
+                tail: vec![],
+            };
+            let reply = ctx.complete(&request).await?;
+            Ok(ToolOutput::text(format!("the model said: {}", reply.text)))
+        }
+    }
+    let h = Harness::new();
+    // The auxiliary call sees an empty conversation, so it is answered by the script's first turn.
+    let rt = h.runtime(
+        json!([{ "text": "aux answer", "calls": [call("Think", json!({}))] }, { "text": "done" }]),
+    );
+    let s = session(vec![offers(vec![Arc::new(Thinker)])]);
+    let t = task("think");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(result_text(&rt, &s, &t), "the model said: aux answer");
+}
