@@ -36,8 +36,9 @@ impl HookError {
 /// What a hook's result is.
 pub type HookResult<T> = Result<T, HookError>;
 
-/// Control flow a step hook may raise instead of returning (`reminders`, `before_model`,
-/// `on_context_overflow`); none of these counts as the hook failing.
+/// Control flow a step hook may raise instead of returning (`reminders`, `before_model`);
+/// none of these counts as the hook failing. From `on_context_overflow`, any signal means
+/// the extension gives up making room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StepSignal {

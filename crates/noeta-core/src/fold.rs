@@ -118,6 +118,9 @@ pub struct ParkedCall {
     /// Whether its `resume` started.
     #[serde(default)]
     pub resuming: bool,
+    /// Children the call spawned in earlier parks (a call may park again when it resumes).
+    #[serde(default)]
+    pub earlier_children: usize,
 }
 
 /// Where the current turn stands.
@@ -325,21 +328,36 @@ impl Folder {
         Ok(state)
     }
 
-    /// Starts from a snapshot made under this plugin set (else from scratch) and folds the tail.
+    /// The state a snapshot holds, when it was made under this plugin set and still parses;
+    /// `None` means fold from scratch.
+    pub fn restore(&self, snapshot: Option<&Snapshot>) -> Option<TaskState> {
+        snapshot
+            .filter(|s| s.plugin_set == self.plugin_set)
+            .and_then(|s| serde_json::from_value::<TaskState>(s.state.clone()).ok())
+            .filter(|state| Some(state.seq) == snapshot.map(|s| s.seq))
+    }
+
+    /// Folds the events after `state.seq` onto `state`.
+    pub fn fold_onto(
+        &self,
+        mut state: TaskState,
+        events: &[Event],
+    ) -> Result<TaskState, FoldError> {
+        let from = state.seq;
+        for event in events.iter().filter(|e| e.seq > from) {
+            self.apply(&mut state, event)?;
+        }
+        Ok(state)
+    }
+
+    /// Starts from a usable snapshot (else from scratch) and folds `tail`, which must hold every
+    /// event after the snapshot (or the whole log when the snapshot is not usable).
     pub fn fold_from(
         &self,
         snapshot: Option<&Snapshot>,
         tail: &[Event],
     ) -> Result<TaskState, FoldError> {
-        let mut state = snapshot
-            .filter(|s| s.plugin_set == self.plugin_set)
-            .and_then(|s| serde_json::from_value::<TaskState>(s.state.clone()).ok())
-            .unwrap_or_default();
-        let from = state.seq;
-        for event in tail.iter().filter(|e| e.seq > from) {
-            self.apply(&mut state, event)?;
-        }
-        Ok(state)
+        self.fold_onto(self.restore(snapshot).unwrap_or_default(), tail)
     }
 
     /// A snapshot of `state` under this plugin set.
@@ -455,6 +473,10 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             let asked = question
                 .clone()
                 .unwrap_or_else(|| format!("waiting for {} child task(s)", children.len()));
+            let earlier_children = core
+                .parked
+                .get(&call_id)
+                .map_or(0, |p| p.earlier_children + p.children.len());
             core.parked.insert(
                 call_id.clone(),
                 ParkedCall {
@@ -462,6 +484,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
                     children,
                     wake: None,
                     resuming: false,
+                    earlier_children,
                 },
             );
             core.turn = TurnState::Parked {

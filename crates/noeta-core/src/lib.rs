@@ -1,12 +1,18 @@
 //! The noeta kernel.
 //!
-//! Plugins meet the kernel through declared surfaces. This crate owns the
-//! declaration half of that meeting — the [surface registry](surface), the
-//! [manifest](manifest) format, [loading](loader) and the [trust store](trust),
-//! the collision-checked [merge](merge), [resolution](resolve) of refs into
-//! [contribution values](value), and the compiled [agent identity](identity) —
-//! and names no built-in plugin: built-ins register exactly like third-party
-//! crates.
+//! Plugins meet the kernel through declared surfaces and one [`Extension`](extension)
+//! interface. This crate owns both halves of that meeting and names no built-in
+//! plugin: built-ins register exactly like third-party crates.
+//!
+//! - Declaration: the [surface registry](surface), the [manifest](manifest)
+//!   format, [loading](loader) and the [trust store](trust), the
+//!   collision-checked [merge](merge), [resolution](resolve) of refs into
+//!   [contribution values](value), and the compiled [agent identity](identity).
+//! - Runtime: [stores](store) (a lease-fenced event log per task and a content
+//!   store), the kernel's [records](records), the [fold](fold), the
+//!   [session build](session) that joins contributions into one extension
+//!   list, the [policy](policy), model [providers](provider) (with the scripted
+//!   one), and the [runner](runner).
 
 pub mod canonical;
 pub mod contrib;

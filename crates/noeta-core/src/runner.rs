@@ -1,9 +1,9 @@
 //! The runner: claim a task, fold it, check its pins, and advance it step by step until the turn ends.
 //!
 //! One step: turn intake (once per user message) → tools → tool_changes →
-//! context → reminders → compose → before_model → provider → record the reply
-//! → policy → gate the calls in order → run them (adjacent read-only calls
-//! together) → after_tool → record. Everything a phase produces is appended
+//! reminders → context and tail → compose → before_model → provider → record
+//! the reply → policy → gate the calls in order → run them (adjacent
+//! read-only calls together) → after_tool → record. Everything a phase produces is appended
 //! as one batch, so a crash loses a phase whole or not at all; a tool call's
 //! started-record commits before the tool runs. A new claim folds the log and
 //! carries on from exactly where the last one stopped.
@@ -41,7 +41,7 @@ pub const DEFAULT_MAX_RESULT_CHARS: usize = 30_000;
 /// At most this many rewrites of one call before it is denied.
 pub const MAX_REWRITES: u32 = 3;
 
-/// A turn fails after this many steps without ending.
+/// A run fails its turn after this many steps without the turn ending.
 pub const MAX_STEPS_PER_TURN: u32 = 10_000;
 
 /// Two turns failing in a row fail the task.
@@ -103,6 +103,14 @@ pub enum RunError {
     LeaseLost {
         /// The task.
         task: TaskId,
+    },
+    /// A message cannot be added now.
+    #[error("task `{task}` cannot take a new message: {reason}")]
+    Busy {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: String,
     },
     /// A slash command failed or does not exist.
     #[error("/{name}: {message}")]
@@ -235,6 +243,8 @@ impl Keeper for ClaimKeeper {
 
 /// The runner's side of `ctx.spawn`: the roster, the spawn checkpoint and `inherit`.
 struct ClaimSpawner {
+    /// Children this call spawned before (in earlier parks), so new ids never repeat.
+    earlier: usize,
     task: TaskId,
     agent: String,
     roster: Vec<String>,
@@ -303,7 +313,7 @@ impl Spawner for ClaimSpawner {
 
     fn child_id(&self, call_id: &str, n: usize) -> String {
         let digest = canonical::sha256_hex(format!("{}:{call_id}", self.task).as_bytes());
-        format!("child{n}-{}", &digest[..20])
+        format!("child{}-{}", self.earlier + n, &digest[..20])
     }
 }
 
@@ -428,6 +438,22 @@ impl Runtime {
     /// Adds a user message; the next run starts a turn for it.
     pub async fn send(&self, session: &Session, task: &TaskId, text: &str) -> Result<(), RunError> {
         let mut claim = self.claim(session, task).await?;
+        let busy = match &claim.state.core.turn {
+            TurnState::Running => {
+                Some("its turn is still running — run it to the end first".to_owned())
+            }
+            TurnState::Parked { call_id, question } => Some(format!(
+                "it waits for an answer about call `{call_id}` ({question}) — answer that first"
+            )),
+            _ => None,
+        };
+        if let Some(reason) = busy {
+            claim.release().await?;
+            return Err(RunError::Busy {
+                task: task.clone(),
+                reason,
+            });
+        }
         let message = CoreRecord::UserMessage {
             text: text.to_owned(),
         };
@@ -493,13 +519,15 @@ impl Runtime {
 
     /// Runs a task and, whenever it parks on children, runs them (depth first) and wakes it,
     /// until it ends, fails, or parks on a person.
+    /// Returns the task where it stopped with that task's outcome: the root when the tree
+    /// finished, or the task (root or descendant) that waits for a person.
     pub async fn run_tree(
         &self,
         sessions: &dyn Sessions,
         task: &TaskId,
-    ) -> Result<RunOutcome, RunError> {
+    ) -> Result<(TaskId, RunOutcome), RunError> {
         let mut stack: Vec<TaskId> = vec![task.clone()];
-        let mut last = RunOutcome::Idle;
+        let mut last = (task.clone(), RunOutcome::Idle);
         while let Some(current) = stack.last().cloned() {
             let agent = self.agent_of(&current).await?;
             let Some(session) = sessions.session(&agent) else {
@@ -509,14 +537,18 @@ impl Runtime {
                 });
             };
             let outcome = self.run(&session, &current).await?;
-            let waiting = self.unfinished_children(&session, &current).await?;
-            if matches!(outcome, RunOutcome::Parked { .. }) && !waiting.is_empty() {
+            if matches!(outcome, RunOutcome::Parked { .. }) {
+                let waiting = self.unfinished_children(&session, &current).await?;
+                if waiting.is_empty() {
+                    // Parked on a person: the whole tree waits for the answer.
+                    return Ok((current, outcome));
+                }
                 stack.extend(waiting.into_iter().rev());
                 continue;
             }
             stack.pop();
             if stack.is_empty() {
-                last = outcome;
+                last = (current, outcome);
             }
         }
         Ok(last)
@@ -686,13 +718,25 @@ impl Runtime {
 
     /// Folds a task without claiming it (for listings and logs).
     pub async fn load(&self, session: &Session, task: &TaskId) -> Result<TaskState, RunError> {
+        let (state, _) = self.fold_task(session, task).await?;
+        Ok(state?)
+    }
+
+    /// Restores the task's snapshot when it is usable, reads the rest and folds it; the events
+    /// read are returned too, and a failing fold is returned, not raised.
+    async fn fold_task(
+        &self,
+        session: &Session,
+        task: &TaskId,
+    ) -> Result<(Result<TaskState, crate::fold::FoldError>, Vec<Event>), RunError> {
         let snapshot = self.log.snapshot(task).await?;
-        let after = snapshot
-            .as_ref()
-            .filter(|s| s.plugin_set == session.folder.plugin_set())
-            .map_or(0, |s| s.seq);
-        let events = self.read_hydrated(task, after).await?;
-        Ok(session.folder.fold_from(snapshot.as_ref(), &events)?)
+        let start = session
+            .folder
+            .restore(snapshot.as_ref())
+            .unwrap_or_default();
+        let events = self.read_hydrated(task, start.seq).await?;
+        let folded = session.folder.fold_onto(start, &events);
+        Ok((folded, events))
     }
 
     async fn read_hydrated(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, RunError> {
@@ -712,13 +756,8 @@ impl Runtime {
             .log
             .claim(task, &self.worker, self.lease_ttl_ms)
             .await?;
-        let snapshot = self.log.snapshot(task).await?;
-        let after = snapshot
-            .as_ref()
-            .filter(|s| s.plugin_set == session.folder.plugin_set())
-            .map_or(0, |s| s.seq);
-        let events = self.read_hydrated(task, after).await?;
-        let state = match session.folder.fold_from(snapshot.as_ref(), &events) {
+        let (folded, events) = self.fold_task(session, task).await?;
+        let state = match folded {
             Ok(state) => state,
             Err(err) => return Err(self.fold_refused(task, &lease, err).await),
         };
@@ -729,7 +768,6 @@ impl Runtime {
             lease: Arc::new(Mutex::new(lease)),
             refusals: trailing(&events, "claim_refused"),
             state: Arc::new(state),
-            schema_hashes: BTreeMap::new(),
             stable: None,
             residents: None,
         })
@@ -799,7 +837,7 @@ struct Ran {
 enum Gate {
     Allow(ToolCall),
     Deny(String),
-    Ask(ToolCall, String),
+    Ask(ToolCall, Vec<String>),
 }
 
 /// One claim of one task: the lease, the folded state, and caches valid for this claim.
@@ -812,10 +850,8 @@ struct Claim<'s> {
     /// Claims refused in a row just before this one (a missing plugin).
     refusals: usize,
     state: Arc<TaskState>,
-    /// Schema hash per offered tool value (by pointer), computed once per claim.
-    schema_hashes: BTreeMap<usize, String>,
-    /// The stable prefix's inputs and hash, recomputed only when the inputs change.
-    stable: Option<(String, Vec<String>, String)>,
+    /// The stable prefix as last sent (system text, tool schemas, entries) and its hash.
+    stable: Option<(String, Vec<Value>, Vec<Value>, String)>,
     /// The residents and their hash.
     residents: Option<(Vec<String>, String)>,
 }
@@ -1273,7 +1309,10 @@ impl Claim<'_> {
                         }
                         Err(payload) => {
                             signal = Some(StepSignal::TurnFailed {
-                                reason: panicked(ext.name(), "reminders", payload.as_ref()),
+                                reason: format!(
+                                    "internal_error: {}",
+                                    panicked(ext.name(), "reminders", payload.as_ref())
+                                ),
                             });
                             break;
                         }
@@ -1292,7 +1331,6 @@ impl Claim<'_> {
                 Ok(request) => request,
                 Err(reason) => return Ok(Flow::Stop(self.fail_turn(reason).await?)),
             };
-            let hashes = self.segment_hashes(&request, offer);
             let (request, staged, signal) = {
                 let view = self.view();
                 let mut request = request;
@@ -1309,7 +1347,10 @@ impl Claim<'_> {
                         }
                         Err(payload) => {
                             signal = Some(StepSignal::TurnFailed {
-                                reason: panicked(ext.name(), "before_model", payload.as_ref()),
+                                reason: format!(
+                                    "internal_error: {}",
+                                    panicked(ext.name(), "before_model", payload.as_ref())
+                                ),
                             });
                             break;
                         }
@@ -1324,13 +1365,14 @@ impl Claim<'_> {
                     None => continue,
                 }
             }
+            let hashes = self.segment_hashes(&request);
             let answer = self.rt.provider.complete(&request).await;
             let reply = match answer {
                 Ok(reply) => reply,
                 Err(ProviderError::ContextOverflow { message }) => {
                     overflow_retries += 1;
-                    let made = self.make_room(&request).await?;
-                    if overflow_retries > 2 || !made {
+                    let made = overflow_retries <= 2 && self.make_room(&request).await?;
+                    if !made {
                         return Ok(Flow::Stop(
                             self.fail_turn(format!("context_overflow: {message}"))
                                 .await?,
@@ -1480,33 +1522,26 @@ impl Claim<'_> {
     }
 
     /// The hash of each segment; the stable prefix and residents are re-hashed only when they change.
-    fn segment_hashes(
-        &mut self,
-        request: &ModelRequest,
-        offer: &Offer,
-    ) -> (String, String, String) {
-        let mut tool_hashes = Vec::with_capacity(offer.tools.len());
-        for t in &offer.tools {
-            let key = Arc::as_ptr(&t.tool).cast::<()>() as usize;
-            let hash = self
-                .schema_hashes
-                .entry(key)
-                .or_insert_with(|| crate::tool::tool_schema_hash(t.tool.as_ref()))
-                .clone();
-            tool_hashes.push(hash);
-        }
+    /// The hash of each segment of the request as sent (after `before_model`); the stable
+    /// prefix and residents are re-hashed only when they differ from the previous request's.
+    fn segment_hashes(&mut self, request: &ModelRequest) -> (String, String, String) {
         let stable = match &self.stable {
-            Some((system, tools, hash))
+            Some((system, tools, entries, hash))
                 if *system == request.system
-                    && *tools == tool_hashes
-                    && request.entries.is_empty() =>
+                    && *tools == request.tools
+                    && *entries == request.entries =>
             {
                 hash.clone()
             }
             _ => {
-                let body = json!({ "system": request.system, "tools": tool_hashes, "entries": request.entries });
+                let body = json!({ "system": request.system, "tools": request.tools, "entries": request.entries });
                 let hash = canonical::sha256_hex(&canonical::to_bytes(&body));
-                self.stable = Some((request.system.clone(), tool_hashes, hash.clone()));
+                self.stable = Some((
+                    request.system.clone(),
+                    request.tools.clone(),
+                    request.entries.clone(),
+                    hash.clone(),
+                ));
                 hash
             }
         };
@@ -1560,7 +1595,19 @@ impl Claim<'_> {
         }
         let decision = {
             let view = self.view();
-            self.session.policy.decide(&view, &reply)
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                self.session.policy.decide(&view, &reply)
+            }))
+        };
+        let decision = match decision {
+            Ok(decision) => decision,
+            Err(payload) => {
+                let reason = format!(
+                    "internal_error: the policy panicked: {}",
+                    panic_message(payload.as_ref())
+                );
+                return Ok(Flow::Stop(self.fail_turn(reason).await?));
+            }
         };
         match decision {
             Decision::RunTools => self.run_calls(offer, reply.calls).await,
@@ -1574,9 +1621,10 @@ impl Claim<'_> {
 
     /// Ends the turn unless an extension refuses, with a message the model sees.
     async fn finish(&mut self, reason: &str) -> Result<Flow, RunError> {
-        let refusal = {
+        let (refusal, failure, staged) = {
             let view = self.view();
             let mut refusal = None;
+            let mut failure = None;
             for ext in &self.session.extensions {
                 match AssertUnwindSafe(ext.before_finish(&view))
                     .catch_unwind()
@@ -1587,21 +1635,29 @@ impl Claim<'_> {
                         break;
                     }
                     Ok(Ok(None)) => {}
+                    // A broken finish check is a broken step hook: refusing forever would loop.
                     Ok(Err(err)) => {
-                        refusal = Some(format!("finish check failed: {err}"));
+                        failure = Some(format!(
+                            "internal_error: `{}` before_finish failed: {err}",
+                            ext.name()
+                        ));
                         break;
                     }
                     Err(payload) => {
-                        refusal = Some(format!(
-                            "finish check failed: {}",
+                        failure = Some(format!(
+                            "internal_error: {}",
                             panicked(ext.name(), "before_finish", payload.as_ref())
                         ));
                         break;
                     }
                 }
             }
-            refusal
+            (refusal, failure, view.take_staged())
         };
+        self.commit(staged).await?;
+        if let Some(reason) = failure {
+            return Ok(Flow::Stop(self.fail_turn(reason).await?));
+        }
         match refusal {
             Some(message) => {
                 self.note("finish_refused", &message).await?;
@@ -1612,7 +1668,7 @@ impl Claim<'_> {
     }
 
     /// Every extension is asked; any deny wins, else the first rewrite (re-gated), else ask.
-    async fn gate(&self, offer: &Offer, call: ToolCall) -> Gate {
+    async fn gate(&self, view: &View<'_>, offer: &Offer, call: ToolCall) -> Gate {
         let mut call = call;
         let mut rewrites = 0;
         loop {
@@ -1622,13 +1678,13 @@ impl Claim<'_> {
             if let Err(reason) = check_input(tool.as_ref(), &call.input) {
                 return Gate::Deny(reason);
             }
-            let view = self.view();
+
             let mut asks: Vec<String> = Vec::new();
             let mut firm = false;
             let mut approved = false;
             let mut rewrite = None;
             for ext in &self.session.extensions {
-                let verdict = match AssertUnwindSafe(ext.before_tool(&view, &call))
+                let verdict = match AssertUnwindSafe(ext.before_tool(view, &call))
                     .catch_unwind()
                     .await
                 {
@@ -1666,18 +1722,21 @@ impl Claim<'_> {
                 continue;
             }
             if !asks.is_empty() && (firm || !approved) {
-                return Gate::Ask(call, asks.join("; "));
+                return Gate::Ask(call, asks);
             }
             return Gate::Allow(call);
         }
     }
 
     /// Asks each `resolve_ask` to answer for the user; the first answer wins.
-    async fn resolve_ask(&self, call: &ToolCall, question: &str) -> Result<Option<bool>, String> {
-        let view = self.view();
-        let asks = [question.to_owned()];
+    async fn resolve_ask(
+        &self,
+        view: &View<'_>,
+        call: &ToolCall,
+        asks: &[String],
+    ) -> Result<Option<bool>, String> {
         for ext in &self.session.extensions {
-            match AssertUnwindSafe(ext.resolve_ask(&view, call, &asks))
+            match AssertUnwindSafe(ext.resolve_ask(view, call, asks))
                 .catch_unwind()
                 .await
             {
@@ -1710,6 +1769,10 @@ impl Claim<'_> {
             .collect();
         let mut batch: Vec<(ToolCall, Arc<dyn Tool>)> = Vec::new();
         for call in calls {
+            // The calls after one that parked are gated only once it is answered.
+            if matches!(self.state.core.turn, TurnState::Parked { .. }) {
+                return Ok(Flow::Stop(self.parked_outcome()));
+            }
             if self.state.core.open_calls.contains_key(&call.id) {
                 self.flush(&mut batch).await?;
                 match self.state.core.parked.get(&call.id).cloned() {
@@ -1724,23 +1787,29 @@ impl Claim<'_> {
                 }
                 continue;
             }
-            let gated = match self.gate(offer, call.clone()).await {
-                Gate::Ask(asked, question) => {
-                    match self.state.core.answers.get(&call.id).copied() {
-                        Some(true) => Gate::Allow(asked),
-                        Some(false) => Gate::Deny("the user declined this call".to_owned()),
-                        None => match self.resolve_ask(&asked, &question).await {
-                            Ok(Some(true)) => Gate::Allow(asked),
-                            Ok(Some(false)) => {
-                                Gate::Deny("declined on the user's behalf".to_owned())
-                            }
-                            Ok(None) => Gate::Ask(asked, question),
-                            Err(reason) => Gate::Deny(reason),
-                        },
+            // Records hooks stage while gating commit with the gate's phase.
+            let (gated, staged) = {
+                let view = self.view();
+                let gated = match self.gate(&view, offer, call.clone()).await {
+                    Gate::Ask(asked, asks) => {
+                        match self.state.core.answers.get(&call.id).copied() {
+                            Some(true) => Gate::Allow(asked),
+                            Some(false) => Gate::Deny("the user declined this call".to_owned()),
+                            None => match self.resolve_ask(&view, &asked, &asks).await {
+                                Ok(Some(true)) => Gate::Allow(asked),
+                                Ok(Some(false)) => {
+                                    Gate::Deny("declined on the user's behalf".to_owned())
+                                }
+                                Ok(None) => Gate::Ask(asked, asks),
+                                Err(reason) => Gate::Deny(reason),
+                            },
+                        }
                     }
-                }
-                other => other,
+                    other => other,
+                };
+                (gated, view.take_staged())
             };
+            self.commit(staged).await?;
             match gated {
                 Gate::Deny(reason) => {
                     self.flush(&mut batch).await?;
@@ -1753,7 +1822,8 @@ impl Claim<'_> {
                     )
                     .await?;
                 }
-                Gate::Ask(_, question) => {
+                Gate::Ask(_, asks) => {
+                    let question = asks.join("; ");
                     self.flush(&mut batch).await?;
                     let parked = CoreRecord::CallParked {
                         call_id: call.id.clone(),
@@ -1797,7 +1867,7 @@ impl Claim<'_> {
                 .any(|m| m.call_id.as_ref() == Some(id) && !m.is_error)
         };
         if silent.iter().any(succeeded) {
-            return self.end_turn("silent_reply_after").await;
+            return self.finish("silent_reply_after").await;
         }
         Ok(Flow::Continue)
     }
@@ -1872,8 +1942,16 @@ impl Claim<'_> {
     }
 
     /// The spawner a tool's context carries: the roster, the spawn checkpoint and `inherit`.
-    fn spawner(&self) -> Arc<dyn Spawner> {
+    fn spawner(&self, call_id: &str) -> Arc<dyn Spawner> {
+        // A call that spawns again when it resumes numbers its new children after the old ones.
+        let earlier = self
+            .state
+            .core
+            .parked
+            .get(call_id)
+            .map_or(0, |p| p.children.len() + p.earlier_children);
         Arc::new(ClaimSpawner {
+            earlier,
             task: self.task.clone(),
             agent: self.session.spec.name.clone(),
             roster: self.session.spec.spawnable.clone(),
@@ -1892,7 +1970,7 @@ impl Claim<'_> {
             Arc::clone(&self.state),
             self.rt.progress.clone(),
         )
-        .with_spawner(self.spawner())
+        .with_spawner(self.spawner(&call.id))
         .with_model(Arc::clone(&self.rt.provider))
         .with_keeper(Arc::new(ClaimKeeper {
             log: Arc::clone(&self.rt.log),

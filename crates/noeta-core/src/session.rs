@@ -62,6 +62,28 @@ impl std::fmt::Debug for Session {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
+    /// The policy that would run is not the one the agent's identity pins.
+    #[error(
+        "agent `{agent}` pins policy {pinned}, but the policy available to run it is {running}"
+    )]
+    PolicyMismatch {
+        /// The agent.
+        agent: String,
+        /// The pinned policy.
+        pinned: String,
+        /// The policy that would run.
+        running: String,
+    },
+    /// Two extensions in one agent's list share a name (they would share records and state).
+    #[error(
+        "agent `{agent}` has two extensions named `{name}` — names must be unique, since records and state live under them"
+    )]
+    DuplicateExtension {
+        /// The agent.
+        agent: String,
+        /// The shared name.
+        name: String,
+    },
     /// A session pack's factory failed or panicked.
     #[error("plugin `{plugin}`: session pack `{pack}` failed for agent `{agent}`: {reason}")]
     Pack {
@@ -366,11 +388,14 @@ fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Opt
     })
 }
 
-/// Builds the session for a compiled agent.
+/// Builds the session for a compiled agent. `default_policy` runs the agent when no policy
+/// plugin is active (the host's default loop); without one the kernel's minimal policy runs.
+/// Either way it must be the policy the agent's identity pins.
 pub fn build_session(
     set: &PluginSet,
     compiled: &CompiledAgent,
     config: &BTreeMap<String, Value>,
+    default_policy: Option<Arc<dyn Policy>>,
 ) -> Result<Session, SessionError> {
     let spec = compiled.spec.clone();
     let resolution = &compiled.resolution;
@@ -382,6 +407,7 @@ pub fn build_session(
     ctx.plugins = spec.plugins.clone();
     ctx.roster = spec.spawnable.clone();
     ctx.config = config.clone();
+    let mut pack_controls: Vec<(i64, Arc<dyn Tool>)> = Vec::new();
     for entry in resolution.for_surface("session_pack") {
         let Resolved::SessionPack(factory) = &entry.value else {
             continue;
@@ -402,6 +428,18 @@ pub fn build_session(
             }));
         }
         extensions.extend(pack.extensions.iter().cloned());
+        for (priority, factory) in &pack.control_tools {
+            let mount =
+                catch_unwind(AssertUnwindSafe(|| factory.build(&ctx))).map_err(|payload| {
+                    fail(format!(
+                        "a control tool factory panicked: {}",
+                        panic_message(payload.as_ref())
+                    ))
+                })?;
+            if let Some(mount) = mount {
+                pack_controls.push((*priority, mount.tool));
+            }
+        }
     }
 
     // The agent's own tools (tool contributions and in-process MCP servers), in name order,
@@ -412,10 +450,20 @@ pub fn build_session(
             tools: compiled.tools.values().cloned().collect(),
         }));
     }
-    if !compiled.control_tools.is_empty() {
+    // Control tools from contributions and from packs, in schema render order (priority, name).
+    let mut controls: Vec<(i64, Arc<dyn Tool>)> = compiled
+        .spec
+        .control_tools
+        .iter()
+        .map(|c| c.priority)
+        .zip(compiled.control_tools.iter().cloned())
+        .collect();
+    controls.extend(pack_controls);
+    controls.sort_by(|(pa, a), (pb, b)| (pa, a.name()).cmp(&(pb, b.name())));
+    if !controls.is_empty() {
         extensions.push(Arc::new(OfferTools {
             name: "core/control".to_owned(),
-            tools: compiled.control_tools.clone(),
+            tools: controls.into_iter().map(|(_, tool)| tool).collect(),
         }));
     }
     for entry in resolution.for_surface("reminder_provider") {
@@ -464,10 +512,29 @@ pub fn build_session(
         .for_surface("policy")
         .iter()
         .find_map(|entry| match &entry.value {
-            Resolved::Policy(factory) => Some(factory.build()),
+            Resolved::Policy(factory) if spec.plugins.contains(&entry.plugin) => {
+                Some(factory.build())
+            }
             _ => None,
         })
+        .or(default_policy)
         .unwrap_or_else(minimal_policy);
+    if policy.policy_ref() != spec.policy {
+        return Err(SessionError::PolicyMismatch {
+            agent: spec.name.clone(),
+            pinned: spec.policy.to_string(),
+            running: policy.policy_ref().to_string(),
+        });
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for ext in &extensions {
+        if !seen.insert(ext.name()) {
+            return Err(SessionError::DuplicateExtension {
+                agent: spec.name.clone(),
+                name: ext.name().to_owned(),
+            });
+        }
+    }
 
     let mut pinned: Vec<String> = spec.plugins.clone();
     for surface in ["guard", "observer", "skills", "mcp_server"] {

@@ -1,8 +1,8 @@
 //! Stores: one append-only, lease-fenced event stream per task, and a content-addressed store for bodies.
 //!
-//! The traits are small so that every backend (memory here; SQLite and
-//! PostgreSQL as backends of their own) can pass the same contract suite in
-//! [`contract`]. An append is a batch: all of it is written, or none of it.
+//! The traits are small so that every backend can pass the same contract
+//! suite in [`contract`]; the in-memory backend here is the reference, and
+//! persistent backends arrive as crates of their own. An append is a batch: all of it is written, or none of it.
 //! An append under a lease that is no longer the task's live lease is refused
 //! and writes nothing, which is what lets any worker pick up any task.
 
@@ -21,7 +21,8 @@ pub use memory::{MemoryContentStore, MemoryEventLog};
 
 use crate::canonical;
 
-/// The largest canonical size of one record's `data`, in bytes; larger bodies go to the content store.
+/// The largest serialised size of one record's payload and message, in bytes; larger bodies
+/// go to the content store.
 pub const MAX_RECORD_BYTES: usize = 4096;
 
 /// Milliseconds since the Unix epoch, from an injectable source.
@@ -128,7 +129,7 @@ impl Record {
         self
     }
 
-    /// The serialised size of the payload and message, which [`MAX_RECORD_BYTES`] bounds.
+    /// The serialised size of the payload plus the message, which [`MAX_RECORD_BYTES`] bounds.
     pub fn payload_size(&self) -> usize {
         serde_json::to_vec(&self.data).map_or(usize::MAX, |b| b.len())
             + self.message.as_ref().map_or(0, String::len)

@@ -375,7 +375,8 @@ pub enum ToolError {
     /// The model sees this message as the call's error result and may try again.
     #[error("{0}")]
     RespondToModel(String),
-    /// The turn cannot go on (a broken environment, not a bad call).
+    /// Something broke that the model cannot fix by calling differently (a broken environment,
+    /// a missing capability). The call still ends with an error result naming it.
     #[error("fatal tool error: {0}")]
     Fatal(String),
 }

@@ -1,4 +1,4 @@
-//! The in-memory event log and content store: the reference backend, for tests, benches and `memory:` URLs.
+//! The in-memory event log and content store: the reference backend, for tests, benches and short-lived hosts.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

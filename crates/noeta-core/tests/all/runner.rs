@@ -1547,7 +1547,8 @@ fn children_run_and_wake_their_parent_exactly_once_with_their_results() {
         Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware)).with_lease_ttl(1_000);
     let t = task("parent");
     block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
-    let outcome = block_on(rt.run_tree(&host, &t)).unwrap();
+    let (stopped, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_eq!(stopped, t);
     assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
     assert_eq!(
         checked.load(Ordering::SeqCst),
@@ -1706,7 +1707,7 @@ fn a_crash_at_every_boundary_of_a_parent_with_two_children_loses_nothing() {
         h.clock.advance(5_000);
         let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
             .with_lease_ttl(1_000);
-        let outcome = block_on(rt.run_tree(&host, &t)).unwrap();
+        let (_, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
         assert!(
             matches!(outcome, RunOutcome::Ended { .. }),
             "limit {limit} (crashed: {crashed}): {outcome:?}"
@@ -2091,7 +2092,7 @@ mod from_plugins {
     fn built(manifests: Vec<PluginSource>, plugins: &[&str]) -> Session {
         let set = crate::support::load(&manifests);
         let compiled = compile(&set, &agent("main", plugins)).unwrap();
-        build_session(&set, &compiled, &Default::default()).unwrap()
+        build_session(&set, &compiled, &Default::default(), None).unwrap()
     }
 
     #[test]
@@ -2639,4 +2640,335 @@ fn a_tool_may_call_the_model_and_keep_its_claim() {
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
     assert_eq!(result_text(&rt, &s, &t), "the model said: aux answer");
+}
+
+// --- regressions ---------------------------------------------------------------------
+
+#[test]
+fn a_child_waiting_for_a_person_stops_the_tree_and_names_the_child() {
+    let h = Harness::new();
+    let mut parent = session(vec![offers(vec![Arc::new(Delegate)])]);
+    parent.spec.spawnable = vec!["asker".into()];
+    let mut asker = session(vec![offers(vec![Arc::new(AskTool(Arc::new(
+        AtomicUsize::new(0),
+    )))])]);
+    asker.spec.name = "asker".into();
+    /// Parent delegates to `asker`; `asker` calls Ask; everyone finishes with text afterwards.
+    struct Script;
+    #[async_trait]
+    impl noeta_core::provider::Provider for Script {
+        fn name(&self) -> &str {
+            "script"
+        }
+        fn model(&self) -> &str {
+            "script"
+        }
+        fn context_window(&self) -> u64 {
+            1_000
+        }
+        async fn complete(
+            &self,
+            r: &ModelRequest,
+        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
+        {
+            let replies = r
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            let child = r.messages[0].text.starts_with("do the");
+            let mut reply = noeta_core::extension::ModelReply::default();
+            match (child, replies) {
+                (false, 0) => {
+                    reply.calls = vec![ToolCall {
+                        id: "d".into(),
+                        name: "Delegate".into(),
+                        input: json!({"agents": ["asker"]}),
+                    }]
+                }
+                (true, 0) => {
+                    reply.calls = vec![ToolCall {
+                        id: "a".into(),
+                        name: "Ask".into(),
+                        input: json!({}),
+                    }]
+                }
+                _ => reply.text = "finished".into(),
+            }
+            Ok(reply)
+        }
+    }
+    let host = Host {
+        parent: Arc::new(parent),
+        children: vec![Arc::new(asker)],
+    };
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(Script)).with_lease_ttl(1_000);
+    let t = task("root");
+    block_on(rt.create(&host.parent, &t, "start")).unwrap();
+    let (stopped, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_ne!(stopped, t, "the tree stops at the child that waits");
+    assert_eq!(
+        outcome,
+        RunOutcome::Parked {
+            call_id: "a".into(),
+            question: "Which colour?".into()
+        }
+    );
+    let child_session = host.children[0].clone();
+    block_on(rt.reply(&child_session, &stopped, "a", json!("green"))).unwrap();
+    let (stopped, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_eq!(stopped, t);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+}
+
+/// Spawns one child, and when woken spawns one more, then reports.
+struct TwoRounds;
+
+#[async_trait]
+impl Tool for TwoRounds {
+    fn name(&self) -> &str {
+        "Delegate"
+    }
+    fn description(&self) -> &str {
+        "Two rounds of delegation."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn run(&self, _input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        ctx.spawn("scout", "do the scout part")?;
+        Ok(ToolOutput::wait_for_children())
+    }
+    async fn resume(
+        &self,
+        _input: Value,
+        wake: noeta_core::tool::Wake,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let noeta_core::tool::Wake::Children { results } = wake else {
+            return Err(ToolError::RespondToModel("bad wake".into()));
+        };
+        if results[0].task.starts_with("child1-") {
+            let second = ctx.spawn("fixer", "do the fixer part")?;
+            assert!(second.starts_with("child2-"), "{second}");
+            return Ok(ToolOutput::wait_for_children());
+        }
+        Ok(ToolOutput::text(format!(
+            "second round: {}",
+            results[0].task.split('-').next().unwrap_or_default()
+        )))
+    }
+}
+
+#[test]
+fn a_call_that_spawns_again_on_resume_gets_new_child_ids() {
+    let h = Harness::new();
+    let mut parent = session(vec![offers(vec![Arc::new(TwoRounds)])]);
+    parent.spec.spawnable = vec!["fixer".into(), "scout".into()];
+    let child = |name: &str| {
+        let mut s = bare_session(name, "You are a child.");
+        s.folder = Folder::new(&s.extensions, "child-set");
+        Arc::new(s)
+    };
+    let host = Host {
+        parent: Arc::new(parent),
+        children: vec![child("scout"), child("fixer")],
+    };
+    let rt =
+        Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware)).with_lease_ttl(1_000);
+    let t = task("parent");
+    block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+    let (_, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(result_text(&rt, &host.parent, &t), "second round: child2");
+    assert_eq!(block_on(h.log.tasks()).unwrap().len(), 3);
+}
+
+#[test]
+fn a_message_cannot_be_added_while_a_turn_waits_for_an_answer() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "calls": [call("Ask", json!({}))] }, { "text": "ok" }]));
+    let s = session(vec![offers(vec![Arc::new(AskTool(Arc::new(
+        AtomicUsize::new(0),
+    )))])]);
+    let t = task("busy");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let err = block_on(rt.send(&s, &t, "hello?")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "task `busy` cannot take a new message: it waits for an answer about call `call_1_1` (Which colour?) — answer that first"
+    );
+}
+
+#[test]
+fn an_unreadable_snapshot_is_ignored_and_the_log_folded_from_scratch() {
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "a" }, { "text": "b" }]));
+    let s = bare_session("main", "");
+    let t = task("badsnap");
+    block_on(rt.create(&s, &t, "one")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let head = block_on(h.log.info(&t)).unwrap().head;
+    let broken = noeta_core::store::Snapshot {
+        seq: head,
+        plugin_set: s.folder.plugin_set().to_owned(),
+        state: json!({"not": "a state"}),
+    };
+    block_on(h.log.put_snapshot(&t, &broken)).unwrap();
+    block_on(rt.send(&s, &t, "two")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert!(!h.core_kinds(&t).contains(&"fold_failed".to_owned()));
+    assert_eq!(block_on(rt.load(&s, &t)).unwrap().core.messages.len(), 4);
+}
+
+#[test]
+fn records_a_guard_stages_while_gating_are_kept() {
+    struct Auditor;
+    #[async_trait]
+    impl Extension for Auditor {
+        fn name(&self) -> &str {
+            "auditor"
+        }
+        async fn before_tool(&self, v: &View<'_>, c: &ToolCall) -> HookResult<Option<Verdict>> {
+            v.record("auditor", "checked", json!({ "tool": c.name }));
+            Ok(None)
+        }
+    }
+    let (h, rt, s, t, _tool) = gate_run(vec![Arc::new(Auditor)]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        h.events(&t)
+            .iter()
+            .any(|e| e.record.kind == "checked" && e.record.data["tool"] == "Work")
+    );
+}
+
+#[test]
+fn a_broken_finish_check_fails_the_turn_instead_of_refusing_forever() {
+    struct Broken;
+    #[async_trait]
+    impl Extension for Broken {
+        fn name(&self) -> &str {
+            "broken-finish"
+        }
+        async fn before_finish(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+            Err(HookError::new("cannot read the checklist"))
+        }
+    }
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "done" }]));
+    let s = session(vec![Arc::new(Broken)]);
+    let t = task("finish-broken");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert_eq!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::TurnFailed {
+            reason:
+                "internal_error: `broken-finish` before_finish failed: cannot read the checklist"
+                    .into()
+        }
+    );
+}
+
+#[test]
+fn the_stable_prefix_changes_exactly_when_the_tools_or_the_system_text_change() {
+    /// Offers `Extra` once the conversation has three messages.
+    struct Grows;
+    #[async_trait]
+    impl Extension for Grows {
+        fn name(&self) -> &str {
+            "grows"
+        }
+        fn tools(&self, v: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+            Ok(if v.messages().len() >= 3 {
+                vec![Arc::new(TestTool::new("Extra"))]
+            } else {
+                vec![]
+            })
+        }
+    }
+    let h = Harness::new();
+    let turns = json!([
+        { "calls": [call("Work", json!({}))] },
+        { "calls": [call("Work", json!({}))] },
+        { "text": "done" },
+        { "text": "again" }
+    ]);
+    let rt = h.runtime(turns.clone());
+    let s = session(vec![
+        offers(vec![Arc::new(TestTool::new("Work"))]),
+        Arc::new(Grows),
+    ]);
+    let t = task("prefix");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    // A resume in a new runtime (new caches) keeps the bytes.
+    block_on(rt.send(&s, &t, "more")).unwrap();
+    let fresh = h.runtime(turns);
+    block_on(fresh.run(&s, &t)).unwrap();
+    let stable: Vec<String> = h
+        .events(&t)
+        .iter()
+        .filter(|e| e.record.kind == "request_composed")
+        .map(|e| e.record.data["stable"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stable.len(), 4);
+    assert_ne!(stable[0], stable[1], "the tool set grew");
+    assert_eq!(stable[1], stable[2], "nothing changed");
+    assert_eq!(stable[2], stable[3], "identical across a resume");
+    // Changing the system text changes it.
+    let mut other = session(vec![
+        offers(vec![Arc::new(TestTool::new("Work"))]),
+        Arc::new(Grows),
+    ]);
+    other.extensions[0] = bare_session("main", "Different instructions.").extensions[0].clone();
+    let t2 = task("prefix2");
+    let rt2 = h.runtime(json!([{ "text": "x" }]));
+    block_on(rt2.create(&other, &t2, "go")).unwrap();
+    block_on(rt2.run(&other, &t2)).unwrap();
+    let first = h
+        .events(&t2)
+        .into_iter()
+        .find(|e| e.record.kind == "request_composed")
+        .unwrap();
+    assert_ne!(first.record.data["stable"].as_str().unwrap(), stable[0]);
+}
+
+mod session_errors {
+    use super::*;
+    use crate::support::{Fixtures, Manifest, agent, compile};
+    use noeta_core::PluginSource;
+    use noeta_core::session::{SessionError, build_session};
+
+    #[test]
+    fn a_default_policy_that_is_not_the_pinned_one_is_refused() {
+        struct Other;
+        impl noeta_core::policy::Policy for Other {
+            fn policy_ref(&self) -> noeta_core::ComponentRef {
+                noeta_core::ComponentRef::new("other", "2")
+            }
+            fn decide(
+                &self,
+                _v: &View<'_>,
+                _r: &noeta_core::extension::ModelReply,
+            ) -> noeta_core::policy::Decision {
+                noeta_core::policy::Decision::RunTools
+            }
+        }
+        let set = crate::support::load(&[PluginSource::Linked(
+            Manifest::new("p").linked("noeta-p", Fixtures),
+        )]);
+        let compiled = compile(&set, &agent("main", &["p"])).unwrap();
+        let err =
+            build_session(&set, &compiled, &Default::default(), Some(Arc::new(Other))).unwrap_err();
+        assert!(matches!(err, SessionError::PolicyMismatch { .. }));
+        assert_eq!(
+            err.to_string(),
+            "agent `main` pins policy core@1, but the policy available to run it is other@2"
+        );
+    }
 }
