@@ -449,7 +449,8 @@ pub trait Extension: Send + Sync {
         Ok(())
     }
 
-    /// What a task continuing this one's conversation (a fork, a resumed child) starts from.
+    /// What a task continuing this one's conversation (a fork) starts from; what belongs to the
+    /// source task's own run (its timers, its running background work) stays behind.
     fn continue_state(&self, state: &Value) -> Value {
         state.clone()
     }

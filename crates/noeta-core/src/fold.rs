@@ -505,7 +505,15 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             }
         }
         CoreRecord::Continued { messages, .. } => {
-            // The extensions' states are set by `Folder::apply`, which owns them.
+            // The extensions' states are set by `Folder::apply`, which owns them. The copied
+            // messages take this record's sequence number: they are this task's from here on.
+            let messages = messages
+                .into_iter()
+                .map(|m| Message {
+                    seq: event.seq,
+                    ..m
+                })
+                .collect();
             core.messages = Arc::new(messages);
             core.rechain();
             core.last_user = core.messages.iter().rposition(|m| m.role == Role::User);

@@ -121,7 +121,7 @@ pub struct ControlToolIdentity {
     pub priority: i64,
     /// The contributing plugin.
     pub plugin: String,
-    /// SHA-256 of the canonical mount (name, description, parameters).
+    /// SHA-256 of the mounted tool's canonical name, description and input schema.
     pub schema_sha256: String,
 }
 

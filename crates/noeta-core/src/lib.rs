@@ -16,6 +16,7 @@
 
 pub mod canonical;
 pub mod contrib;
+pub mod exec;
 pub mod extension;
 pub mod fold;
 pub mod identity;

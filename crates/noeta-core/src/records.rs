@@ -319,10 +319,15 @@ pub async fn hydrate(mut event: Event, content: &dyn ContentStore) -> Result<Eve
     let body: Value = serde_json::from_slice(&bytes).map_err(|err| StoreError::Backend {
         message: format!("spilled payload {} is not JSON: {err}", reference.sha256),
     })?;
-    event.record.data = body.get("data").cloned().unwrap_or(Value::Null);
-    event.record.message = body
+    let mut record = Record::new(
+        event.record.extension.clone(),
+        event.record.kind.clone(),
+        body.get("data").cloned().unwrap_or(Value::Null),
+    );
+    record.message = body
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    event.record = std::sync::Arc::new(record);
     Ok(event)
 }

@@ -28,8 +28,8 @@ use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
 use crate::tool::{
-    ChildResult, Keeper, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext, ToolError,
-    ToolOutput, Wake,
+    ChildResult, Inbox, Keeper, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext,
+    ToolError, ToolOutput, Wake,
 };
 
 /// At most this many adjacent read-only calls run at once.
@@ -326,6 +326,8 @@ pub struct Runtime {
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
     pool: bool,
+    exec: Option<Arc<dyn crate::exec::ExecEnv>>,
+    inbox: Inbox,
 }
 
 /// Claims in a row that may refuse a task (a failing fold, a missing plugin) before it fails.
@@ -364,6 +366,8 @@ impl Runtime {
             lease_ttl_ms: 60_000,
             progress: None,
             pool: false,
+            exec: None,
+            inbox: Inbox::default(),
         }
     }
 
@@ -385,6 +389,35 @@ impl Runtime {
     pub fn as_pool_worker(mut self) -> Self {
         self.pool = true;
         self
+    }
+
+    /// Gives tools an execution environment.
+    pub fn with_exec_env(mut self, exec: Arc<dyn crate::exec::ExecEnv>) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// Commits what in-process work posted to an idle task (a running task's runner commits
+    /// posts itself at every step). Returns how many records were delivered.
+    pub async fn deliver(&self, session: &Session, task: &TaskId) -> Result<usize, RunError> {
+        let posted = self.inbox.take(task.as_str());
+        if posted.is_empty() {
+            return Ok(0);
+        }
+        let count = posted.len();
+        let mut claim = match self.claim(session, task).await {
+            Ok(claim) => claim,
+            Err(err) => {
+                // Nothing is lost: the posts wait for the next delivery.
+                for record in posted {
+                    self.inbox.post(task.as_str(), record);
+                }
+                return Err(err);
+            }
+        };
+        claim.commit(posted).await?;
+        claim.release().await?;
+        Ok(count)
     }
 
     /// Receives tools' live output.
@@ -442,9 +475,17 @@ impl Runtime {
             TurnState::Running => {
                 Some("its turn is still running — run it to the end first".to_owned())
             }
-            TurnState::Parked { call_id, question } => Some(format!(
-                "it waits for an answer about call `{call_id}` ({question}) — answer that first"
-            )),
+            TurnState::Parked { call_id, question } => {
+                Some(match claim.state.core.parked.get(call_id) {
+                    Some(parked) if parked.question.is_none() => format!(
+                        "call `{call_id}` waits for {} child task(s) to finish — run them first",
+                        parked.children.len()
+                    ),
+                    _ => format!(
+                        "it waits for an answer about call `{call_id}` ({question}) — answer that first"
+                    ),
+                })
+            }
             _ => None,
         };
         if let Some(reason) = busy {
@@ -470,8 +511,9 @@ impl Runtime {
         allow: bool,
     ) -> Result<(), RunError> {
         let mut claim = self.claim(session, task).await?;
-        let parked =
-            matches!(&claim.state.core.turn, TurnState::Parked { call_id: c, .. } if c == call_id);
+        // Gate asks only: a call its tool parked is answered with `reply`.
+        let parked = matches!(&claim.state.core.turn, TurnState::Parked { call_id: c, .. } if c == call_id)
+            && !claim.state.core.parked.contains_key(call_id);
         if !parked {
             claim.release().await?;
             return Err(RunError::NotParked {
@@ -914,10 +956,7 @@ impl Claim<'_> {
         let events: Vec<Event> = records
             .into_iter()
             .enumerate()
-            .map(|(i, record)| Event {
-                seq: first + i as u64,
-                record,
-            })
+            .map(|(i, record)| Event::new(first + i as u64, record))
             .collect();
         {
             let state = Arc::make_mut(&mut self.state);
@@ -1085,6 +1124,9 @@ impl Claim<'_> {
                 }
                 TurnState::Running => {}
             }
+            // What in-process work posted since the last step is committed before the next.
+            let posted = self.rt.inbox.take(self.task.as_str());
+            self.commit(posted).await?;
             steps += 1;
             if steps > MAX_STEPS_PER_TURN {
                 return self
@@ -1521,7 +1563,6 @@ impl Claim<'_> {
         })
     }
 
-    /// The hash of each segment; the stable prefix and residents are re-hashed only when they change.
     /// The hash of each segment of the request as sent (after `before_model`); the stable
     /// prefix and residents are re-hashed only when they differ from the previous request's.
     fn segment_hashes(&mut self, request: &ModelRequest) -> (String, String, String) {
@@ -1964,6 +2005,18 @@ impl Claim<'_> {
     /// Runs one tool call (or resumes a parked one); a failure or panic becomes an error
     /// result and drops the call's staged records and children.
     async fn invoke(&self, call: &ToolCall, tool: &Arc<dyn Tool>, wake: Option<Wake>) -> Ran {
+        let ctx = self.tool_context(call);
+        let running = async {
+            match wake {
+                Some(wake) => tool.resume(call.input.clone(), wake, &ctx).await,
+                None => tool.run(call.input.clone(), &ctx).await,
+            }
+        };
+        self.finish_invoke(call, &ctx, running).await
+    }
+
+    /// The context a tool runs with: state, spawner, model, inbox, lease keeper, exec env.
+    fn tool_context(&self, call: &ToolCall) -> ToolContext {
         let ctx = ToolContext::with_state(
             self.task.as_str(),
             call.id.as_str(),
@@ -1972,17 +2025,24 @@ impl Claim<'_> {
         )
         .with_spawner(self.spawner(&call.id))
         .with_model(Arc::clone(&self.rt.provider))
+        .with_inbox(self.rt.inbox.clone())
         .with_keeper(Arc::new(ClaimKeeper {
             log: Arc::clone(&self.rt.log),
             lease: Arc::clone(&self.lease),
             ttl_ms: self.rt.lease_ttl_ms,
         }));
-        let running = async {
-            match wake {
-                Some(wake) => tool.resume(call.input.clone(), wake, &ctx).await,
-                None => tool.run(call.input.clone(), &ctx).await,
-            }
-        };
+        match &self.rt.exec {
+            Some(exec) => ctx.with_exec(Arc::clone(exec)),
+            None => ctx,
+        }
+    }
+
+    async fn finish_invoke(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        running: impl std::future::Future<Output = Result<ToolOutput, ToolError>>,
+    ) -> Ran {
         let failed = |output: ToolOutput| Ran {
             output,
             outcome: CallOutcome::Error,
@@ -2129,12 +2189,7 @@ impl Claim<'_> {
             let ran = self.invoke(&call, &tool, wake).await;
             return self.settle(&call, &tool, ran).await;
         }
-        let ctx = ToolContext::with_state(
-            self.task.as_str(),
-            call.id.as_str(),
-            Arc::clone(&self.state),
-            None,
-        );
+        let ctx = self.tool_context(&call);
         match AssertUnwindSafe(tool.recover(&ctx)).catch_unwind().await {
             Ok(Ok(Some(output))) => {
                 let outcome = if output.is_error {

@@ -20,9 +20,7 @@ use crate::contrib::{
     ReminderProvider, Seam, SessionBuildContext, StateView, ToolResultTransform, TransformInput,
     Verdict,
 };
-use crate::extension::{
-    ContextPart, Extension, HookError, HookResult, SpawnRequest, StepSignal, View,
-};
+use crate::extension::{ContextPart, Extension, HookError, HookResult, SpawnRequest, View};
 use crate::fold::{Folder, TaskState};
 use crate::identity::{AgentSpec, CompiledAgent};
 use crate::loader::{PluginSet, SourceKind};
@@ -353,11 +351,6 @@ impl Extension for ObserverEntry {
             .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))))
             .map_err(HookError::new)
     }
-}
-
-/// Whether a step signal is a hook failure (as opposed to control flow).
-pub fn is_failure(signal: &StepSignal) -> bool {
-    matches!(signal, StepSignal::Error(_))
 }
 
 fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Option<PluginPin> {

@@ -136,13 +136,23 @@ impl Record {
     }
 }
 
-/// A record at its place in the log.
+/// A record at its place in the log. The record is shared, so reading a log copies no payloads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// The sequence number, from 1, without gaps.
     pub seq: u64,
     /// The record.
-    pub record: Record,
+    pub record: Arc<Record>,
+}
+
+impl Event {
+    /// The event at `seq` holding `record`.
+    pub fn new(seq: u64, record: Record) -> Self {
+        Self {
+            seq,
+            record: Arc::new(record),
+        }
+    }
 }
 
 /// The right to append to one task, until it expires or another claim supersedes it.

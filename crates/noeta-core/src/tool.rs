@@ -95,6 +95,56 @@ pub trait Keeper: Send + Sync {
     async fn keep(&self) -> Result<(), String>;
 }
 
+/// Records posted to tasks from in-process work, waiting for their task's runner to commit them.
+#[derive(Clone, Default)]
+pub struct Inbox {
+    posted: Arc<Mutex<std::collections::BTreeMap<String, Vec<Record>>>>,
+}
+
+impl fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbox").finish_non_exhaustive()
+    }
+}
+
+impl Inbox {
+    /// Queues a record for `task`.
+    pub fn post(&self, task: &str, record: Record) {
+        self.posted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(task.to_owned())
+            .or_default()
+            .push(record);
+    }
+
+    /// Takes what was posted to `task`, in posting order.
+    pub fn take(&self, task: &str) -> Vec<Record> {
+        self.posted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(task)
+            .unwrap_or_default()
+    }
+}
+
+/// A handle in-process work keeps to deliver records to its task later (`ctx.poster()`).
+#[derive(Debug, Clone)]
+pub struct Poster {
+    task: String,
+    inbox: Inbox,
+}
+
+impl Poster {
+    /// Posts a record of `extension`; a message enters the conversation. The task's runner
+    /// commits it at its next step, or `Runtime::deliver` does while the task is idle.
+    pub fn post(&self, extension: &str, kind: &str, data: Value, message: Option<&str>) {
+        let mut record = Record::new(extension, kind, data);
+        record.message = message.map(str::to_owned);
+        self.inbox.post(&self.task, record);
+    }
+}
+
 /// A child a tool asked for, created by the runner when the call's records commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpawnOrder {
@@ -118,6 +168,8 @@ pub struct ToolContext {
     spawner: Option<Arc<dyn Spawner>>,
     keeper: Option<Arc<dyn Keeper>>,
     model: Option<Arc<dyn crate::provider::Provider>>,
+    exec: Option<Arc<dyn crate::exec::ExecEnv>>,
+    inbox: Option<Inbox>,
     state: Arc<TaskState>,
     progress: Option<ProgressSink>,
 }
@@ -152,9 +204,36 @@ impl ToolContext {
             spawner: None,
             keeper: None,
             model: None,
+            exec: None,
+            inbox: None,
             state,
             progress,
         }
+    }
+
+    /// Gives the tool an execution environment (the runner does this).
+    pub fn with_exec(mut self, exec: Arc<dyn crate::exec::ExecEnv>) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// Lets the tool post records to its task later (the runner does this).
+    pub fn with_inbox(mut self, inbox: Inbox) -> Self {
+        self.inbox = Some(inbox);
+        self
+    }
+
+    /// Where the tool runs commands, when the host gave it one.
+    pub fn exec_env(&self) -> Option<&Arc<dyn crate::exec::ExecEnv>> {
+        self.exec.as_ref()
+    }
+
+    /// A handle for in-process work to post records to this task after the tool returned.
+    pub fn poster(&self) -> Option<Poster> {
+        self.inbox.as_ref().map(|inbox| Poster {
+            task: self.task_id.clone(),
+            inbox: inbox.clone(),
+        })
     }
 
     /// Lets the tool call the model (the runner does this).

@@ -113,7 +113,7 @@ async fn append_and_read(log: &dyn EventLog, prefix: &str) -> Outcome {
     expect(seqs == [1, 2, 3, 4], || {
         format!("sequence numbers are gapless from 1, got {seqs:?}")
     })?;
-    expect(all[2].record == rec(3), || {
+    expect(*all[2].record == rec(3), || {
         format!("records read back unchanged, got {:?}", all[2].record)
     })?;
     let tail = log.read(&task, 2).await.map_err(e)?;
@@ -133,7 +133,7 @@ async fn append_and_read(log: &dyn EventLog, prefix: &str) -> Outcome {
         .map_err(e)?;
     let back = log.read(&task, 4).await.map_err(e)?;
     expect(
-        back.first().map(|ev| &ev.record) == Some(&with_message),
+        back.first().map(|ev| ev.record.as_ref()) == Some(&with_message),
         || "a record's message is stored".to_owned(),
     )
 }

@@ -176,10 +176,7 @@ impl EventLog for MemoryEventLog {
         let mut seq = log.events.len() as u64;
         for record in batch {
             seq += 1;
-            log.events.push(Event {
-                seq,
-                record: record.clone(),
-            });
+            log.events.push(Event::new(seq, record.clone()));
         }
         Ok(seq)
     }

@@ -1321,7 +1321,7 @@ fn erasing_a_user_message_reaches_every_reduce_and_drops_the_message() {
         .seq;
     events.push(Event {
         seq: events.len() as u64 + 1,
-        record: CoreRecord::Erased { seq: user_seq }.to_record(),
+        record: CoreRecord::Erased { seq: user_seq }.to_record().into(),
     });
     let state = s.folder.fold(&events).unwrap();
     assert!(state.core.messages.iter().all(|m| m.text != "secret"));
@@ -1336,7 +1336,7 @@ fn a_failing_reduce_names_the_extension_kind_and_seq() {
     let s = session(vec![Arc::new(Counter)]);
     let events = vec![Event {
         seq: 1,
-        record: Record::new("counter", "bogus", json!({})),
+        record: Record::new("counter", "bogus", json!({})).into(),
     }];
     let err = s.folder.fold(&events).unwrap_err();
     assert_eq!(
@@ -2969,6 +2969,298 @@ mod session_errors {
         assert_eq!(
             err.to_string(),
             "agent `main` pins policy core@1, but the policy available to run it is other@2"
+        );
+    }
+}
+
+// --- exec env and posting ------------------------------------------------------------
+
+mod exec_and_post {
+    use super::*;
+    use noeta_core::exec::{ExecCommand, ExecEnv, ExecError, LocalExecEnv};
+    use std::time::Duration;
+
+    #[test]
+    fn the_local_environment_runs_programs_in_the_workspace_and_enforces_deadlines() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let env = LocalExecEnv::new(dir.path());
+        let out = block_on(env.run(&ExecCommand::new("pwd", Vec::<String>::new()).in_dir("sub")))
+            .unwrap();
+        assert_eq!(out.status, Some(0));
+        assert!(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .trim_end()
+                .ends_with("/sub")
+        );
+        let out =
+            block_on(env.run(&ExecCommand::new("cat", Vec::<String>::new()).with_stdin("piped")))
+                .unwrap();
+        assert_eq!(out.stdout, b"piped");
+        let out =
+            block_on(env.run(&ExecCommand::new("sh", ["-c", "echo oops >&2; exit 3"]))).unwrap();
+        assert_eq!((out.status, out.stderr), (Some(3), b"oops\n".to_vec()));
+        let slow = ExecCommand::new("sleep", ["5"]).with_timeout(Duration::from_millis(100));
+        let out = block_on(env.run(&slow)).unwrap();
+        assert!(out.timed_out && out.status.is_none());
+        let err = block_on(env.run(&ExecCommand::new("pwd", Vec::<String>::new()).in_dir("../..")))
+            .unwrap_err();
+        assert!(matches!(err, ExecError::OutsideWorkspace { .. }), "{err}");
+        let err = block_on(env.run(&ExecCommand::new(
+            "no-such-program-here",
+            Vec::<String>::new(),
+        )))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cannot start `no-such-program-here`"),
+            "{err}"
+        );
+    }
+
+    /// Runs `echo` through the context's environment, and posts a follow-up for later.
+    struct Shell;
+
+    #[async_trait]
+    impl Tool for Shell {
+        fn name(&self) -> &str {
+            "Shell"
+        }
+        fn description(&self) -> &str {
+            "Echoes through the execution environment."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        async fn run(&self, _input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            let Some(env) = ctx.exec_env() else {
+                return Err(ToolError::RespondToModel(
+                    "Shell: no execution environment".into(),
+                ));
+            };
+            let out = env
+                .run(&ExecCommand::new("echo", ["from the environment"]))
+                .await
+                .map_err(|e| ToolError::RespondToModel(e.to_string()))?;
+            if let Some(poster) = ctx.poster() {
+                poster.post(
+                    "shell",
+                    "finished",
+                    json!({"job": 1}),
+                    Some("Background job 1 finished."),
+                );
+            }
+            Ok(ToolOutput::text(
+                String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
+            ))
+        }
+    }
+
+    #[test]
+    fn tools_reach_the_environment_and_their_posts_arrive_at_the_next_step() {
+        let h = Harness::new();
+        let dir = tempfile::tempdir().unwrap();
+        let rt = h
+            .runtime(json!([{ "calls": [call("Shell", json!({}))] }, { "text": "ok" }]))
+            .with_exec_env(Arc::new(LocalExecEnv::new(dir.path())));
+        let s = session(vec![offers(vec![Arc::new(Shell)])]);
+        let t = task("shell");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        assert_eq!(result_text(&rt, &s, &t), "from the environment");
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        let texts: Vec<&str> = state
+            .core
+            .messages
+            .iter()
+            .map(|m| m.text.as_str())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "go",
+                "",
+                "from the environment",
+                "Background job 1 finished.",
+                "ok"
+            ]
+        );
+        assert_eq!(
+            block_on(rt.deliver(&s, &t)).unwrap(),
+            0,
+            "nothing left to deliver"
+        );
+    }
+
+    #[test]
+    fn without_an_environment_a_tool_is_told_so() {
+        let h = Harness::new();
+        let rt = h.runtime(json!([{ "calls": [call("Shell", json!({}))] }, { "text": "ok" }]));
+        let s = session(vec![offers(vec![Arc::new(Shell)])]);
+        let t = task("noshell");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        assert_eq!(result_text(&rt, &s, &t), "Shell: no execution environment");
+    }
+}
+
+mod more_failure_rows {
+    use super::*;
+
+    /// Posts from a background thread after the tool returned.
+    struct Later(Arc<std::sync::Barrier>);
+
+    #[async_trait]
+    impl Tool for Later {
+        fn name(&self) -> &str {
+            "Later"
+        }
+        fn description(&self) -> &str {
+            "Finishes in the background."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        async fn run(&self, _input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            let poster = ctx.poster().expect("the runner gives tools an inbox");
+            let barrier = self.0.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                poster.post(
+                    "later",
+                    "done",
+                    json!({}),
+                    Some("The background work is done."),
+                );
+                barrier.wait();
+            });
+            Ok(ToolOutput::text("started"))
+        }
+    }
+
+    #[test]
+    fn posts_to_an_idle_task_are_delivered_on_request() {
+        let h = Harness::new();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let rt = h.runtime(json!([{ "calls": [call("Later", json!({}))] }, { "text": "ok" }]));
+        let s = session(vec![offers(vec![Arc::new(Later(barrier.clone()))])]);
+        let t = task("later");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        barrier.wait(); // let the thread post
+        barrier.wait(); // and finish posting
+        assert_eq!(block_on(rt.deliver(&s, &t)).unwrap(), 1);
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        assert_eq!(
+            state.core.messages.last().unwrap().text,
+            "The background work is done."
+        );
+    }
+
+    #[test]
+    fn a_broken_recover_is_logged_and_the_outcome_is_unknown() {
+        struct BadRecover;
+        #[async_trait]
+        impl Tool for BadRecover {
+            fn name(&self) -> &str {
+                "Fragile"
+            }
+            fn description(&self) -> &str {
+                "Cannot recover."
+            }
+            fn input_schema(&self) -> Value {
+                json!({"type": "object"})
+            }
+            async fn run(&self, _i: Value, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
+                Ok(ToolOutput::text("ran"))
+            }
+            async fn recover(&self, _c: &ToolContext) -> Result<Option<ToolOutput>, ToolError> {
+                Err(ToolError::Fatal("the ledger is gone".into()))
+            }
+        }
+        let h = Harness::new();
+        let s = session(vec![offers(vec![Arc::new(BadRecover)])]);
+        let t = task("badrecover");
+        let turns = json!([{ "calls": [call("Fragile", json!({}))] }, { "text": "ok" }]);
+        // Appends: create, intake, reply, started — then the worker dies before the result.
+        let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 4)), turns.clone());
+        block_on(dying.create(&s, &t, "go")).unwrap();
+        assert!(block_on(dying.run(&s, &t)).is_err());
+        h.clock.advance(5_000);
+        let rt = h.runtime(turns);
+        block_on(rt.run(&s, &t)).unwrap();
+        assert!(result_text(&rt, &s, &t).contains("outcome unknown"));
+    }
+
+    #[test]
+    fn broken_on_empty_reply_and_commands_are_skipped() {
+        struct Flaky;
+        #[async_trait]
+        impl Extension for Flaky {
+            fn name(&self) -> &str {
+                "flaky"
+            }
+            async fn on_empty_reply(
+                &self,
+                _v: &View<'_>,
+                _r: &noeta_core::extension::ModelReply,
+            ) -> HookResult<Option<String>> {
+                Err(HookError::new("no idea"))
+            }
+            fn commands(
+                &self,
+                _v: &View<'_>,
+            ) -> HookResult<Vec<noeta_core::extension::CommandSpec>> {
+                Err(HookError::new("cannot list"))
+            }
+        }
+        let h = Harness::new();
+        let rt = h.runtime(json!([{ "text": "" }]));
+        let s = session(vec![Arc::new(Flaky), Arc::new(Compacting)]);
+        let t = task("flaky");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        assert_eq!(
+            block_on(rt.run(&s, &t)).unwrap(),
+            RunOutcome::Ended {
+                reason: "empty_reply".into()
+            }
+        );
+        let commands = block_on(rt.commands(&s, &t)).unwrap();
+        assert_eq!(
+            commands.len(),
+            1,
+            "the failing extension is skipped, the other still lists"
+        );
+    }
+
+    #[test]
+    fn an_inherit_failure_reaches_the_tool_that_spawns() {
+        struct BadInherit;
+        #[async_trait]
+        impl Extension for BadInherit {
+            fn name(&self) -> &str {
+                "bad-inherit"
+            }
+            fn inherit(&self, _v: &View<'_>) -> HookResult<Option<Value>> {
+                Err(HookError::new("settings unreadable"))
+            }
+        }
+        let h = Harness::new();
+        let mut parent = session(vec![offers(vec![Arc::new(Delegate)]), Arc::new(BadInherit)]);
+        parent.spec.spawnable = vec!["scout".into(), "fixer".into()];
+        let host = Host {
+            parent: Arc::new(parent),
+            children: vec![],
+        };
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
+            .with_lease_ttl(1_000);
+        let t = task("parent");
+        block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+        block_on(rt.run_tree(&host, &t)).unwrap();
+        assert_eq!(
+            result_text(&rt, &host.parent, &t),
+            "`bad-inherit` inherit failed: settings unreadable"
         );
     }
 }

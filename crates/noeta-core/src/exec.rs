@@ -1,0 +1,246 @@
+//! Execution environments: where tools run commands. A small backend interface with a local implementation.
+//!
+//! The local environment runs a program directly (no shell) in the
+//! workspace, on a helper thread so no async runtime is required, and kills
+//! it when its deadline passes. Sandboxed environments implement the same
+//! trait in their own crates.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+/// A command to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecCommand {
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The working directory, relative to the workspace (default: the workspace).
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Bytes written to its standard input.
+    pub stdin: Option<Vec<u8>>,
+    /// The deadline; the command is killed when it passes.
+    pub timeout: Option<Duration>,
+}
+
+impl ExecCommand {
+    /// Runs `program` with `args`.
+    pub fn new(
+        program: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the deadline.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the working directory (relative to the workspace).
+    pub fn in_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Feeds `bytes` to standard input.
+    pub fn with_stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecOutput {
+    /// The exit code (`None` when killed by a signal or the deadline).
+    pub status: Option<i32>,
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
+    /// Whether the deadline killed it.
+    pub timed_out: bool,
+}
+
+/// Why a command could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// The program could not be started.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The working directory is outside the workspace.
+    #[error("the directory `{dir}` is outside the workspace `{workspace}`")]
+    OutsideWorkspace {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// Waiting for the command failed.
+    #[error("waiting for `{program}` failed: {message}")]
+    Wait {
+        /// The program.
+        program: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Where tools run commands.
+#[async_trait]
+pub trait ExecEnv: Send + Sync {
+    /// The environment's name (`local`, or a sandbox's).
+    fn name(&self) -> &str;
+
+    /// The workspace root commands run in.
+    fn workspace(&self) -> &Path;
+
+    /// Runs a command to completion (or its deadline).
+    async fn run(&self, command: &ExecCommand) -> Result<ExecOutput, ExecError>;
+}
+
+/// Runs commands as local processes in a workspace directory.
+#[derive(Debug, Clone)]
+pub struct LocalExecEnv {
+    workspace: PathBuf,
+}
+
+impl LocalExecEnv {
+    /// An environment rooted at `workspace`.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.into(),
+        }
+    }
+
+    fn resolve_dir(&self, dir: Option<&Path>) -> Result<PathBuf, ExecError> {
+        let Some(dir) = dir else {
+            return Ok(self.workspace.clone());
+        };
+        let joined = self.workspace.join(dir);
+        let real = std::fs::canonicalize(&joined).unwrap_or(joined);
+        let root =
+            std::fs::canonicalize(&self.workspace).unwrap_or_else(|_| self.workspace.clone());
+        if real.starts_with(&root) {
+            Ok(real)
+        } else {
+            Err(ExecError::OutsideWorkspace {
+                dir: dir.to_path_buf(),
+                workspace: self.workspace.clone(),
+            })
+        }
+    }
+}
+
+fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
+    let mut child = Command::new(&command.program)
+        .args(&command.args)
+        .current_dir(cwd)
+        .envs(&command.env)
+        .stdin(if command.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ExecError::Spawn {
+            program: command.program.clone(),
+            source,
+        })?;
+    if let (Some(bytes), Some(mut stdin)) = (command.stdin, child.stdin.take()) {
+        // A program that does not read its input just closes the pipe; that is not an error.
+        let _ = stdin.write_all(&bytes);
+    }
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(pipe) = stdout.as_mut() {
+            let _ = pipe.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(pipe) = stderr.as_mut() {
+            let _ = pipe.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let started = Instant::now();
+    let wait_error = |err: std::io::Error| ExecError::Wait {
+        program: command.program.clone(),
+        message: err.to_string(),
+    };
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(wait_error)? {
+            break status;
+        }
+        if command.timeout.is_some_and(|t| started.elapsed() >= t) {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().map_err(wait_error)?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok(ExecOutput {
+        status: if timed_out { None } else { status.code() },
+        stdout,
+        stderr,
+        timed_out,
+    })
+}
+
+#[async_trait]
+impl ExecEnv for LocalExecEnv {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    async fn run(&self, command: &ExecCommand) -> Result<ExecOutput, ExecError> {
+        let cwd = self.resolve_dir(command.cwd.as_deref())?;
+        let command = command.clone();
+        let program = command.program.clone();
+        let (done, result) = futures::channel::oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(run_blocking(command, cwd));
+        });
+        result.await.unwrap_or_else(|_| {
+            Err(ExecError::Wait {
+                program,
+                message: "the runner thread stopped".to_owned(),
+            })
+        })
+    }
+}
