@@ -123,6 +123,11 @@ fn mean_us(durations: &[Duration]) -> f64 {
     durations.iter().map(Duration::as_secs_f64).sum::<f64>() / durations.len().max(1) as f64 * 1e6
 }
 
+fn median_of(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 fn step_durations(stamps: &[Instant]) -> Vec<Duration> {
     stamps.windows(2).map(|w| w[1] - w[0]).collect()
 }
@@ -142,19 +147,34 @@ fn main() {
         per_step[per_step.len() / 2]
     );
 
-    let long = run_turn(1000);
-    let steps = step_durations(&long.stamps);
+    // Medians over five 1,000-step turns: the point is whether cost grows with history, so one
+    // noisy run must not decide it.
+    let mut first10 = Vec::new();
+    let mut last10 = Vec::new();
+    let mut first_half = Vec::new();
+    let mut second_half = Vec::new();
+    for _ in 0..5 {
+        let long = run_turn(1000);
+        let steps = step_durations(&long.stamps);
+        first10.push(mean_us(&steps[..10]));
+        last10.push(mean_us(&steps[steps.len() - 10..]));
+        let (head, tail) = steps.split_at(steps.len() / 2);
+        first_half.push(mean_us(head));
+        second_half.push(mean_us(tail));
+    }
     println!(
         "step_overhead_1000_first10_us: {:.1} us",
-        mean_us(&steps[..10])
+        median_of(first10)
+    );
+    println!("step_overhead_1000_last10_us: {:.1} us", median_of(last10));
+    println!(
+        "step_overhead_1000_first_half_us: {:.1} us",
+        median_of(first_half)
     );
     println!(
-        "step_overhead_1000_last10_us: {:.1} us",
-        mean_us(&steps[steps.len() - 10..])
+        "step_overhead_1000_second_half_us: {:.1} us",
+        median_of(second_half)
     );
-    let (head, tail) = steps.split_at(steps.len() / 2);
-    println!("step_overhead_1000_first_half_us: {:.1} us", mean_us(head));
-    println!("step_overhead_1000_second_half_us: {:.1} us", mean_us(tail));
 
     let big = run_turn(2500);
     let raw = block_on(big.log.read(&big.task, 0)).unwrap_or_else(|e| fail(&e.to_string()));

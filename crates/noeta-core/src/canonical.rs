@@ -1,7 +1,7 @@
 //! Canonical JSON (RFC 8785, JCS) and SHA-256 hex digests for everything hashed or compared byte for byte.
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 /// The RFC 8785 canonical bytes of a serialisable value.
 pub fn to_canonical_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
@@ -21,13 +21,74 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(Sha256::digest(bytes).as_slice())
 }
 
-/// Lowercase hex SHA-256 of several byte strings, as if concatenated.
-pub fn sha256_hex_parts(parts: &[&[u8]]) -> String {
-    let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update(part);
+/// A 32-byte digest kept as bytes; it serialises (and displays) as lowercase hex. Used with
+/// BLAKE3 for the kernel's internal hashes (per-message hashes and the conversation chain),
+/// which every fold from scratch recomputes and which need speed, not interoperability;
+/// identities and content refs use SHA-256.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// BLAKE3 of several byte strings, as if concatenated.
+    pub fn blake3(parts: &[&[u8]]) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        for part in parts {
+            hasher.update(part);
+        }
+        Self(*hasher.finalize().as_bytes())
     }
-    hex(hasher.finalize().as_slice())
+
+    /// Lowercase hex.
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl std::fmt::Display for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        let bytes = text.as_bytes();
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let mut out = [0u8; 32];
+        if bytes.len() != 64 {
+            return Err(serde::de::Error::custom(
+                "a digest is 64 lowercase hex digits",
+            ));
+        }
+        for (i, pair) in bytes.chunks(2).enumerate() {
+            match (nibble(pair[0]), nibble(pair[1])) {
+                (Some(hi), Some(lo)) => out[i] = (hi << 4) | lo,
+                _ => {
+                    return Err(serde::de::Error::custom(
+                        "a digest is 64 lowercase hex digits",
+                    ));
+                }
+            }
+        }
+        Ok(Self(out))
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

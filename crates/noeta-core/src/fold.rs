@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::canonical;
+use crate::canonical::{self, Digest};
 use crate::extension::Extension;
 use crate::records::{
     CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, StopReason, ToolCall, Usage,
@@ -55,8 +55,8 @@ pub struct Message {
     /// Whether a tool message is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
-    /// SHA-256 of the message's JSON form (fields in a fixed order, object keys sorted), without this field.
-    pub hash: String,
+    /// BLAKE3 over the message's fields (length-prefixed; calls as JSON with sorted keys).
+    pub hash: Digest,
 }
 
 impl Message {
@@ -68,23 +68,31 @@ impl Message {
         call_id: Option<String>,
         is_error: bool,
     ) -> Self {
-        /// The hashed form: fields in a fixed order, object keys sorted, so the bytes are stable.
-        #[derive(Serialize)]
-        struct Hashed<'a> {
-            role: Role,
-            text: &'a str,
-            calls: &'a [ToolCall],
-            call_id: Option<&'a str>,
-            is_error: bool,
-        }
-        let bytes = serde_json::to_vec(&Hashed {
-            role,
-            text: &text,
-            calls: &calls,
-            call_id: call_id.as_deref(),
-            is_error,
-        })
-        .unwrap_or_default();
+        // Each field length-prefixed, so distinct messages never hash alike; the calls (small)
+        // as JSON with sorted keys. The text is hashed as it is, never re-encoded.
+        let role_tag: &[u8] = match role {
+            Role::User => b"u",
+            Role::Assistant => b"a",
+            Role::Tool => b"t",
+            Role::Context => b"c",
+        };
+        let calls_json = if calls.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&calls).unwrap_or_default()
+        };
+        let call = call_id.as_deref().unwrap_or_default().as_bytes();
+        let lengths = [text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
+        let hash = Digest::blake3(&[
+            role_tag,
+            &[u8::from(is_error)],
+            &lengths[0],
+            text.as_bytes(),
+            &lengths[1],
+            &calls_json,
+            &lengths[2],
+            call,
+        ]);
         Self {
             seq,
             role,
@@ -92,7 +100,7 @@ impl Message {
             calls,
             call_id,
             is_error,
-            hash: canonical::sha256_hex(&bytes),
+            hash,
         }
     }
 }
@@ -171,7 +179,7 @@ pub struct CoreState {
     /// The conversation; shared with composed requests, copied only when a request still holds it.
     pub messages: Arc<Vec<Message>>,
     /// A hash chained over every message hash, in order.
-    pub chain: String,
+    pub chain: Digest,
     /// Calls that started and have not finished, by call id.
     pub open_calls: BTreeMap<String, OpenCall>,
     /// The current turn.
@@ -208,13 +216,13 @@ impl CoreState {
         self.chain = self
             .messages
             .iter()
-            .fold(String::new(), |chain, m| chain_hash(&chain, &m.hash));
+            .fold(Digest::default(), |chain, m| chain_hash(&chain, &m.hash));
     }
 }
 
 /// Extends a hash chain by one message hash.
-pub fn chain_hash(chain: &str, next: &str) -> String {
-    canonical::sha256_hex_parts(&[chain.as_bytes(), b":", next.as_bytes()])
+pub fn chain_hash(chain: &Digest, next: &Digest) -> Digest {
+    Digest::blake3(&[&chain.0, &next.0])
 }
 
 /// A task's folded state.

@@ -161,7 +161,7 @@ pub struct ScriptedProvider {
     script: Script,
     /// The conversation last seen — its length, the hash of its last message, and the number
     /// of assistant messages in it — so a call on the same conversation counts only new messages.
-    seen: Mutex<(usize, String, usize)>,
+    seen: Mutex<(usize, crate::canonical::Digest, usize)>,
 }
 
 impl ScriptedProvider {
@@ -174,7 +174,7 @@ impl ScriptedProvider {
             })?;
         Ok(Self {
             script,
-            seen: Mutex::new((0, String::new(), 0)),
+            seen: Mutex::new((0, crate::canonical::Digest::default(), 0)),
         })
     }
 
@@ -226,7 +226,7 @@ impl Provider for ScriptedProvider {
                     .iter()
                     .filter(|m| m.role == Role::Assistant)
                     .count();
-            let tail = messages.last().map(|m| m.hash.clone()).unwrap_or_default();
+            let tail = messages.last().map(|m| m.hash).unwrap_or_default();
             *seen = (messages.len(), tail, total);
             total
         };

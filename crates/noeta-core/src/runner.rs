@@ -1594,8 +1594,8 @@ impl Claim<'_> {
                 hash
             }
         };
-        let tail = canonical::sha256_hex(&canonical::to_bytes(&json!(request.tail)));
-        let dynamic = chain_hash(&self.state.core.chain, &tail);
+        let tail = canonical::Digest::blake3(&[&canonical::to_bytes(&json!(request.tail))]);
+        let dynamic = chain_hash(&self.state.core.chain, &tail).to_hex();
         (stable, residents, dynamic)
     }
 
