@@ -55,7 +55,8 @@ pub struct Message {
     /// Whether a tool message is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
-    /// BLAKE3 over the message's fields (length-prefixed; calls as JSON with sorted keys).
+    /// The conversation's hash chain through this message: it identifies the whole conversation
+    /// up to here, and is computed once, when the message is folded in.
     pub hash: Digest,
 }
 
@@ -68,31 +69,6 @@ impl Message {
         call_id: Option<String>,
         is_error: bool,
     ) -> Self {
-        // Each field length-prefixed, so distinct messages never hash alike; the calls (small)
-        // as JSON with sorted keys. The text is hashed as it is, never re-encoded.
-        let role_tag: &[u8] = match role {
-            Role::User => b"u",
-            Role::Assistant => b"a",
-            Role::Tool => b"t",
-            Role::Context => b"c",
-        };
-        let calls_json = if calls.is_empty() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&calls).unwrap_or_default()
-        };
-        let call = call_id.as_deref().unwrap_or_default().as_bytes();
-        let lengths = [text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
-        let hash = Digest::blake3(&[
-            role_tag,
-            &[u8::from(is_error)],
-            &lengths[0],
-            text.as_bytes(),
-            &lengths[1],
-            &calls_json,
-            &lengths[2],
-            call,
-        ]);
         Self {
             seq,
             role,
@@ -100,8 +76,39 @@ impl Message {
             calls,
             call_id,
             is_error,
-            hash,
+            hash: Digest::default(),
         }
+    }
+
+    /// The link after `previous`: BLAKE3 of the previous link and this message's fields (each
+    /// length-prefixed, so distinct conversations never hash alike; calls as JSON with sorted
+    /// keys; the text hashed as it is, never re-encoded).
+    fn link(&self, previous: &Digest) -> Digest {
+        let role_tag: &[u8] = match self.role {
+            Role::User => b"u",
+            Role::Assistant => b"a",
+            Role::Tool => b"t",
+            Role::Context => b"c",
+        };
+        let calls_json = if self.calls.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&self.calls).unwrap_or_default()
+        };
+        let call = self.call_id.as_deref().unwrap_or_default().as_bytes();
+        let lengths =
+            [self.text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
+        Digest::blake3(&[
+            &previous.0,
+            role_tag,
+            &[u8::from(self.is_error)],
+            &lengths[0],
+            self.text.as_bytes(),
+            &lengths[1],
+            &calls_json,
+            &lengths[2],
+            call,
+        ])
     }
 }
 
@@ -178,7 +185,7 @@ pub struct CoreState {
     pub pins: Vec<PluginPin>,
     /// The conversation; shared with composed requests, copied only when a request still holds it.
     pub messages: Arc<Vec<Message>>,
-    /// A hash chained over every message hash, in order.
+    /// The hash chain through the last message (the default digest for an empty conversation).
     pub chain: Digest,
     /// Calls that started and have not finished, by call id.
     pub open_calls: BTreeMap<String, OpenCall>,
@@ -207,16 +214,20 @@ pub struct CoreState {
 }
 
 impl CoreState {
-    fn push(&mut self, message: Message) {
-        self.chain = chain_hash(&self.chain, &message.hash);
+    fn push(&mut self, mut message: Message) {
+        message.hash = message.link(&self.chain);
+        self.chain = message.hash;
         Arc::make_mut(&mut self.messages).push(message);
     }
 
+    /// Recomputes every link (after an erasure, or a conversation brought in by a fork).
     fn rechain(&mut self) {
-        self.chain = self
-            .messages
-            .iter()
-            .fold(Digest::default(), |chain, m| chain_hash(&chain, &m.hash));
+        let mut chain = Digest::default();
+        for message in Arc::make_mut(&mut self.messages).iter_mut() {
+            message.hash = message.link(&chain);
+            chain = message.hash;
+        }
+        self.chain = chain;
     }
 }
 
@@ -309,6 +320,10 @@ impl Folder {
     pub fn new(extensions: &[Arc<dyn Extension>], plugin_set: impl Into<String>) -> Self {
         let mut routes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, ext) in extensions.iter().enumerate() {
+            // The kernel folds its own `core` records itself; its session entry has no reduce.
+            if ext.name() == CORE {
+                continue;
+            }
             let mut names: BTreeSet<String> = ext.folds().into_iter().collect();
             names.insert(ext.name().to_owned());
             for name in names {
@@ -410,7 +425,9 @@ impl Folder {
         if let Some(seq) = erased {
             let data = json!({ "seq": seq });
             for i in 0..self.extensions.len() {
-                self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
+                if self.extensions[i].name() != CORE {
+                    self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
+                }
             }
         } else if let Some(indices) = self.routes.get(&record.extension) {
             for &i in indices {
@@ -430,10 +447,12 @@ impl Folder {
         seq: u64,
     ) -> Result<(), FoldError> {
         let ext = &self.extensions[index];
-        let slot = state
-            .ext
-            .entry(ext.name().to_owned())
-            .or_insert(Value::Null);
+        if !state.ext.contains_key(ext.name()) {
+            state.ext.insert(ext.name().to_owned(), Value::Null);
+        }
+        let Some(slot) = state.ext.get_mut(ext.name()) else {
+            return Ok(());
+        };
         let outcome = catch_unwind(AssertUnwindSafe(|| ext.reduce(slot, kind, data)))
             .unwrap_or_else(|payload| {
                 Err(format!("panicked: {}", panic_message(payload.as_ref())))

@@ -89,7 +89,7 @@ pub struct PluginPin {
 
 /// The kernel's record kinds, with typed payloads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CoreRecord {
     /// The task was created for an agent.
@@ -262,15 +262,13 @@ impl CoreRecord {
         self.to_record().with_message(message)
     }
 
-    /// The record to append.
+    /// The record to append: the variant's name is the kind, its fields the payload.
     pub fn to_record(&self) -> Record {
         let tagged = serde_json::to_value(self).unwrap_or(Value::Null);
-        let kind = tagged
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let data = tagged.get("data").cloned().unwrap_or(Value::Null);
+        let (kind, data) = match tagged {
+            Value::Object(map) => map.into_iter().next().unwrap_or_default(),
+            _ => (String::new(), Value::Null),
+        };
         Record::new(CORE, kind, data)
     }
 
@@ -278,14 +276,11 @@ impl CoreRecord {
     pub fn from_record(record: &Record) -> Option<Result<Self, serde_json::Error>> {
         use serde::de::IntoDeserializer;
         (record.extension == CORE).then(|| {
-            // Deserialised from the borrowed payload: no copy of the record's data.
-            let kind = Value::String(record.kind.clone());
-            let fields = [("kind", &kind), ("data", &record.data)];
+            // One entry, kind → payload, both borrowed: no copy of the record's data.
+            let entry = std::iter::once((record.kind.as_str(), (&record.data).into_deserializer()));
             let map: serde::de::value::MapDeserializer<'_, _, serde_json::Error> =
-                serde::de::value::MapDeserializer::new(
-                    fields.into_iter().map(|(k, v)| (k, v.into_deserializer())),
-                );
-            Self::deserialize(map)
+                serde::de::value::MapDeserializer::new(entry);
+            Self::deserialize(serde::de::value::MapAccessDeserializer::new(map))
         })
     }
 }
