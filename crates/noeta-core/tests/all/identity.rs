@@ -485,3 +485,58 @@ fn a_skills_path_wins_over_a_ref_on_the_skills_surface() {
         matches!(value, Resolved::SkillsPath(p) if p == std::path::Path::new("/opt/house/skills"))
     );
 }
+
+#[test]
+fn a_tool_flagged_past_agent_lists_stays_for_an_agent_whose_list_omits_it() {
+    struct Sticky;
+    #[async_trait::async_trait]
+    impl noeta_core::Tool for Sticky {
+        fn name(&self) -> &str {
+            "Sticky"
+        }
+        fn description(&self) -> &str {
+            "Always offered."
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn flags(&self) -> noeta_core::ToolFlags {
+            let mut flags = noeta_core::ToolFlags::default();
+            flags.past_agent_lists = true;
+            flags
+        }
+        async fn run(
+            &self,
+            _input: serde_json::Value,
+            _ctx: &noeta_core::ToolContext,
+        ) -> Result<noeta_core::ToolOutput, noeta_core::ToolError> {
+            Ok(noeta_core::ToolOutput::text("here"))
+        }
+    }
+    let resolver = ResolveWith(
+        |request: &noeta_core::ResolveRequest<'_>| match request.name {
+            "Sticky" => Ok(Resolved::Tool(Arc::new(Sticky))),
+            _ => crate::support::fixture_value(request),
+        },
+    );
+    let set = load(&[PluginSource::Linked(
+        Manifest::new("kit")
+            .with("tool", "Sticky", "")
+            .with("tool", "Plain", "")
+            .linked("noeta-kit", resolver),
+    )]);
+    let mut options = agent("main", &["kit"]);
+    options.tools = Some(vec!["Other".to_owned()]);
+    let compiled = compile(&set, &options).unwrap();
+    let names: Vec<&str> = compiled
+        .spec
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["Sticky"],
+        "Plain is filtered out by the list, Sticky is not"
+    );
+}
