@@ -16,6 +16,14 @@ pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
             "tests/golden/builtin-contributions.json",
             noeta::listing::builtin_contributions_json()?.into_bytes(),
         ),
+        (
+            "tests/golden/control-tools.json",
+            noeta::listing::control_tool_schemas_json()?.into_bytes(),
+        ),
+        (
+            "tests/golden/builtin-tools.json",
+            noeta::listing::builtin_tool_schemas_json()?.into_bytes(),
+        ),
     ])
 }
 
@@ -36,4 +44,26 @@ pub(crate) fn run(root: &Path, bless: bool) -> Result<()> {
         bail!("{failures} golden(s) differ");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_golden_matches_and_a_changed_byte_is_caught() {
+        let root = crate::root();
+        for (file, bytes) in produce().unwrap() {
+            golden::check(&root.join(file), &bytes, false).unwrap();
+            // A tool description edited by one character no longer matches its golden.
+            let mut changed = bytes.clone();
+            if let Some(pos) = changed.iter().position(|b| b.is_ascii_lowercase()) {
+                changed[pos] = changed[pos].to_ascii_uppercase();
+                assert!(
+                    golden::check(&root.join(file), &changed, false).is_err(),
+                    "{file}"
+                );
+            }
+        }
+    }
 }

@@ -400,12 +400,24 @@ pub trait SessionPackFactory: Send + Sync {
 pub struct ControlToolMount {
     /// The tool the call runs: its name, description and schema are the mount's.
     pub tool: Arc<dyn Tool>,
+    /// The extension that folds the records the tool writes (joins the session after the
+    /// control tools), when the control tool keeps state.
+    pub extension: Option<Arc<dyn crate::extension::Extension>>,
 }
 
 impl ControlToolMount {
     /// Mounts `tool`.
     pub fn new(tool: Arc<dyn Tool>) -> Self {
-        Self { tool }
+        Self {
+            tool,
+            extension: None,
+        }
+    }
+
+    /// Brings the extension that folds the tool's records.
+    pub fn with_extension(mut self, extension: Arc<dyn crate::extension::Extension>) -> Self {
+        self.extension = Some(extension);
+        self
     }
 
     /// The model-visible name.

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::canonical;
-use crate::contrib::{AgentDefinition, ComponentRef, SessionBuildContext};
+use crate::contrib::{AgentDefinition, ComponentRef, ControlToolMount, SessionBuildContext};
 use crate::loader::PluginSet;
 use crate::merge::Merged;
 use crate::resolve::{Resolution, ResolveError, ResolvedEntry, panic_message};
@@ -172,7 +172,7 @@ pub struct CompiledAgent {
     /// Its tools, by name.
     pub tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Its mounted control tools, in schema render order `(priority, name)`.
-    pub control_tools: Vec<Arc<dyn Tool>>,
+    pub control_tools: Vec<ControlToolMount>,
     /// Its roster's definitions, by name.
     pub roster: BTreeMap<String, Arc<AgentDefinition>>,
 }
@@ -564,7 +564,7 @@ pub fn compile_agent(
         ctx
     };
     let mounted = mount_control_tools(&control_entries, &ctx, &agent, &tools)?;
-    let (control_tools, control_values): (Vec<ControlToolIdentity>, Vec<Arc<dyn Tool>>) =
+    let (control_tools, control_values): (Vec<ControlToolIdentity>, Vec<ControlToolMount>) =
         mounted.into_iter().unzip();
 
     let spec = AgentSpec {
@@ -659,7 +659,7 @@ fn add_tool(
 }
 
 /// A mounted control tool: its identity entry and the tool its calls run.
-type Mounted = (ControlToolIdentity, Arc<dyn Tool>);
+type Mounted = (ControlToolIdentity, ControlToolMount);
 
 fn mount_control_tools(
     entries: &[&ResolvedEntry],
@@ -720,7 +720,7 @@ fn mount_control_tools(
                 plugin: entry.plugin.clone(),
                 schema_sha256: tool_schema_hash(mount.tool.as_ref()),
             },
-            mount.tool,
+            mount,
         ));
     }
     mounted.sort_by(|(a, _), (b, _)| (a.priority, &a.name).cmp(&(b.priority, &b.name)));

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use crate::canonical;
 use crate::contrib::{
-    Checkpoint, Guard, GuardInput, ObservedEvent, Observer, ProviderInput, Reminder, ReminderInput,
-    ReminderProvider, Seam, SessionBuildContext, StateView, ToolResultTransform, TransformInput,
-    Verdict,
+    Checkpoint, ControlToolMount, Guard, GuardInput, ObservedEvent, Observer, ProviderInput,
+    Reminder, ReminderInput, ReminderProvider, Seam, SessionBuildContext, StateView,
+    ToolResultTransform, TransformInput, Verdict,
 };
 use crate::extension::{ContextPart, Extension, HookError, HookResult, SpawnRequest, View};
 use crate::fold::{Folder, TaskState};
@@ -400,7 +400,7 @@ pub fn build_session(
     ctx.plugins = spec.plugins.clone();
     ctx.roster = spec.spawnable.clone();
     ctx.config = config.clone();
-    let mut pack_controls: Vec<(i64, Arc<dyn Tool>)> = Vec::new();
+    let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
     for entry in resolution.for_surface("session_pack") {
         let Resolved::SessionPack(factory) = &entry.value else {
             continue;
@@ -430,7 +430,7 @@ pub fn build_session(
                     ))
                 })?;
             if let Some(mount) = mount {
-                pack_controls.push((*priority, mount.tool));
+                pack_controls.push((*priority, mount));
             }
         }
     }
@@ -444,7 +444,7 @@ pub fn build_session(
         }));
     }
     // Control tools from contributions and from packs, in schema render order (priority, name).
-    let mut controls: Vec<(i64, Arc<dyn Tool>)> = compiled
+    let mut controls: Vec<(i64, ControlToolMount)> = compiled
         .spec
         .control_tools
         .iter()
@@ -456,8 +456,10 @@ pub fn build_session(
     if !controls.is_empty() {
         extensions.push(Arc::new(OfferTools {
             name: "core/control".to_owned(),
-            tools: controls.into_iter().map(|(_, tool)| tool).collect(),
+            tools: controls.iter().map(|(_, m)| Arc::clone(&m.tool)).collect(),
         }));
+        // The extensions that fold control tools' records, in the same order.
+        extensions.extend(controls.iter().filter_map(|(_, m)| m.extension.clone()));
     }
     for entry in resolution.for_surface("reminder_provider") {
         if let Resolved::ReminderProvider(provider) = &entry.value {

@@ -128,6 +128,9 @@ pub enum HostError {
     /// Contributions collide.
     #[error(transparent)]
     Merge(#[from] MergeError),
+    /// An agent cannot be compiled.
+    #[error(transparent)]
+    Compile(#[from] noeta_core::CompileError),
 }
 
 /// The sources a host loads, in a fixed order (which never changes the merged result).

@@ -197,3 +197,63 @@ pub fn builtin_contributions_json() -> Result<String, HostError> {
     let merged = set.merged()?;
     Ok(pretty(&merged.to_json()))
 }
+
+/// An agent activating every built-in, compiled against the built-ins alone.
+fn all_builtins_agent() -> Result<noeta_core::CompiledAgent, HostError> {
+    let sources: Vec<PluginSource> = crate::builtins::linked()
+        .into_iter()
+        .map(PluginSource::Linked)
+        .collect();
+    let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
+    let merged = set.merged()?;
+    let mut options = noeta_core::AgentOptions::named("goldens");
+    options.plugins = crate::builtins::NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect();
+    Ok(noeta_core::compile_agent(
+        &set,
+        &merged,
+        &options,
+        &crate::host::activation_rules(),
+    )?)
+}
+
+fn tool_json(tool: &dyn noeta_core::Tool) -> Value {
+    json!({
+        "name": tool.name(),
+        "description": tool.description(),
+        "input_schema": tool.input_schema(),
+    })
+}
+
+/// The control tools every built-in mounts, in schema render order (the golden).
+pub fn control_tool_schemas_json() -> Result<String, HostError> {
+    let agent = all_builtins_agent()?;
+    let list: Vec<Value> = agent
+        .control_tools
+        .iter()
+        .map(|mount| tool_json(mount.tool.as_ref()))
+        .collect();
+    Ok(pretty(&Value::Array(list)))
+}
+
+/// Every built-in tool and control tool's name, description and input schema, by name (the golden).
+pub fn builtin_tool_schemas_json() -> Result<String, HostError> {
+    let agent = all_builtins_agent()?;
+    let mut tools: Vec<(String, Value)> = agent
+        .tools
+        .values()
+        .map(|tool| (tool.name().to_owned(), tool_json(tool.as_ref())))
+        .chain(
+            agent
+                .control_tools
+                .iter()
+                .map(|m| (m.tool.name().to_owned(), tool_json(m.tool.as_ref()))),
+        )
+        .collect();
+    tools.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(pretty(&Value::Array(
+        tools.into_iter().map(|(_, v)| v).collect(),
+    )))
+}
