@@ -183,3 +183,129 @@ fn react_cannot_be_disabled_and_others_can() {
         "{err}"
     );
 }
+
+mod todos_and_reminders {
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use futures::executor::block_on;
+    use noeta_core::extension::{Extension, HookResult, ModelReply, ModelRequest, View};
+    use noeta_core::fold::Folder;
+    use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
+    use noeta_core::runner::{RunOutcome, Runtime};
+    use noeta_core::session::build_session;
+    use noeta_core::store::{EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
+    use noeta_core::{AgentOptions, Tool, ToolContext, ToolError, ToolOutput, compile_agent};
+    use serde_json::{Value, json};
+
+    /// Records the tail of every request.
+    struct Tails {
+        inner: ScriptedProvider,
+        tails: Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl Provider for Tails {
+        fn name(&self) -> &str {
+            "tails"
+        }
+        fn model(&self) -> &str {
+            "tails"
+        }
+        fn context_window(&self) -> u64 {
+            100_000
+        }
+        async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
+            self.tails.lock().unwrap().push(request.tail.clone());
+            self.inner.complete(request).await
+        }
+    }
+
+    struct Noop;
+
+    #[async_trait]
+    impl Tool for Noop {
+        fn name(&self) -> &str {
+            "Noop"
+        }
+        fn description(&self) -> &str {
+            "Does nothing."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("ok"))
+        }
+    }
+
+    struct OffersNoop;
+
+    #[async_trait]
+    impl Extension for OffersNoop {
+        fn name(&self) -> &str {
+            "test-tools"
+        }
+        fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+            Ok(vec![Arc::new(Noop)])
+        }
+    }
+
+    #[test]
+    fn an_untouched_todo_list_is_recalled_every_ten_replies_and_never_recorded() {
+        let set = super::builtins();
+        let merged = set.merged().unwrap();
+        let mut options = AgentOptions::named("main");
+        options.plugins = vec!["todo_write".into()];
+        let compiled = compile_agent(&set, &merged, &options, &noeta::activation_rules()).unwrap();
+        let mut session = build_session(&set, &compiled, &Default::default(), None).unwrap();
+        session.extensions.push(Arc::new(OffersNoop));
+        session.folder = Folder::new(&session.extensions, "test");
+
+        let todo = json!({"todos": [
+            {"content": "Write the parser", "status": "in_progress", "activeForm": "Writing the parser"},
+            {"content": "Test it", "status": "pending", "activeForm": "Testing it"}
+        ]});
+        let mut turns = vec![json!({"calls": [{"name": "TodoWrite", "input": todo}]})];
+        turns.extend((0..11).map(|_| json!({"calls": [{"name": "Noop", "input": {}}]})));
+        turns.push(json!({"text": "done"}));
+        let script = json!({"turns": turns}).to_string();
+        let provider = Arc::new(Tails {
+            inner: ScriptedProvider::from_json(&script, "test").unwrap(),
+            tails: Mutex::new(Vec::new()),
+        });
+        let log = Arc::new(MemoryEventLog::new(ManualClock::at(0)));
+        let rt = Runtime::new(
+            log.clone(),
+            Arc::new(MemoryContentStore::new()),
+            provider.clone(),
+        );
+        let task = TaskId::new("todos").unwrap();
+        block_on(rt.create(&session, &task, "build the parser")).unwrap();
+        assert!(matches!(
+            block_on(rt.run(&session, &task)).unwrap(),
+            RunOutcome::Ended { .. }
+        ));
+
+        let tails = provider.tails.lock().unwrap();
+        assert_eq!(tails.len(), 13);
+        let reminded: Vec<usize> = tails
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.iter().any(|s| s.starts_with("Reminder: your todo list")))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            reminded,
+            [11],
+            "ten replies after the list was written, once"
+        );
+        assert!(tails[11][0].contains("- Write the parser (in progress)"));
+        let events = block_on(log.read(&task, 0)).unwrap();
+        assert!(
+            !serde_json::to_string(&events)
+                .unwrap()
+                .contains("Reminder: your todo list")
+        );
+    }
+}

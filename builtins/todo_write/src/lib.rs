@@ -76,7 +76,7 @@ impl Tool for TodoWrite {
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let list: TodoList = serde_json::from_value(input).map_err(|err| {
+        let mut list: TodoList = serde_json::from_value(input).map_err(|err| {
             ToolError::RespondToModel(format!("TodoWrite: invalid todo list: {err}"))
         })?;
         if let Some(blank) = list
@@ -97,6 +97,7 @@ impl Tool for TodoWrite {
             count(TodoStatus::InProgress),
             count(TodoStatus::Pending),
         );
+        list.written_at = ctx.core().model_calls;
         let data = serde_json::to_value(&list).map_err(|err| ToolError::Fatal(err.to_string()))?;
         ctx.record(todos::EXTENSION, todos::KIND, data);
         Ok(ToolOutput::text(summary))

@@ -211,14 +211,16 @@ pub trait StateView: Send + Sync {
 pub struct ReminderInput<'a> {
     /// The agent composing the request.
     pub agent: &'a str,
-    /// The folded state.
+    /// The folded state of the extensions.
     pub state: &'a dyn StateView,
+    /// The kernel's folded state (the conversation, the turn, counts).
+    pub core: &'a crate::fold::CoreState,
 }
 
 impl<'a> ReminderInput<'a> {
-    /// A render for `agent` over `state`.
-    pub fn new(agent: &'a str, state: &'a dyn StateView) -> Self {
-        Self { agent, state }
+    /// A render for `agent` over `state` and `core`.
+    pub fn new(agent: &'a str, state: &'a dyn StateView, core: &'a crate::fold::CoreState) -> Self {
+        Self { agent, state, core }
     }
 }
 

@@ -152,7 +152,7 @@ impl Extension for TailReminder {
 
     fn tail(&self, view: &View<'_>) -> Option<String> {
         let state = view_state(view);
-        let input = ReminderInput::new(view.agent(), &state);
+        let input = ReminderInput::new(view.agent(), &state, view.core());
         catch_unwind(AssertUnwindSafe(|| self.reminder.render(&input)))
             .ok()
             .flatten()

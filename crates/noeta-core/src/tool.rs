@@ -322,6 +322,11 @@ impl ToolContext {
             .push(Record::new(extension, kind, data));
     }
 
+    /// The kernel's folded state (the conversation, the turn, counts), as of when the call started.
+    pub fn core(&self) -> &crate::fold::CoreState {
+        &self.state.core
+    }
+
     /// One extension's folded state, as of when the call started.
     pub fn state(&self, name: &str) -> Option<&Value> {
         self.state.ext_state(name)

@@ -49,6 +49,9 @@ pub struct TodoItem {
 pub struct TodoList {
     /// The items, in order.
     pub todos: Vec<TodoItem>,
+    /// How many model calls the task had made when the list was written (for reminder cadence).
+    #[serde(default)]
+    pub written_at: u64,
 }
 
 impl TodoList {
