@@ -1,12 +1,232 @@
-//! The `governance` built-in plugin: permissions (modes, allow and deny lists, plan mode), Claude Code-style command hooks, budgets and the repetition guard.
+//! The `governance` built-in plugin: permissions — modes, allow and deny lists, and per-tool risk.
+//!
+//! Its session pack adds the `permissions` extension to every agent. The
+//! extension answers every tool call in the gate:
+//!
+//! - a tool on the deny list is denied, whatever the mode;
+//! - in `plan` mode only tools safe while planning run (the others are denied);
+//! - in `bypassPermissions` everything else runs without asking;
+//! - a tool on the allow list runs without asking;
+//! - in `acceptEdits` the file-editing tools run without asking;
+//! - otherwise a low-risk tool runs, and a medium- or high-risk one asks.
+//!
+//! The mode starts from the settings (`permission_mode`) and is switched with
+//! `/mode <mode>`, which records the switch under `permissions`, so it
+//! survives crashes and moves with the task.
 
-use noeta_core::{LinkedPlugin, RefTable};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use noeta_core::extension::{CommandSpec, Extension, HookError, HookResult, View};
+use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::{
+    LinkedPlugin, PackContribution, RefTable, Resolved, Risk, SessionBuildContext,
+    SessionPackFactory, Verdict,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The extension's name; the mode switches are recorded under it.
+const PERMISSIONS: &str = "permissions";
+
+/// How much the agent may do without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Default,
+    AcceptEdits,
+    BypassPermissions,
+    Plan,
+}
+
+impl Mode {
+    const SPELLINGS: &'static str = "default, acceptEdits, bypassPermissions, plan";
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "default" => Some(Mode::Default),
+            "acceptEdits" | "accept-edits" => Some(Mode::AcceptEdits),
+            "bypassPermissions" | "bypass-permissions" => Some(Mode::BypassPermissions),
+            "plan" => Some(Mode::Plan),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::AcceptEdits => "acceptEdits",
+            Mode::BypassPermissions => "bypassPermissions",
+            Mode::Plan => "plan",
+        }
+    }
+}
+
+/// The plugin's settings (`[plugins.governance]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    #[serde(default)]
+    permission_mode: Option<String>,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default = "default_edit_tools")]
+    edit_tools: Vec<String>,
+}
+
+fn default_edit_tools() -> Vec<String> {
+    ["Edit", "Write", "MultiEdit", "NotebookEdit"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `permissions` extension.
+struct Permissions {
+    start: Mode,
+    allow: BTreeSet<String>,
+    deny: BTreeSet<String>,
+    edit_tools: BTreeSet<String>,
+}
+
+impl Permissions {
+    fn mode(&self, view: &View<'_>) -> Mode {
+        view.ext_state(PERMISSIONS)
+            .and_then(|s| s.get("mode"))
+            .and_then(Value::as_str)
+            .and_then(Mode::parse)
+            .unwrap_or(self.start)
+    }
+}
+
+#[async_trait]
+impl Extension for Permissions {
+    fn name(&self) -> &str {
+        PERMISSIONS
+    }
+
+    async fn before_tool(&self, view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
+        let name = call.name.as_str();
+        if self.deny.contains(name) {
+            return Ok(Some(Verdict::Deny {
+                reason: format!("`{name}` is denied by the permission settings"),
+            }));
+        }
+        let mode = self.mode(view);
+        let flags = view.find_tool(name).map(|tool| tool.flags());
+        if mode == Mode::Plan && !flags.as_ref().is_some_and(|f| f.safe_while_planning) {
+            return Ok(Some(Verdict::Deny {
+                reason: format!(
+                    "plan mode: `{name}` is not safe while planning — only reading and planning tools run; present the plan and ask the user to leave plan mode"
+                ),
+            }));
+        }
+        let allowed = mode == Mode::BypassPermissions
+            || self.allow.contains(name)
+            || (mode == Mode::AcceptEdits && self.edit_tools.contains(name));
+        if allowed {
+            return Ok(Some(Verdict::Allow { approve: true }));
+        }
+        match flags.map(|f| f.risk) {
+            Some(Risk::Low) | None => Ok(None),
+            Some(risk) => Ok(Some(Verdict::Ask {
+                reason: format!(
+                    "`{name}` is a {} risk tool — allow this call?",
+                    if risk == Risk::High { "high" } else { "medium" }
+                ),
+                firm: false,
+            })),
+        }
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        match kind {
+            "mode" => {
+                let mode = data
+                    .get("mode")
+                    .and_then(Value::as_str)
+                    .filter(|m| Mode::parse(m).is_some())
+                    .ok_or_else(|| format!("a `mode` record names no mode ({data})"))?;
+                *state = json!({ "mode": mode });
+                Ok(())
+            }
+            ERASED_KIND => Ok(()),
+            other => Err(format!("unknown record kind `{other}`")),
+        }
+    }
+
+    fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        Ok(vec![CommandSpec {
+            name: "mode".to_owned(),
+            description: format!("Show or switch the permission mode ({}).", Mode::SPELLINGS),
+        }])
+    }
+
+    async fn run_command(&self, view: &View<'_>, name: &str, args: &str) -> HookResult<String> {
+        if name != "mode" {
+            return Err(HookError::new(format!("unknown command `/{name}`")));
+        }
+        let wanted = args.trim();
+        if wanted.is_empty() {
+            return Ok(format!("permission mode: {}", self.mode(view).as_str()));
+        }
+        let Some(mode) = Mode::parse(wanted) else {
+            return Err(HookError::new(format!(
+                "`{wanted}` is not a permission mode (expected one of: {})",
+                Mode::SPELLINGS
+            )));
+        };
+        view.record(PERMISSIONS, "mode", json!({ "mode": mode.as_str() }));
+        Ok(format!("permission mode: {}", mode.as_str()))
+    }
+}
+
+/// Adds `permissions` to every agent's session, configured from `[plugins.governance]`.
+struct Pack;
+
+impl SessionPackFactory for Pack {
+    fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
+        let config = ctx.config("governance");
+        let settings: Settings = if config.is_null() {
+            Settings {
+                permission_mode: None,
+                allow: Vec::new(),
+                deny: Vec::new(),
+                edit_tools: default_edit_tools(),
+            }
+        } else {
+            serde_json::from_value(config.clone())
+                .map_err(|err| format!("settings [plugins.governance]: {err}"))?
+        };
+        let start = match settings.permission_mode.as_deref() {
+            None => Mode::Default,
+            Some(text) => Mode::parse(text).ok_or_else(|| {
+                format!(
+                    "settings [plugins.governance]: permission_mode `{text}` is not one of {}",
+                    Mode::SPELLINGS
+                )
+            })?,
+        };
+        let mut pack = PackContribution::empty();
+        pack.extensions.push(Arc::new(Permissions {
+            start,
+            allow: settings.allow.into_iter().collect(),
+            deny: settings.deny.into_iter().collect(),
+            edit_tools: settings.edit_tools.into_iter().collect(),
+        }));
+        Ok(pack)
+    }
+}
 
 /// The plugin: its embedded manifest and its resolver.
 pub fn plugin() -> LinkedPlugin {
     LinkedPlugin::new(
         env!("CARGO_PKG_NAME"),
         include_str!("../noeta-plugin.toml"),
-        RefTable::new(),
+        RefTable::new().with("noeta_builtin_governance::governance", |_| {
+            Ok(Resolved::SessionPack(Arc::new(Pack)))
+        }),
     )
 }

@@ -184,6 +184,7 @@ pub struct View<'a> {
     roster: &'a [String],
     staged: Mutex<Vec<Record>>,
     peers: &'a [Arc<dyn Extension>],
+    tools: &'a [OfferedTool],
 }
 
 impl fmt::Debug for View<'_> {
@@ -212,7 +213,22 @@ impl<'a> View<'a> {
             roster,
             staged: Mutex::new(Vec::new()),
             peers,
+            tools: &[],
         }
+    }
+
+    /// The same view, able to look up the tools offered in this step (the gate's view is).
+    pub fn with_tools(mut self, tools: &'a [OfferedTool]) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// A tool offered in this step, by model-visible name (only in views that carry the offer).
+    pub fn find_tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools
+            .iter()
+            .find(|t| t.tool.name() == name)
+            .map(|t| &t.tool)
     }
 
     /// The task.

@@ -1830,7 +1830,7 @@ impl Claim<'_> {
             }
             // Records hooks stage while gating commit with the gate's phase.
             let (gated, staged) = {
-                let view = self.view();
+                let view = self.view().with_tools(&offer.tools);
                 let gated = match self.gate(&view, offer, call.clone()).await {
                     Gate::Ask(asked, asks) => {
                         match self.state.core.answers.get(&call.id).copied() {

@@ -1,0 +1,277 @@
+//! Permission modes, allow and deny lists and per-tool risk, through the real runtime's gate.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use futures::executor::block_on;
+use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::fold::{Folder, Role};
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::runner::{RunOutcome, Runtime};
+use noeta_core::session::{Session, SessionError, build_session};
+use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
+use noeta_core::{
+    ActivationRules, AgentOptions, LoadOptions, PluginSource, Risk, Tool, ToolContext, ToolError,
+    ToolFlags, ToolOutput, compile_agent, load_plugins, standard_registry,
+};
+use serde_json::{Value, json};
+
+struct Probe {
+    name: &'static str,
+    flags: ToolFlags,
+    runs: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Tool for Probe {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "A probe."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn flags(&self) -> ToolFlags {
+        self.flags.clone()
+    }
+    async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::text(format!("{} ran", self.name)))
+    }
+}
+
+struct Tools(Vec<Arc<dyn Tool>>);
+
+#[async_trait]
+impl Extension for Tools {
+    fn name(&self) -> &str {
+        "test-tools"
+    }
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        Ok(self.0.clone())
+    }
+}
+
+struct Bench {
+    runs: BTreeMap<&'static str, Arc<AtomicUsize>>,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+fn bench() -> Bench {
+    let specs: [(&'static str, ToolFlags); 4] = [
+        ("Look", ToolFlags::read_only()),
+        ("Edit", ToolFlags::default().with_risk(Risk::High)),
+        ("Bash", ToolFlags::default().with_risk(Risk::High)),
+        ("Fetch", ToolFlags::default().with_risk(Risk::Medium)),
+    ];
+    let mut runs = BTreeMap::new();
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    for (name, flags) in specs {
+        let counter = Arc::new(AtomicUsize::new(0));
+        runs.insert(name, counter.clone());
+        tools.push(Arc::new(Probe {
+            name,
+            flags,
+            runs: counter,
+        }));
+    }
+    Bench { runs, tools }
+}
+
+fn session(settings: Value, tools: &[Arc<dyn Tool>]) -> Result<Session, SessionError> {
+    let set = load_plugins(
+        &[PluginSource::Linked(noeta_builtin_governance::plugin())],
+        &LoadOptions::new(standard_registry()),
+    )
+    .unwrap();
+    let merged = set.merged().unwrap();
+    let mut options = AgentOptions::named("main");
+    options.plugins = vec!["governance".into()];
+    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
+    let config = if settings.is_null() {
+        BTreeMap::new()
+    } else {
+        BTreeMap::from([("governance".to_owned(), settings)])
+    };
+    let mut session = build_session(&set, &compiled, &config, None)?;
+    session.extensions.push(Arc::new(Tools(tools.to_vec())));
+    session.folder = Folder::new(&session.extensions, "test");
+    Ok(session)
+}
+
+fn call(name: &str) -> Value {
+    json!({ "name": name, "input": {} })
+}
+
+fn runtime(calls: &[&str]) -> Runtime {
+    let first: Vec<Value> = calls.iter().map(|c| call(c)).collect();
+    let turns = json!({ "turns": [{ "calls": first }, { "text": "done" }] });
+    let provider = ScriptedProvider::from_json(&turns.to_string(), "test").unwrap();
+    Runtime::new(
+        Arc::new(MemoryEventLog::new(ManualClock::at(0))),
+        Arc::new(MemoryContentStore::new()),
+        Arc::new(provider),
+    )
+}
+
+fn results(rt: &Runtime, s: &Session, t: &TaskId) -> Vec<String> {
+    let state = block_on(rt.load(s, t)).unwrap();
+    state
+        .core
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text.clone())
+        .collect()
+}
+
+#[test]
+fn by_default_low_risk_tools_run_and_riskier_ones_ask() {
+    let b = bench();
+    let s = session(Value::Null, &b.tools).unwrap();
+    let rt = runtime(&["Look", "Edit"]);
+    let t = TaskId::new("default").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        outcome,
+        RunOutcome::Parked {
+            call_id: "call_1_2".into(),
+            question: "`Edit` is a high risk tool — allow this call?".into()
+        }
+    );
+    assert_eq!(b.runs["Look"].load(Ordering::SeqCst), 1);
+    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 0);
+    block_on(rt.answer(&s, &t, "call_1_2", true)).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn accept_edits_runs_the_edit_tools_without_asking_but_not_the_shell() {
+    let b = bench();
+    let s = session(json!({"permission_mode": "acceptEdits"}), &b.tools).unwrap();
+    let rt = runtime(&["Edit", "Bash"]);
+    let t = TaskId::new("accept").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        matches!(&outcome, RunOutcome::Parked { question, .. } if question.starts_with("`Bash`")),
+        "{outcome:?}"
+    );
+    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn bypass_runs_everything_but_the_deny_list() {
+    let b = bench();
+    let s = session(
+        json!({"permission_mode": "bypass-permissions", "deny": ["Bash"]}),
+        &b.tools,
+    )
+    .unwrap();
+    let rt = runtime(&["Edit", "Fetch", "Bash"]);
+    let t = TaskId::new("bypass").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(
+        results(&rt, &s, &t),
+        [
+            "Edit ran",
+            "Fetch ran",
+            "`Bash` is denied by the permission settings"
+        ]
+    );
+}
+
+#[test]
+fn the_allow_list_runs_a_tool_without_asking() {
+    let b = bench();
+    let s = session(json!({"allow": ["Fetch"]}), &b.tools).unwrap();
+    let rt = runtime(&["Fetch"]);
+    let t = TaskId::new("allow").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(b.runs["Fetch"].load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn plan_mode_refuses_what_is_not_safe_while_planning_and_reads_run() {
+    let b = bench();
+    let s = session(json!({"permission_mode": "plan"}), &b.tools).unwrap();
+    let rt = runtime(&["Look", "Edit"]);
+    let t = TaskId::new("plan").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    let out = results(&rt, &s, &t);
+    assert_eq!(out[0], "Look ran");
+    assert!(
+        out[1].starts_with("plan mode: `Edit` is not safe while planning"),
+        "{}",
+        out[1]
+    );
+}
+
+#[test]
+fn the_mode_switch_is_recorded_and_outlives_the_session_that_made_it() {
+    let b = bench();
+    let s = session(Value::Null, &b.tools).unwrap();
+    let rt = runtime(&["Edit"]);
+    let t = TaskId::new("switch").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert_eq!(
+        block_on(rt.run_command(&s, &t, "mode", "")).unwrap(),
+        "permission mode: default"
+    );
+    assert_eq!(
+        block_on(rt.run_command(&s, &t, "mode", "plan")).unwrap(),
+        "permission mode: plan"
+    );
+    // A fresh session (a new worker) folds the switch back.
+    let again = session(Value::Null, &b.tools).unwrap();
+    assert_eq!(
+        block_on(rt.run_command(&again, &t, "mode", "")).unwrap(),
+        "permission mode: plan"
+    );
+    block_on(rt.run(&again, &t)).unwrap();
+    assert!(results(&rt, &again, &t)[0].starts_with("plan mode: `Edit`"));
+    let err = block_on(rt.run_command(&again, &t, "mode", "yolo")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/mode: `yolo` is not a permission mode (expected one of: default, acceptEdits, bypassPermissions, plan)"
+    );
+}
+
+#[test]
+fn bad_settings_fail_the_session_naming_the_field() {
+    let b = bench();
+    let err = session(json!({"permission_mode": "sometimes"}), &b.tools).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin `governance`: session pack `governance` failed for agent `main`: settings [plugins.governance]: permission_mode `sometimes` is not one of default, acceptEdits, bypassPermissions, plan"
+    );
+    let err = session(json!({"alow": ["Fetch"]}), &b.tools).unwrap_err();
+    assert!(err.to_string().contains("unknown field `alow`"), "{err}");
+}
