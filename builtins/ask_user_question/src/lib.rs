@@ -123,6 +123,12 @@ fn parse(input: Value) -> Result<Questions, ToolError> {
         seen.push(q.question.trim());
         let mut labels: Vec<&str> = Vec::new();
         for option in &q.options {
+            if option.label.trim().is_empty() {
+                return Err(respond(format!(
+                    "AskUserQuestion: question {} has a blank option label",
+                    i + 1
+                )));
+            }
             if labels.contains(&option.label.trim()) {
                 return Err(respond(format!(
                     "AskUserQuestion: question {} offers the option `{}` twice",
@@ -188,6 +194,8 @@ impl Tool for AskUserQuestion {
     fn flags(&self) -> ToolFlags {
         let mut flags = ToolFlags::default();
         flags.safe_while_planning = true;
+        // Pure: asking and reading the recorded answer again after a crash is safe.
+        flags.retry_safe = true;
         flags
     }
 

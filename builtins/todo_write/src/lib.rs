@@ -72,6 +72,8 @@ impl Tool for TodoWrite {
     fn flags(&self) -> ToolFlags {
         let mut flags = ToolFlags::default();
         flags.safe_while_planning = true;
+        // Pure: its record commits with its result, so running it again after a crash is safe.
+        flags.retry_safe = true;
         flags
     }
 
@@ -124,6 +126,15 @@ impl Extension for TodoState {
             ERASED_KIND => Ok(()),
             other => Err(format!("unknown record kind `{other}`")),
         }
+    }
+
+    /// A fork keeps the list, counted from its own first reply.
+    fn continue_state(&self, state: &Value) -> Value {
+        let mut kept = state.clone();
+        if let Some(map) = kept.as_object_mut() {
+            map.insert("written_at".to_owned(), json!(0));
+        }
+        kept
     }
 
     fn commands(&self, view: &View<'_>) -> HookResult<Vec<noeta_core::extension::CommandSpec>> {

@@ -179,3 +179,17 @@ fn every_limit_is_an_error_the_model_can_act_on() {
         "TodoWrite: item 1 has blank text; give every item a content and an activeForm"
     );
 }
+
+#[test]
+fn a_fork_keeps_the_list_counted_from_its_own_first_reply() {
+    let (rt, s, t) = run(json!([item("A", "pending")]));
+    let fork = TaskId::new("fork").unwrap();
+    block_on(rt.fork(&s, &t, &fork)).unwrap();
+    let list = todos::read(&block_on(rt.load(&s, &fork)).unwrap());
+    assert_eq!(list.todos.len(), 1);
+    assert_eq!(list.written_at, 0);
+    assert_eq!(
+        todos::read(&block_on(rt.load(&s, &t)).unwrap()).written_at,
+        1
+    );
+}

@@ -1,8 +1,9 @@
 //! Execution environments: where tools run commands. A small backend interface with a local implementation.
 //!
 //! The local environment runs a program directly (no shell) in the
-//! workspace, on a helper thread so no async runtime is required, and kills
-//! it when its deadline passes. Sandboxed environments implement the same
+//! workspace, on a helper thread so no async runtime is required, in a
+//! process group of its own, and kills the whole group when its deadline
+//! passes — and when the command exits, so nothing it started lingers. Sandboxed environments implement the same
 //! trait in their own crates.
 
 use std::collections::BTreeMap;
@@ -154,8 +155,23 @@ impl LocalExecEnv {
     }
 }
 
+/// Kills the command's whole process group (its children and theirs too).
+#[cfg(unix)]
+fn kill_group(pid: u32) {
+    // The command leads its own process group, so its id is the group's.
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+#[cfg(not(unix))]
+fn kill_group(_pid: u32) {}
+
 fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
-    let mut child = Command::new(&command.program)
+    let mut process = Command::new(&command.program);
+    process
         .args(&command.args)
         .current_dir(cwd)
         .envs(&command.env)
@@ -165,32 +181,45 @@ fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecEr
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| ExecError::Spawn {
-            program: command.program.clone(),
-            source,
-        })?;
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        process.process_group(0);
+    }
+    let mut child = process.spawn().map_err(|source| ExecError::Spawn {
+        program: command.program.clone(),
+        source,
+    })?;
+    // Readers start first and input is written on its own thread, so a command that
+    // writes while it reads never deadlocks against us.
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_reader = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err_reader = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     if let (Some(bytes), Some(mut stdin)) = (command.stdin, child.stdin.take()) {
         // A program that does not read its input just closes the pipe; that is not an error.
-        let _ = stdin.write_all(&bytes);
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
     }
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(pipe) = stdout.as_mut() {
-            let _ = pipe.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(pipe) = stderr.as_mut() {
-            let _ = pipe.read_to_end(&mut buf);
-        }
-        buf
-    });
     let started = Instant::now();
     let wait_error = |err: std::io::Error| ExecError::Wait {
         program: command.program.clone(),
@@ -203,11 +232,15 @@ fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecEr
         }
         if command.timeout.is_some_and(|t| started.elapsed() >= t) {
             timed_out = true;
+            kill_group(child.id());
             let _ = child.kill();
             break child.wait().map_err(wait_error)?;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Whatever the command left running in its group (background children holding the
+    // pipes) ends with it, so the output is complete and nothing lingers.
+    kill_group(child.id());
     let stdout = out_reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     Ok(ExecOutput {

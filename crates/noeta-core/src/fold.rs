@@ -297,6 +297,9 @@ pub enum FoldError {
     },
 }
 
+/// The version of the fold's own state layout and hashing; part of every snapshot's tag.
+pub const FOLD_FORMAT: &str = "fold-3";
+
 /// Folds events for one set of extensions.
 #[derive(Clone)]
 pub struct Folder {
@@ -316,7 +319,8 @@ impl std::fmt::Debug for Folder {
 }
 
 impl Folder {
-    /// A folder for `extensions`; `plugin_set` identifies the plugin set for snapshots.
+    /// A folder for `extensions`; `plugin_set` identifies the plugin set for snapshots (tagged
+    /// with [`FOLD_FORMAT`] too, so a kernel that folds differently ignores older snapshots).
     pub fn new(extensions: &[Arc<dyn Extension>], plugin_set: impl Into<String>) -> Self {
         let mut routes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, ext) in extensions.iter().enumerate() {
@@ -333,7 +337,7 @@ impl Folder {
         Self {
             extensions: extensions.to_vec(),
             routes,
-            plugin_set: plugin_set.into(),
+            plugin_set: format!("{FOLD_FORMAT}:{}", plugin_set.into()),
         }
     }
 
@@ -466,6 +470,28 @@ impl Folder {
     }
 }
 
+/// After a wake: the turn waits on the next parked call nothing has woken yet (several calls
+/// of one reply may park), else it runs.
+fn next_waiting(parked: &BTreeMap<String, ParkedCall>) -> TurnState {
+    parked
+        .iter()
+        .find(|(_, p)| p.wake.is_none())
+        .map_or(TurnState::Running, |(call_id, p)| TurnState::Parked {
+            call_id: call_id.clone(),
+            question: p
+                .question
+                .clone()
+                .unwrap_or_else(|| format!("waiting for {} child task(s)", p.children.len())),
+        })
+}
+
+/// The hash chain through `messages`, link by link (as the fold builds it).
+pub fn chain_of(messages: &[Message]) -> Digest {
+    messages
+        .iter()
+        .fold(Digest::default(), |chain, m| m.link(&chain))
+}
+
 /// Folds one `core` record; returns the erased sequence number for an erasure.
 fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldError> {
     // Kinds the fold does not read are not parsed at all.
@@ -522,13 +548,13 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
         CoreRecord::CallAnswered { call_id, answer } => {
             if let Some(parked) = core.parked.get_mut(&call_id) {
                 parked.wake = Some(Wake::Answer { answer });
-                core.turn = TurnState::Running;
+                core.turn = next_waiting(&core.parked);
             }
         }
         CoreRecord::ChildrenFinished { call_id, results } => {
             if let Some(parked) = core.parked.get_mut(&call_id) {
                 parked.wake = Some(Wake::Children { results });
-                core.turn = TurnState::Running;
+                core.turn = next_waiting(&core.parked);
             }
         }
         CoreRecord::Continued { messages, .. } => {

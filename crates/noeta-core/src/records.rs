@@ -302,11 +302,13 @@ pub async fn spill(record: Record, content: &dyn ContentStore) -> Result<Record,
 
 /// Reads a spilled record's payload back; other records are returned as they are.
 pub async fn hydrate(mut event: Event, content: &dyn ContentStore) -> Result<Event, StoreError> {
-    let Some(reference) = event
-        .record
-        .data
-        .get(SPILLED)
-        .and_then(|r| serde_json::from_value::<ContentRef>(r.clone()).ok())
+    // Spilled payloads are exactly `{"$spilled": <ref>}`; anything else is a plugin's own data.
+    let spilled = match &event.record.data {
+        Value::Object(map) if map.len() == 1 => map.get(SPILLED),
+        _ => None,
+    };
+    let Some(reference) =
+        spilled.and_then(|r| serde_json::from_value::<ContentRef>(r.clone()).ok())
     else {
         return Ok(event);
     };

@@ -192,11 +192,13 @@ async fn child_result(
     // The kernel's own records say whether and how a task ended; no plugin is needed to read them.
     let state = Folder::new(&[], "core").fold(&events)?;
     let core = &state.core;
+    // The child's last word: its final reply, or the result of a tool that ended the turn
+    // silently (after the last reply).
     let last_reply = || {
         core.messages
             .iter()
             .rev()
-            .find(|m| m.role == Role::Assistant)
+            .find(|m| matches!(m.role, Role::Assistant | Role::Tool))
             .map(|m| m.text.clone())
             .unwrap_or_default()
     };
@@ -328,6 +330,35 @@ pub struct Runtime {
     pool: bool,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
     inbox: Inbox,
+    /// Tasks this runtime is running now.
+    driving: Mutex<std::collections::BTreeSet<TaskId>>,
+}
+
+/// Marks a task as being driven for as long as it lives.
+struct Driving<'a> {
+    set: &'a Mutex<std::collections::BTreeSet<TaskId>>,
+    task: TaskId,
+}
+
+impl<'a> Driving<'a> {
+    fn start(set: &'a Mutex<std::collections::BTreeSet<TaskId>>, task: &TaskId) -> Self {
+        set.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(task.clone());
+        Self {
+            set,
+            task: task.clone(),
+        }
+    }
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.task);
+    }
 }
 
 /// Claims in a row that may refuse a task (a failing fold, a missing plugin) before it fails.
@@ -368,6 +399,7 @@ impl Runtime {
             pool: false,
             exec: None,
             inbox: Inbox::default(),
+            driving: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -400,22 +432,38 @@ impl Runtime {
     /// Commits what in-process work posted to an idle task (a running task's runner commits
     /// posts itself at every step). Returns how many records were delivered.
     pub async fn deliver(&self, session: &Session, task: &TaskId) -> Result<usize, RunError> {
+        // A task this runtime is driving commits its posts itself, at its next step; claiming it
+        // here would take the lease from under that run.
+        if self
+            .driving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(task)
+        {
+            return Ok(0);
+        }
         let posted = self.inbox.take(task.as_str());
         if posted.is_empty() {
             return Ok(0);
         }
         let count = posted.len();
+        let repost = |posted: Vec<Record>| {
+            // Nothing is lost: the posts wait for the next delivery.
+            for record in posted {
+                self.inbox.post(task.as_str(), record);
+            }
+        };
         let mut claim = match self.claim(session, task).await {
             Ok(claim) => claim,
             Err(err) => {
-                // Nothing is lost: the posts wait for the next delivery.
-                for record in posted {
-                    self.inbox.post(task.as_str(), record);
-                }
+                repost(posted);
                 return Err(err);
             }
         };
-        claim.commit(posted).await?;
+        if let Err(err) = claim.commit(posted.clone()).await {
+            repost(posted);
+            return Err(err);
+        }
         claim.release().await?;
         Ok(count)
     }
@@ -598,7 +646,10 @@ impl Runtime {
 
     /// The agent a task runs, from its first record.
     async fn agent_of(&self, task: &TaskId) -> Result<String, RunError> {
-        let first = self.log.read(task, 0).await?.into_iter().next();
+        let first = match self.log.read(task, 0).await?.into_iter().next() {
+            Some(event) => Some(hydrate(event, self.content.as_ref()).await?),
+            None => None,
+        };
         let started = first
             .and_then(|e| CoreRecord::from_record(&e.record))
             .and_then(Result::ok);
@@ -855,6 +906,7 @@ impl Runtime {
     /// Runs the task until its turn ends, parks or fails.
     pub async fn run(&self, session: &Session, task: &TaskId) -> Result<RunOutcome, RunError> {
         let mut claim = self.claim(session, task).await?;
+        let _driving = Driving::start(&self.driving, task);
         let outcome = claim.drive().await;
         match outcome {
             Ok(outcome) => {
@@ -1126,7 +1178,12 @@ impl Claim<'_> {
             }
             // What in-process work posted since the last step is committed before the next.
             let posted = self.rt.inbox.take(self.task.as_str());
-            self.commit(posted).await?;
+            if let Err(err) = self.commit(posted.clone()).await {
+                for record in posted {
+                    self.rt.inbox.post(self.task.as_str(), record);
+                }
+                return Err(err);
+            }
             steps += 1;
             if steps > MAX_STEPS_PER_TURN {
                 return self
@@ -1595,7 +1652,13 @@ impl Claim<'_> {
             }
         };
         let tail = canonical::Digest::blake3(&[&canonical::to_bytes(&json!(request.tail))]);
-        let dynamic = chain_hash(&self.state.core.chain, &tail).to_hex();
+        // A `before_model` that changed the conversation is hashed as sent.
+        let chain = if Arc::ptr_eq(&request.messages, &self.state.core.messages) {
+            self.state.core.chain
+        } else {
+            crate::fold::chain_of(&request.messages)
+        };
+        let dynamic = chain_hash(&chain, &tail).to_hex();
         (stable, residents, dynamic)
     }
 
@@ -1819,7 +1882,30 @@ impl Claim<'_> {
                 match self.state.core.parked.get(&call.id).cloned() {
                     Some(parked) if !parked.resuming => match parked.wake {
                         Some(wake) => self.resume(offer, &call, wake).await?,
-                        None => return Ok(Flow::Stop(self.parked_outcome())),
+                        // Another call of this reply parked too: wake it if its children are
+                        // done, else wait on it.
+                        None => {
+                            if !self.wake_children(&call.id).await? {
+                                return Ok(Flow::Stop(RunOutcome::Parked {
+                                    call_id: call.id.clone(),
+                                    question: parked.question.clone().unwrap_or_else(|| {
+                                        format!(
+                                            "waiting for {} child task(s)",
+                                            parked.children.len()
+                                        )
+                                    }),
+                                }));
+                            }
+                            let woken = self
+                                .state
+                                .core
+                                .parked
+                                .get(&call.id)
+                                .and_then(|p| p.wake.clone());
+                            if let Some(wake) = woken {
+                                self.resume(offer, &call, wake).await?;
+                            }
+                        }
                     },
                     _ => self.recover(offer, &call).await?,
                 }
@@ -2177,7 +2263,6 @@ impl Claim<'_> {
                 .finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
                 .await;
         };
-        let limit = tool.flags().max_result_chars;
         if tool.flags().retry_safe {
             // A retry-safe call runs again — a resumed one resumes again with the same wake.
             let wake = self
@@ -2197,8 +2282,14 @@ impl Claim<'_> {
                 } else {
                     CallOutcome::Ok
                 };
-                self.finish_call(&call, output, outcome, ctx.take_staged(), limit)
-                    .await
+                // Settled like a run: what it staged or spawned, and a park, count.
+                let ran = Ran {
+                    output,
+                    outcome,
+                    staged: ctx.take_staged(),
+                    spawns: ctx.take_spawns(),
+                };
+                self.settle(&call, &tool, ran).await
             }
             Ok(Ok(None)) => {
                 self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)

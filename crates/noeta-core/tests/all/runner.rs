@@ -3264,3 +3264,163 @@ mod more_failure_rows {
         );
     }
 }
+
+mod review_regressions {
+    use super::*;
+
+    /// Asks, like `AskTool`, but read-only, so two calls of one reply run (and park) together.
+    struct ReadOnlyAsk;
+
+    #[async_trait]
+    impl Tool for ReadOnlyAsk {
+        fn name(&self) -> &str {
+            "Poll"
+        }
+        fn description(&self) -> &str {
+            "Asks the user, read-only."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object", "properties": {"q": {"type": "string"}}})
+        }
+        fn flags(&self) -> ToolFlags {
+            ToolFlags::read_only()
+        }
+        async fn run(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::ask(input["q"].as_str().unwrap_or("?")))
+        }
+        async fn resume(
+            &self,
+            input: Value,
+            wake: noeta_core::tool::Wake,
+            _ctx: &ToolContext,
+        ) -> Result<ToolOutput, ToolError> {
+            match wake {
+                noeta_core::tool::Wake::Answer { answer } => Ok(ToolOutput::text(format!(
+                    "{}: {answer}",
+                    input["q"].as_str().unwrap_or("?")
+                ))),
+                other => Err(ToolError::RespondToModel(format!("{other:?}"))),
+            }
+        }
+    }
+
+    #[test]
+    fn two_calls_parked_in_one_group_each_wait_for_their_own_answer() {
+        let h = Harness::new();
+        let rt = h.runtime(json!([
+            { "calls": [call("Poll", json!({"q": "first"})), call("Poll", json!({"q": "second"}))] },
+            { "text": "both answered" }
+        ]));
+        let s = session(vec![offers(vec![Arc::new(ReadOnlyAsk)])]);
+        let t = task("two-parks");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        let outcome = block_on(rt.run(&s, &t)).unwrap();
+        assert!(matches!(&outcome, RunOutcome::Parked { .. }), "{outcome:?}");
+        block_on(rt.reply(&s, &t, "call_1_2", json!("B"))).unwrap();
+        // The turn still waits, now on the first call.
+        assert_eq!(
+            block_on(rt.run(&s, &t)).unwrap(),
+            RunOutcome::Parked {
+                call_id: "call_1_1".into(),
+                question: "first".into()
+            }
+        );
+        block_on(rt.reply(&s, &t, "call_1_1", json!("A"))).unwrap();
+        assert!(matches!(
+            block_on(rt.run(&s, &t)).unwrap(),
+            RunOutcome::Ended { .. }
+        ));
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        let results: Vec<&str> = state
+            .core
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| m.text.as_str())
+            .collect();
+        assert_eq!(results, ["first: \"A\"", "second: \"B\""]);
+    }
+
+    /// Hands every child more than a record can hold inline.
+    struct Generous;
+
+    #[async_trait]
+    impl Extension for Generous {
+        fn name(&self) -> &str {
+            "generous"
+        }
+        fn inherit(&self, _v: &View<'_>) -> HookResult<Option<Value>> {
+            Ok(Some(json!({ "notes": "n".repeat(6_000) })))
+        }
+    }
+
+    #[test]
+    fn a_child_whose_first_record_was_spilled_still_runs_under_run_tree() {
+        let h = Harness::new();
+        let mut parent = session(vec![offers(vec![Arc::new(Delegate)]), Arc::new(Generous)]);
+        parent.spec.spawnable = vec!["fixer".into(), "scout".into()];
+        let child = |name: &str| {
+            let mut s = bare_session(name, "You are a child.");
+            s.folder = Folder::new(&s.extensions, "child-set");
+            Arc::new(s)
+        };
+        let host = Host {
+            parent: Arc::new(parent),
+            children: vec![child("scout"), child("fixer")],
+        };
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
+            .with_lease_ttl(1_000);
+        let t = task("parent");
+        block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+        let (_, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+        assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+        assert_eq!(
+            result_text(&rt, &host.parent, &t),
+            "scout:true:scout reporting | fixer:true:fixer reporting"
+        );
+    }
+
+    #[test]
+    fn a_plugin_payload_with_a_spilled_key_among_others_is_its_own_data() {
+        let h = Harness::new();
+        let record = Record::new(
+            "p",
+            "k",
+            json!({"$spilled": {"sha256": "x", "len": 1, "media_type": "t"}, "more": 1}),
+        );
+        let event = noeta_core::store::Event::new(1, record.clone());
+        let back = block_on(noeta_core::records::hydrate(event, h.content.as_ref())).unwrap();
+        assert_eq!(*back.record, record);
+    }
+
+    #[test]
+    fn large_input_does_not_deadlock_and_a_deadline_kills_the_whole_group() {
+        use noeta_core::exec::{ExecCommand, ExecEnv, LocalExecEnv};
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecEnv::new(dir.path());
+        let big = vec![b'z'; 300_000];
+        let out = block_on(
+            env.run(&ExecCommand::new("cat", Vec::<String>::new()).with_stdin(big.clone())),
+        )
+        .unwrap();
+        assert_eq!(out.stdout.len(), big.len());
+        let started = Instant::now();
+        let slow = ExecCommand::new("sh", ["-c", "sleep 30 & sleep 30"])
+            .with_timeout(Duration::from_millis(200));
+        let out = block_on(env.run(&slow)).unwrap();
+        assert!(out.timed_out);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the grandchild was killed too"
+        );
+        let started = Instant::now();
+        let lingering = ExecCommand::new("sh", ["-c", "sleep 30 & echo started"]);
+        let out = block_on(env.run(&lingering)).unwrap();
+        assert_eq!(out.stdout, b"started\n");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "what the command left running ends with it"
+        );
+    }
+}
