@@ -1,6 +1,8 @@
-//! The `governance` built-in plugin: permissions — modes, allow and deny lists, and per-tool risk.
+//! The `governance` built-in plugin: permissions — modes, allow and deny lists,
+//! per-tool risk — and command hooks (`hooks.rs`).
 //!
-//! Its session pack adds the `permissions` extension to every agent. The
+//! Its session pack adds the `permissions` extension to every agent, and the
+//! `hooks` extension when `[plugins.governance] hooks` is set. The permissions
 //! extension answers every tool call in the gate:
 //!
 //! - a tool on the deny list is denied, whatever the mode;
@@ -14,7 +16,10 @@
 //! `/mode <mode>`, which records the switch under `permissions`, so it
 //! survives crashes and moves with the task.
 
+mod hooks;
+
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -74,6 +79,12 @@ struct Settings {
     deny: Vec<String>,
     #[serde(default = "default_edit_tools")]
     edit_tools: Vec<String>,
+    /// Command hooks, in the shape of Claude Code's `hooks` JSON (read by `hooks::parse`).
+    #[serde(default)]
+    hooks: Option<Value>,
+    /// Where hook commands run (default: the current directory).
+    #[serde(default)]
+    hooks_cwd: Option<PathBuf>,
 }
 
 fn default_edit_tools() -> Vec<String> {
@@ -195,6 +206,8 @@ impl SessionPackFactory for Pack {
                 allow: Vec::new(),
                 deny: Vec::new(),
                 edit_tools: default_edit_tools(),
+                hooks: None,
+                hooks_cwd: None,
             }
         } else {
             serde_json::from_value(config.clone())
@@ -209,6 +222,7 @@ impl SessionPackFactory for Pack {
                 )
             })?,
         };
+        let hooks = hooks::parse(settings.hooks.as_ref(), settings.hooks_cwd.clone())?;
         let mut pack = PackContribution::empty();
         pack.extensions.push(Arc::new(Permissions {
             start,
@@ -216,6 +230,9 @@ impl SessionPackFactory for Pack {
             deny: settings.deny.into_iter().collect(),
             edit_tools: settings.edit_tools.into_iter().collect(),
         }));
+        if let Some(hooks) = hooks {
+            pack.extensions.push(Arc::new(hooks));
+        }
         Ok(pack)
     }
 }

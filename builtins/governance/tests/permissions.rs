@@ -6,64 +6,20 @@
     reason = "test helpers outside #[test] functions"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
+use common::{Probe, Runs, call, results, scripted, session};
 use futures::executor::block_on;
-use noeta_core::extension::{Extension, HookResult, View};
-use noeta_core::fold::{Folder, Role};
-use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::{RunOutcome, Runtime};
-use noeta_core::session::{Session, SessionError, build_session};
-use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, Risk, Tool, ToolContext, ToolError,
-    ToolFlags, ToolOutput, compile_agent, load_plugins, standard_registry,
-};
+use noeta_core::store::TaskId;
+use noeta_core::{Risk, Tool, ToolFlags};
 use serde_json::{Value, json};
 
-struct Probe {
-    name: &'static str,
-    flags: ToolFlags,
-    runs: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Tool for Probe {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn description(&self) -> &str {
-        "A probe."
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn flags(&self) -> ToolFlags {
-        self.flags.clone()
-    }
-    async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        self.runs.fetch_add(1, Ordering::SeqCst);
-        Ok(ToolOutput::text(format!("{} ran", self.name)))
-    }
-}
-
-struct Tools(Vec<Arc<dyn Tool>>);
-
-#[async_trait]
-impl Extension for Tools {
-    fn name(&self) -> &str {
-        "test-tools"
-    }
-    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
-        Ok(self.0.clone())
-    }
-}
-
 struct Bench {
-    runs: BTreeMap<&'static str, Arc<AtomicUsize>>,
+    runs: BTreeMap<&'static str, Runs>,
     tools: Vec<Arc<dyn Tool>>,
 }
 
@@ -75,64 +31,18 @@ fn bench() -> Bench {
         ("Fetch", ToolFlags::default().with_risk(Risk::Medium)),
     ];
     let mut runs = BTreeMap::new();
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut tools = Vec::new();
     for (name, flags) in specs {
-        let counter = Arc::new(AtomicUsize::new(0));
-        runs.insert(name, counter.clone());
-        tools.push(Arc::new(Probe {
-            name,
-            flags,
-            runs: counter,
-        }));
+        let (tool, counter) = Probe::tool(name, flags);
+        runs.insert(name, counter);
+        tools.push(tool);
     }
     Bench { runs, tools }
 }
 
-fn session(settings: Value, tools: &[Arc<dyn Tool>]) -> Result<Session, SessionError> {
-    let set = load_plugins(
-        &[PluginSource::Linked(noeta_builtin_governance::plugin())],
-        &LoadOptions::new(standard_registry()),
-    )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["governance".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
-    let config = if settings.is_null() {
-        BTreeMap::new()
-    } else {
-        BTreeMap::from([("governance".to_owned(), settings)])
-    };
-    let mut session = build_session(&set, &compiled, &config, None)?;
-    session.extensions.push(Arc::new(Tools(tools.to_vec())));
-    session.folder = Folder::new(&session.extensions, "test");
-    Ok(session)
-}
-
-fn call(name: &str) -> Value {
-    json!({ "name": name, "input": {} })
-}
-
 fn runtime(calls: &[&str]) -> Runtime {
-    let first: Vec<Value> = calls.iter().map(|c| call(c)).collect();
-    let turns = json!({ "turns": [{ "calls": first }, { "text": "done" }] });
-    let provider = ScriptedProvider::from_json(&turns.to_string(), "test").unwrap();
-    Runtime::new(
-        Arc::new(MemoryEventLog::new(ManualClock::at(0))),
-        Arc::new(MemoryContentStore::new()),
-        Arc::new(provider),
-    )
-}
-
-fn results(rt: &Runtime, s: &Session, t: &TaskId) -> Vec<String> {
-    let state = block_on(rt.load(s, t)).unwrap();
-    state
-        .core
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .map(|m| m.text.clone())
-        .collect()
+    let first: Vec<Value> = calls.iter().map(|c| call(c, json!({}))).collect();
+    scripted(json!({ "turns": [{ "calls": first }, { "text": "done" }] }))
 }
 
 #[test]
@@ -150,14 +60,14 @@ fn by_default_low_risk_tools_run_and_riskier_ones_ask() {
             question: "`Edit` is a high risk tool — allow this call?".into()
         }
     );
-    assert_eq!(b.runs["Look"].load(Ordering::SeqCst), 1);
-    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 0);
+    assert_eq!(b.runs["Look"].count(), 1);
+    assert_eq!(b.runs["Edit"].count(), 0);
     block_on(rt.answer(&s, &t, "call_1_2", true)).unwrap();
     assert!(matches!(
         block_on(rt.run(&s, &t)).unwrap(),
         RunOutcome::Ended { .. }
     ));
-    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 1);
+    assert_eq!(b.runs["Edit"].count(), 1);
 }
 
 #[test]
@@ -172,7 +82,7 @@ fn accept_edits_runs_the_edit_tools_without_asking_but_not_the_shell() {
         matches!(&outcome, RunOutcome::Parked { question, .. } if question.starts_with("`Bash`")),
         "{outcome:?}"
     );
-    assert_eq!(b.runs["Edit"].load(Ordering::SeqCst), 1);
+    assert_eq!(b.runs["Edit"].count(), 1);
 }
 
 #[test]
@@ -211,7 +121,7 @@ fn the_allow_list_runs_a_tool_without_asking() {
         block_on(rt.run(&s, &t)).unwrap(),
         RunOutcome::Ended { .. }
     ));
-    assert_eq!(b.runs["Fetch"].load(Ordering::SeqCst), 1);
+    assert_eq!(b.runs["Fetch"].count(), 1);
 }
 
 #[test]

@@ -1,0 +1,578 @@
+//! Command hooks, written exactly as Claude Code users write them (the `hooks` extension).
+//!
+//! Settings (`[plugins.governance] hooks`) take the same shape as Claude
+//! Code's `hooks` JSON: event name → a list of `{matcher, hooks: [{type:
+//! "command", command, timeout}]}` groups, plus a per-hook `fail_closed`. The
+//! command runs through `sh -c` in the workspace with the event as JSON on
+//! standard input. Exit 0 succeeds (its JSON output, if any, is read); exit 2
+//! blocks, feeding standard error back; any other exit, a crash or a timeout is
+//! a non-blocking error — a deny instead when the hook is `fail_closed`.
+//!
+//! Where each event runs: `PreToolUse` in the gate (`before_tool`),
+//! `PostToolUse` after a call (`after_tool`), `Stop` at `before_finish`,
+//! `UserPromptSubmit` at turn intake, `SessionStart` once per task at
+//! `on_start`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use noeta_core::exec::{ExecCommand, ExecEnv, LocalExecEnv};
+use noeta_core::extension::{Extension, HookError, HookResult, View};
+use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::{ToolOutput, Verdict};
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// The extension's name; its records (warnings, the session-start mark) live under it.
+pub(crate) const HOOKS: &str = "hooks";
+
+/// The default timeout of a hook, in seconds.
+const DEFAULT_TIMEOUT_SECS: u64 = 60;
+
+/// The events hooks run at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    PreToolUse,
+    PostToolUse,
+    Stop,
+    UserPromptSubmit,
+    SessionStart,
+}
+
+impl Event {
+    const KNOWN: &'static str = "PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart";
+
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "PreToolUse" => Some(Event::PreToolUse),
+            "PostToolUse" => Some(Event::PostToolUse),
+            "Stop" => Some(Event::Stop),
+            "UserPromptSubmit" => Some(Event::UserPromptSubmit),
+            "SessionStart" => Some(Event::SessionStart),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Event::PreToolUse => "PreToolUse",
+            Event::PostToolUse => "PostToolUse",
+            Event::Stop => "Stop",
+            Event::UserPromptSubmit => "UserPromptSubmit",
+            Event::SessionStart => "SessionStart",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandSpec {
+    #[serde(rename = "type")]
+    kind: String,
+    command: String,
+    #[serde(default)]
+    timeout: Option<u64>,
+    #[serde(default)]
+    fail_closed: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    #[serde(default)]
+    matcher: Option<String>,
+    hooks: Vec<CommandSpec>,
+}
+
+/// One configured hook.
+#[derive(Debug)]
+struct Hook {
+    matcher: Option<Regex>,
+    command: String,
+    timeout: Duration,
+    fail_closed: bool,
+}
+
+impl Hook {
+    fn matches(&self, tool: &str) -> bool {
+        self.matcher.as_ref().is_none_or(|m| m.is_match(tool))
+    }
+}
+
+/// How one hook run ended.
+enum Ran {
+    /// Exit 0, with its standard output and the JSON object it printed, if any.
+    Ok {
+        stdout: String,
+        json: Option<Map<String, Value>>,
+    },
+    /// Exit 2: block, with standard error fed back.
+    Block { stderr: String },
+    /// Anything else: another exit, a crash, a timeout.
+    Failed { why: String },
+}
+
+/// The `hooks` extension.
+pub(crate) struct Hooks {
+    events: BTreeMap<Event, Vec<Hook>>,
+    env: LocalExecEnv,
+    /// Where the commands run, as the hooks' input names it.
+    cwd: String,
+}
+
+/// Reads `[plugins.governance] hooks`; every error names the event, the group or the field.
+/// Hook commands run in `cwd`, or in the current directory when it is not set.
+pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Option<Hooks>, String> {
+    let Some(table) = table.filter(|t| !t.is_null()) else {
+        return Ok(None);
+    };
+    let workspace = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|err| {
+            format!("settings [plugins.governance] hooks: cannot tell the current directory: {err}")
+        })?,
+    };
+    let groups: BTreeMap<String, Vec<Group>> = serde_json::from_value(table.clone())
+        .map_err(|err| format!("settings [plugins.governance] hooks: {err}"))?;
+    let mut events: BTreeMap<Event, Vec<Hook>> = BTreeMap::new();
+    for (name, list) in groups {
+        let event = Event::parse(&name).ok_or_else(|| {
+            format!(
+                "settings [plugins.governance] hooks: unknown event `{name}` (known: {})",
+                Event::KNOWN
+            )
+        })?;
+        for (i, group) in list.into_iter().enumerate() {
+            let matcher = match group.matcher.as_deref() {
+                None | Some("") | Some("*") => None,
+                Some(pattern) => Some(Regex::new(&format!("^(?:{pattern})$")).map_err(|err| {
+                    format!("settings [plugins.governance] hooks.{name}[{i}]: matcher `{pattern}` is not a valid pattern: {err}")
+                })?),
+            };
+            for spec in group.hooks {
+                if spec.kind != "command" {
+                    return Err(format!(
+                        "settings [plugins.governance] hooks.{name}[{i}]: hook type `{}` is not supported (only `command`)",
+                        spec.kind
+                    ));
+                }
+                events.entry(event).or_default().push(Hook {
+                    matcher: matcher.clone(),
+                    command: spec.command,
+                    timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+                    fail_closed: spec.fail_closed,
+                });
+            }
+        }
+    }
+    Ok(Some(Hooks {
+        events,
+        cwd: workspace.display().to_string(),
+        env: LocalExecEnv::new(workspace),
+    }))
+}
+
+const KNOWN_OUTPUT: [&str; 7] = [
+    "continue",
+    "stopReason",
+    "suppressOutput",
+    "systemMessage",
+    "decision",
+    "reason",
+    "hookSpecificOutput",
+];
+const KNOWN_SPECIFIC: [&str; 5] = [
+    "hookEventName",
+    "permissionDecision",
+    "permissionDecisionReason",
+    "updatedInput",
+    "additionalContext",
+];
+
+impl Hooks {
+    fn for_event(&self, event: Event, tool: Option<&str>) -> impl Iterator<Item = &Hook> {
+        self.events
+            .get(&event)
+            .into_iter()
+            .flatten()
+            .filter(move |h| tool.is_none_or(|t| h.matches(t)))
+    }
+
+    async fn run(&self, hook: &Hook, input: &Value) -> Ran {
+        let command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+            .with_stdin(input.to_string())
+            .with_timeout(hook.timeout);
+        match self.env.run(&command).await {
+            Err(err) => Ran::Failed {
+                why: err.to_string(),
+            },
+            Ok(out) if out.timed_out => Ran::Failed {
+                why: format!("timed out after {} s", hook.timeout.as_secs()),
+            },
+            Ok(out) => {
+                let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                match out.status {
+                    Some(0) => {
+                        let json = stdout
+                            .starts_with('{')
+                            .then(|| serde_json::from_str::<Map<String, Value>>(&stdout).ok())
+                            .flatten();
+                        Ran::Ok { stdout, json }
+                    }
+                    Some(2) => Ran::Block { stderr },
+                    Some(code) => Ran::Failed {
+                        why: format!("exited with status {code}: {stderr}"),
+                    },
+                    None => Ran::Failed {
+                        why: "ended by a signal".to_owned(),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Records a warning (unknown output keys, a failed non-blocking hook) where people see it.
+    fn warn(&self, view: &View<'_>, event: Event, hook: &Hook, message: &str) {
+        tracing::warn!(event = event.name(), command = %hook.command, "{message}");
+        view.record(
+            HOOKS,
+            "warning",
+            json!({ "event": event.name(), "command": hook.command, "message": message }),
+        );
+    }
+
+    fn check_keys(&self, view: &View<'_>, event: Event, hook: &Hook, json: &Map<String, Value>) {
+        let mut unknown: Vec<String> = json
+            .keys()
+            .filter(|k| !KNOWN_OUTPUT.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        if let Some(specific) = json.get("hookSpecificOutput").and_then(Value::as_object) {
+            unknown.extend(
+                specific
+                    .keys()
+                    .filter(|k| !KNOWN_SPECIFIC.contains(&k.as_str()))
+                    .map(|k| format!("hookSpecificOutput.{k}")),
+            );
+        }
+        if !unknown.is_empty() {
+            self.warn(
+                view,
+                event,
+                hook,
+                &format!(
+                    "the hook's output has unknown keys, which were ignored: {}",
+                    unknown.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// The fields every event's input has.
+    fn base(&self, view: &View<'_>, event: Event) -> Map<String, Value> {
+        let mut input = Map::new();
+        input.insert("session_id".to_owned(), json!(view.task_id().as_str()));
+        input.insert("cwd".to_owned(), json!(self.cwd));
+        input.insert("hook_event_name".to_owned(), json!(event.name()));
+        input
+    }
+}
+
+/// A field of the output's `hookSpecificOutput` object.
+fn specific<'a>(json: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    json.get("hookSpecificOutput")
+        .and_then(Value::as_object)
+        .and_then(|s| s.get(key))
+}
+
+#[async_trait]
+impl Extension for Hooks {
+    fn name(&self) -> &str {
+        HOOKS
+    }
+
+    async fn before_tool(&self, view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
+        let mut input = self.base(view, Event::PreToolUse);
+        input.insert("tool_name".to_owned(), json!(call.name));
+        input.insert("tool_input".to_owned(), call.input.clone());
+        let input = Value::Object(input);
+        let mut verdicts: Vec<Verdict> = Vec::new();
+        for hook in self.for_event(Event::PreToolUse, Some(&call.name)) {
+            match self.run(hook, &input).await {
+                Ran::Block { stderr } => verdicts.push(Verdict::Deny { reason: stderr }),
+                Ran::Failed { why } if hook.fail_closed => verdicts.push(Verdict::Deny {
+                    reason: format!("PreToolUse hook `{}` failed: {why}", hook.command),
+                }),
+                Ran::Failed { why } => self.warn(
+                    view,
+                    Event::PreToolUse,
+                    hook,
+                    &format!("failed (not blocking): {why}"),
+                ),
+                Ran::Ok { json: None, .. } => {}
+                Ran::Ok {
+                    json: Some(json), ..
+                } => {
+                    self.check_keys(view, Event::PreToolUse, hook, &json);
+                    let reason = specific(&json, "permissionDecisionReason")
+                        .or_else(|| json.get("reason"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("blocked by a PreToolUse hook")
+                        .to_owned();
+                    if let Some(updated) = specific(&json, "updatedInput") {
+                        verdicts.push(Verdict::Rewrite {
+                            input: updated.clone(),
+                            reason: reason.clone(),
+                        });
+                    }
+                    let decision = specific(&json, "permissionDecision")
+                        .and_then(Value::as_str)
+                        .or_else(|| json.get("decision").and_then(Value::as_str));
+                    match decision {
+                        Some("deny" | "block") => verdicts.push(Verdict::Deny { reason }),
+                        Some("ask") => verdicts.push(Verdict::Ask {
+                            reason,
+                            firm: false,
+                        }),
+                        Some("allow" | "approve") => {
+                            verdicts.push(Verdict::Allow { approve: true })
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        // The strongest answer: a deny, then a rewrite, then an ask, then an allow.
+        let rank = |v: &Verdict| match v {
+            Verdict::Deny { .. } => 0,
+            Verdict::Rewrite { .. } => 1,
+            Verdict::Ask { .. } => 2,
+            _ => 3,
+        };
+        Ok(verdicts.into_iter().min_by_key(rank))
+    }
+
+    async fn after_tool(
+        &self,
+        view: &View<'_>,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        let mut input = self.base(view, Event::PostToolUse);
+        input.insert("tool_name".to_owned(), json!(call.name));
+        input.insert("tool_input".to_owned(), call.input.clone());
+        input.insert(
+            "tool_response".to_owned(),
+            json!({ "text": output.text, "is_error": output.is_error }),
+        );
+        let input = Value::Object(input);
+        let mut output = output;
+        for hook in self.for_event(Event::PostToolUse, Some(&call.name)) {
+            let feedback = match self.run(hook, &input).await {
+                Ran::Block { stderr } => Some(stderr),
+                Ran::Failed { why } => {
+                    self.warn(
+                        view,
+                        Event::PostToolUse,
+                        hook,
+                        &format!("failed (not blocking): {why}"),
+                    );
+                    None
+                }
+                Ran::Ok { json: None, .. } => None,
+                Ran::Ok {
+                    json: Some(json), ..
+                } => {
+                    self.check_keys(view, Event::PostToolUse, hook, &json);
+                    let blocked = (json.get("decision").and_then(Value::as_str) == Some("block"))
+                        .then(|| {
+                            json.get("reason")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned()
+                        });
+                    let context = specific(&json, "additionalContext")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    blocked
+                        .into_iter()
+                        .chain(context)
+                        .reduce(|a, b| format!("{a}\n{b}"))
+                }
+            };
+            if let Some(text) = feedback.filter(|t| !t.is_empty()) {
+                output.text = format!("{}\n\nPostToolUse hook: {text}", output.text);
+            }
+        }
+        Ok(output)
+    }
+
+    async fn before_finish(&self, view: &View<'_>) -> HookResult<Option<String>> {
+        let mut input = self.base(view, Event::Stop);
+        // True when a Stop hook already refused this turn once (so a hook can avoid looping).
+        let refused = view
+            .ext_state(HOOKS)
+            .and_then(|s| s.get("stop_refused_at"))
+            .and_then(Value::as_u64);
+        let turn = view.core().last_user.map(|i| i as u64);
+        input.insert(
+            "stop_hook_active".to_owned(),
+            json!(refused.is_some() && refused == turn),
+        );
+        let input = Value::Object(input);
+        for hook in self.for_event(Event::Stop, None) {
+            let refusal = match self.run(hook, &input).await {
+                Ran::Block { stderr } => Some(stderr),
+                Ran::Failed { why } if hook.fail_closed => {
+                    Some(format!("Stop hook `{}` failed: {why}", hook.command))
+                }
+                Ran::Failed { why } => {
+                    self.warn(
+                        view,
+                        Event::Stop,
+                        hook,
+                        &format!("failed (not blocking): {why}"),
+                    );
+                    None
+                }
+                Ran::Ok { json: None, .. } => None,
+                Ran::Ok {
+                    json: Some(json), ..
+                } => {
+                    self.check_keys(view, Event::Stop, hook, &json);
+                    (json.get("decision").and_then(Value::as_str) == Some("block")).then(|| {
+                        json.get("reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("a Stop hook asks you to go on")
+                            .to_owned()
+                    })
+                }
+            };
+            if let Some(reason) = refusal {
+                view.record(HOOKS, "stop_refused", json!({ "at": turn }));
+                return Ok(Some(reason));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn turn_intake(&self, view: &View<'_>, message: &str) -> HookResult<()> {
+        let mut input = self.base(view, Event::UserPromptSubmit);
+        input.insert("prompt".to_owned(), json!(message));
+        let input = Value::Object(input);
+        for hook in self.for_event(Event::UserPromptSubmit, None) {
+            match self.run(hook, &input).await {
+                Ran::Block { stderr } => {
+                    return Err(HookError::new(format!(
+                        "UserPromptSubmit hook blocked the prompt: {stderr}"
+                    )));
+                }
+                Ran::Failed { why } if hook.fail_closed => {
+                    return Err(HookError::new(format!(
+                        "UserPromptSubmit hook `{}` failed: {why}",
+                        hook.command
+                    )));
+                }
+                Ran::Failed { why } => self.warn(
+                    view,
+                    Event::UserPromptSubmit,
+                    hook,
+                    &format!("failed (not blocking): {why}"),
+                ),
+                Ran::Ok { stdout, json } => {
+                    let context = match &json {
+                        Some(json) => {
+                            self.check_keys(view, Event::UserPromptSubmit, hook, json);
+                            specific(json, "additionalContext")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        }
+                        None => Some(stdout).filter(|s| !s.is_empty()),
+                    };
+                    if let Some(text) = context {
+                        view.record_with_message(
+                            HOOKS,
+                            "context",
+                            json!({ "event": "UserPromptSubmit" }),
+                            &text,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_start(&self, view: &View<'_>) -> HookResult<()> {
+        // Once per task: the mark is recorded, so later claims and resumes skip it.
+        if view
+            .ext_state(HOOKS)
+            .and_then(|s| s.get("session_started"))
+            .is_some()
+        {
+            return Ok(());
+        }
+        let hooks: Vec<&Hook> = self.for_event(Event::SessionStart, None).collect();
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let input = Value::Object(self.base(view, Event::SessionStart));
+        for hook in hooks {
+            match self.run(hook, &input).await {
+                Ran::Ok { stdout, json } => {
+                    let context = match &json {
+                        Some(json) => specific(json, "additionalContext")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        None => Some(stdout).filter(|s| !s.is_empty()),
+                    };
+                    if let Some(text) = context {
+                        view.record_with_message(
+                            HOOKS,
+                            "context",
+                            json!({ "event": "SessionStart" }),
+                            &text,
+                        );
+                    }
+                }
+                Ran::Block { stderr } | Ran::Failed { why: stderr } => {
+                    self.warn(
+                        view,
+                        Event::SessionStart,
+                        hook,
+                        &format!("failed (not blocking): {stderr}"),
+                    );
+                }
+            }
+        }
+        view.record(HOOKS, "session_started", json!({}));
+        Ok(())
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        if !state.is_object() {
+            *state = json!({});
+        }
+        let Some(map) = state.as_object_mut() else {
+            return Ok(());
+        };
+        match kind {
+            "session_started" => {
+                map.insert("session_started".to_owned(), Value::Bool(true));
+            }
+            "stop_refused" => {
+                map.insert(
+                    "stop_refused_at".to_owned(),
+                    data.get("at").cloned().unwrap_or(Value::Null),
+                );
+            }
+            "warning" | "context" | ERASED_KIND => {}
+            other => return Err(format!("unknown record kind `{other}`")),
+        }
+        Ok(())
+    }
+}
