@@ -245,6 +245,34 @@ impl Hooks {
         );
     }
 
+    /// Records a hook failure that did not block anything.
+    fn not_blocking(&self, view: &View<'_>, event: Event, hook: &Hook, why: &str) {
+        self.warn(view, event, hook, &format!("failed (not blocking): {why}"));
+    }
+
+    /// Records what a hook adds to the conversation: its `additionalContext`, or its plain output.
+    fn add_context(
+        &self,
+        view: &View<'_>,
+        event: Event,
+        hook: &Hook,
+        stdout: String,
+        json: Option<&Map<String, Value>>,
+    ) {
+        let context = match json {
+            Some(json) => {
+                self.check_keys(view, event, hook, json);
+                specific(json, "additionalContext")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }
+            None => Some(stdout).filter(|s| !s.is_empty()),
+        };
+        if let Some(text) = context {
+            view.record_with_message(HOOKS, "context", json!({ "event": event.name() }), &text);
+        }
+    }
+
     fn check_keys(&self, view: &View<'_>, event: Event, hook: &Hook, json: &Map<String, Value>) {
         let mut unknown: Vec<String> = json
             .keys()
@@ -289,6 +317,16 @@ fn specific<'a>(json: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
         .and_then(|s| s.get(key))
 }
 
+/// The reason of a `decision: block` output (`default` when it gives none).
+fn block_reason(json: &Map<String, Value>, default: &str) -> Option<String> {
+    (json.get("decision").and_then(Value::as_str) == Some("block")).then(|| {
+        json.get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_owned()
+    })
+}
+
 #[async_trait]
 impl Extension for Hooks {
     fn name(&self) -> &str {
@@ -307,12 +345,7 @@ impl Extension for Hooks {
                 Ran::Failed { why } if hook.fail_closed => verdicts.push(Verdict::Deny {
                     reason: format!("PreToolUse hook `{}` failed: {why}", hook.command),
                 }),
-                Ran::Failed { why } => self.warn(
-                    view,
-                    Event::PreToolUse,
-                    hook,
-                    &format!("failed (not blocking): {why}"),
-                ),
+                Ran::Failed { why } => self.not_blocking(view, Event::PreToolUse, hook, &why),
                 Ran::Ok { json: None, .. } => {}
                 Ran::Ok {
                     json: Some(json), ..
@@ -375,12 +408,7 @@ impl Extension for Hooks {
             let feedback = match self.run(hook, &input).await {
                 Ran::Block { stderr } => Some(stderr),
                 Ran::Failed { why } => {
-                    self.warn(
-                        view,
-                        Event::PostToolUse,
-                        hook,
-                        &format!("failed (not blocking): {why}"),
-                    );
+                    self.not_blocking(view, Event::PostToolUse, hook, &why);
                     None
                 }
                 Ran::Ok { json: None, .. } => None,
@@ -388,13 +416,7 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } => {
                     self.check_keys(view, Event::PostToolUse, hook, &json);
-                    let blocked = (json.get("decision").and_then(Value::as_str) == Some("block"))
-                        .then(|| {
-                            json.get("reason")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned()
-                        });
+                    let blocked = block_reason(&json, "");
                     let context = specific(&json, "additionalContext")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
@@ -431,12 +453,7 @@ impl Extension for Hooks {
                     Some(format!("Stop hook `{}` failed: {why}", hook.command))
                 }
                 Ran::Failed { why } => {
-                    self.warn(
-                        view,
-                        Event::Stop,
-                        hook,
-                        &format!("failed (not blocking): {why}"),
-                    );
+                    self.not_blocking(view, Event::Stop, hook, &why);
                     None
                 }
                 Ran::Ok { json: None, .. } => None,
@@ -444,12 +461,7 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } => {
                     self.check_keys(view, Event::Stop, hook, &json);
-                    (json.get("decision").and_then(Value::as_str) == Some("block")).then(|| {
-                        json.get("reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("a Stop hook asks you to go on")
-                            .to_owned()
-                    })
+                    block_reason(&json, "a Stop hook asks you to go on")
                 }
             };
             if let Some(reason) = refusal {
@@ -477,30 +489,9 @@ impl Extension for Hooks {
                         hook.command
                     )));
                 }
-                Ran::Failed { why } => self.warn(
-                    view,
-                    Event::UserPromptSubmit,
-                    hook,
-                    &format!("failed (not blocking): {why}"),
-                ),
+                Ran::Failed { why } => self.not_blocking(view, Event::UserPromptSubmit, hook, &why),
                 Ran::Ok { stdout, json } => {
-                    let context = match &json {
-                        Some(json) => {
-                            self.check_keys(view, Event::UserPromptSubmit, hook, json);
-                            specific(json, "additionalContext")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        }
-                        None => Some(stdout).filter(|s| !s.is_empty()),
-                    };
-                    if let Some(text) = context {
-                        view.record_with_message(
-                            HOOKS,
-                            "context",
-                            json!({ "event": "UserPromptSubmit" }),
-                            &text,
-                        );
-                    }
+                    self.add_context(view, Event::UserPromptSubmit, hook, stdout, json.as_ref());
                 }
             }
         }
@@ -524,28 +515,10 @@ impl Extension for Hooks {
         for hook in hooks {
             match self.run(hook, &input).await {
                 Ran::Ok { stdout, json } => {
-                    let context = match &json {
-                        Some(json) => specific(json, "additionalContext")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned),
-                        None => Some(stdout).filter(|s| !s.is_empty()),
-                    };
-                    if let Some(text) = context {
-                        view.record_with_message(
-                            HOOKS,
-                            "context",
-                            json!({ "event": "SessionStart" }),
-                            &text,
-                        );
-                    }
+                    self.add_context(view, Event::SessionStart, hook, stdout, json.as_ref());
                 }
                 Ran::Block { stderr } | Ran::Failed { why: stderr } => {
-                    self.warn(
-                        view,
-                        Event::SessionStart,
-                        hook,
-                        &format!("failed (not blocking): {stderr}"),
-                    );
+                    self.not_blocking(view, Event::SessionStart, hook, &stderr);
                 }
             }
         }
