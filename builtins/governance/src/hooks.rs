@@ -11,16 +11,20 @@
 //! Where each event runs: `PreToolUse` in the gate (`before_tool`),
 //! `PostToolUse` after a call (`after_tool`), `Stop` at `before_finish`,
 //! `UserPromptSubmit` at turn intake, `SessionStart` once per task at
-//! `on_start`.
+//! `on_start`, `Notification` in the background when a turn parks on a person
+//! (`on_event`; the matcher matches the notification type).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use noeta_core::exec::{ExecCommand, ExecEnv, LocalExecEnv};
 use noeta_core::extension::{Extension, HookError, HookResult, View};
-use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::records::{CoreRecord, ERASED_KIND, ToolCall};
+use noeta_core::store::Event as LogEvent;
 use noeta_core::{ToolOutput, Verdict};
 use regex::Regex;
 use serde::Deserialize;
@@ -32,6 +36,9 @@ pub(crate) const HOOKS: &str = "hooks";
 /// The default timeout of a hook, in seconds.
 const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
+/// Notification hooks running at once, at most; past it a notification is dropped (and logged).
+const MAX_NOTIFICATIONS_IN_FLIGHT: usize = 16;
+
 /// The events hooks run at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -40,10 +47,12 @@ enum Event {
     Stop,
     UserPromptSubmit,
     SessionStart,
+    Notification,
 }
 
 impl Event {
-    const KNOWN: &'static str = "PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart";
+    const KNOWN: &'static str =
+        "PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification";
 
     fn parse(name: &str) -> Option<Self> {
         match name {
@@ -52,6 +61,7 @@ impl Event {
             "Stop" => Some(Event::Stop),
             "UserPromptSubmit" => Some(Event::UserPromptSubmit),
             "SessionStart" => Some(Event::SessionStart),
+            "Notification" => Some(Event::Notification),
             _ => None,
         }
     }
@@ -63,6 +73,7 @@ impl Event {
             Event::Stop => "Stop",
             Event::UserPromptSubmit => "UserPromptSubmit",
             Event::SessionStart => "SessionStart",
+            Event::Notification => "Notification",
         }
     }
 }
@@ -121,6 +132,8 @@ pub(crate) struct Hooks {
     env: LocalExecEnv,
     /// Where the commands run, as the hooks' input names it.
     cwd: String,
+    /// Notification hooks still running in the background.
+    notifying: Arc<AtomicUsize>,
 }
 
 /// Reads `[plugins.governance] hooks`; every error names the event, the group or the field.
@@ -172,6 +185,7 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
         events,
         cwd: workspace.display().to_string(),
         env: LocalExecEnv::new(workspace),
+        notifying: Arc::new(AtomicUsize::new(0)),
     }))
 }
 
@@ -243,6 +257,38 @@ impl Hooks {
             "warning",
             json!({ "event": event.name(), "command": hook.command, "message": message }),
         );
+    }
+
+    /// Runs a Notification hook in the background: nothing waits for it and it cannot block.
+    fn notify(&self, hook: &Hook, input: String) {
+        if self.notifying.fetch_add(1, Ordering::SeqCst) >= MAX_NOTIFICATIONS_IN_FLIGHT {
+            self.notifying.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(command = %hook.command, "Notification hook dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} still running");
+            return;
+        }
+        let command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+            .with_stdin(input)
+            .with_timeout(hook.timeout);
+        let env = self.env.clone();
+        let notifying = Arc::clone(&self.notifying);
+        let shown = hook.command.clone();
+        std::thread::spawn(move || {
+            let result = futures::executor::block_on(env.run(&command));
+            notifying.fetch_sub(1, Ordering::SeqCst);
+            match result {
+                Ok(out) if out.status == Some(0) => {}
+                Ok(out) if out.timed_out => {
+                    tracing::warn!(command = %shown, "Notification hook timed out");
+                }
+                Ok(out) => tracing::warn!(
+                    command = %shown,
+                    status = ?out.status,
+                    stderr = %String::from_utf8_lossy(&out.stderr).trim(),
+                    "Notification hook failed"
+                ),
+                Err(err) => tracing::warn!(command = %shown, "Notification hook failed: {err}"),
+            }
+        });
     }
 
     /// Records a hook failure that did not block anything.
@@ -523,6 +569,31 @@ impl Extension for Hooks {
             }
         }
         view.record(HOOKS, "session_started", json!({}));
+        Ok(())
+    }
+
+    /// A turn parked on a person: Notification hooks hear of it, live only (never on replay).
+    fn on_event(&self, view: &View<'_>, event: &LogEvent) -> HookResult<()> {
+        let record = &event.record;
+        let parked = record.kind == "call_parked" || record.kind == "tool_parked";
+        if !parked || !self.events.contains_key(&Event::Notification) {
+            return Ok(());
+        }
+        let (kind, message) = match CoreRecord::from_record(record) {
+            Some(Ok(CoreRecord::CallParked { question, .. })) => ("permission_prompt", question),
+            Some(Ok(CoreRecord::ToolParked {
+                question: Some(question),
+                ..
+            })) => ("question", question),
+            _ => return Ok(()),
+        };
+        let mut input = self.base(view, Event::Notification);
+        input.insert("message".to_owned(), json!(message));
+        input.insert("notification_type".to_owned(), json!(kind));
+        let input = Value::Object(input).to_string();
+        for hook in self.for_event(Event::Notification, Some(kind)) {
+            self.notify(hook, input.clone());
+        }
         Ok(())
     }
 

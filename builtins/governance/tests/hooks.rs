@@ -10,6 +10,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::{Probe, Runs, call, messages, records, results, scripted, session};
 use futures::executor::block_on;
@@ -17,7 +18,7 @@ use noeta_core::fold::Role;
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::session::Session;
 use noeta_core::store::TaskId;
-use noeta_core::{Tool, ToolFlags};
+use noeta_core::{Risk, Tool, ToolFlags};
 use serde_json::{Value, json};
 
 /// A low-risk `Bash` probe (so the permission modes never ask) and its runs.
@@ -276,6 +277,56 @@ fn session_start_runs_once_per_task_across_sessions() {
     );
 }
 
+/// Waits (up to ten seconds) for a background hook to write `path` as a whole JSON document.
+fn wait_for_json(path: &Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Ok(value) = serde_json::from_str::<Value>(&text) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was not written",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_notification_hook_hears_when_a_turn_parks_on_a_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, _) = Probe::tool("Edit", ToolFlags::default().with_risk(Risk::High));
+    // Slow enough that a wrongly matched `touch idle`, started alongside, would have run.
+    let notify = "cat > note.tmp && sleep 0.3 && mv note.tmp note.json";
+    let hooks = json!({
+        "Notification": [
+            { "matcher": "permission_prompt", "hooks": [{ "type": "command", "command": notify }] },
+            { "matcher": "idle_prompt", "hooks": [{ "type": "command", "command": "touch idle" }] },
+        ]
+    });
+    let s = with_hooks(hooks, dir.path(), &[tool]);
+    let rt =
+        scripted(json!({ "turns": [{ "calls": [call("Edit", json!({}))] }, { "text": "done" }] }));
+    let t = TaskId::new("notify").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Parked { .. }), "{outcome:?}");
+    let note = wait_for_json(&dir.path().join("note.json"));
+    assert_eq!(note["hook_event_name"], "Notification");
+    assert_eq!(note["notification_type"], "permission_prompt");
+    assert_eq!(
+        note["message"],
+        "`Edit` is a high risk tool — allow this call?"
+    );
+    assert_eq!(note["session_id"], "notify");
+    assert!(
+        !dir.path().join("idle").exists(),
+        "the matcher picks the notification type"
+    );
+}
+
 #[test]
 fn bad_hook_settings_fail_the_session_naming_the_event_and_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -289,7 +340,7 @@ fn bad_hook_settings_fail_the_session_naming_the_event_and_field() {
     assert_eq!(
         err(hook("BeforeTool", "", "true", json!({}))),
         format!(
-            "{prefix}: unknown event `BeforeTool` (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart)"
+            "{prefix}: unknown event `BeforeTool` (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification)"
         )
     );
     assert!(
