@@ -1,8 +1,9 @@
 //! The `governance` built-in plugin: permissions — modes, allow and deny lists,
-//! per-tool risk — and command hooks (`hooks.rs`).
+//! per-tool risk — budgets (`budget.rs`), the repetition guard
+//! (`repetition.rs`) and command hooks (`hooks.rs`).
 //!
 //! Its session pack adds the `permissions` extension to every agent, and the
-//! `hooks` extension when `[plugins.governance] hooks` is set. The permissions
+//! others when `[plugins.governance]` configures them. The permissions
 //! extension answers every tool call in the gate:
 //!
 //! - a tool on the deny list is denied, whatever the mode;
@@ -16,7 +17,9 @@
 //! `/mode <mode>`, which records the switch under `permissions`, so it
 //! survives crashes and moves with the task.
 
+mod budget;
 mod hooks;
+mod repetition;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -85,6 +88,12 @@ struct Settings {
     /// Where hook commands run (default: the current directory).
     #[serde(default)]
     hooks_cwd: Option<PathBuf>,
+    /// The task's caps (`budget` extension).
+    #[serde(default)]
+    budget: budget::Budget,
+    /// The repetition guard, off unless set.
+    #[serde(default)]
+    repetition: Option<repetition::RepetitionGuard>,
 }
 
 fn default_edit_tools() -> Vec<String> {
@@ -200,19 +209,16 @@ struct Pack;
 impl SessionPackFactory for Pack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let config = ctx.config("governance");
-        let settings: Settings = if config.is_null() {
-            Settings {
-                permission_mode: None,
-                allow: Vec::new(),
-                deny: Vec::new(),
-                edit_tools: default_edit_tools(),
-                hooks: None,
-                hooks_cwd: None,
-            }
+        let config = if config.is_null() {
+            json!({})
         } else {
-            serde_json::from_value(config.clone())
-                .map_err(|err| format!("settings [plugins.governance]: {err}"))?
+            config.clone()
         };
+        let settings: Settings = serde_json::from_value(config)
+            .map_err(|err| format!("settings [plugins.governance]: {err}"))?;
+        if let Some(guard) = &settings.repetition {
+            guard.validate()?;
+        }
         let start = match settings.permission_mode.as_deref() {
             None => Mode::Default,
             Some(text) => Mode::parse(text).ok_or_else(|| {
@@ -223,13 +229,20 @@ impl SessionPackFactory for Pack {
             })?,
         };
         let hooks = hooks::parse(settings.hooks.as_ref(), settings.hooks_cwd.clone())?;
+        // The order of the original's guards: budget, permissions, repetition, hooks.
         let mut pack = PackContribution::empty();
+        if settings.budget.is_set() {
+            pack.extensions.push(Arc::new(settings.budget));
+        }
         pack.extensions.push(Arc::new(Permissions {
             start,
             allow: settings.allow.into_iter().collect(),
             deny: settings.deny.into_iter().collect(),
             edit_tools: settings.edit_tools.into_iter().collect(),
         }));
+        if let Some(guard) = settings.repetition {
+            pack.extensions.push(Arc::new(guard));
+        }
         if let Some(hooks) = hooks {
             pack.extensions.push(Arc::new(hooks));
         }

@@ -155,6 +155,8 @@ pub struct SpawnRequest {
     pub agent: String,
     /// The child's depth below the root.
     pub depth: u32,
+    /// Children the same call already asked for, before this one (not yet in the task's state).
+    pub earlier_in_call: usize,
 }
 
 /// An extension's say on a compaction about to happen.

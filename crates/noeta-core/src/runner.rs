@@ -256,7 +256,11 @@ struct ClaimSpawner {
 }
 
 impl Spawner for ClaimSpawner {
-    fn admit(&self, agent: &str) -> Result<BTreeMap<String, Value>, String> {
+    fn admit(
+        &self,
+        agent: &str,
+        earlier_in_call: usize,
+    ) -> Result<BTreeMap<String, Value>, String> {
         if !self.roster.iter().any(|a| a == agent) {
             return Err(format!(
                 "no agent named `{agent}` on `{}`'s roster (roster: {})",
@@ -278,6 +282,7 @@ impl Spawner for ClaimSpawner {
         let request = SpawnRequest {
             agent: agent.to_owned(),
             depth: self.depth + 1,
+            earlier_in_call,
         };
         for ext in &self.extensions {
             let verdict =

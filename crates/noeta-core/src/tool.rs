@@ -81,8 +81,13 @@ pub type ProgressSink = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The runner's side of `ctx.spawn`: the spawn checkpoint and `inherit`, run when the tool spawns.
 pub trait Spawner: Send + Sync {
-    /// Passes the spawn checkpoint for `agent` and gathers what the child inherits, or refuses.
-    fn admit(&self, agent: &str) -> Result<std::collections::BTreeMap<String, Value>, String>;
+    /// Passes the spawn checkpoint for `agent` and gathers what the child inherits, or refuses;
+    /// `earlier_in_call` children were already asked for by the same call.
+    fn admit(
+        &self,
+        agent: &str,
+        earlier_in_call: usize,
+    ) -> Result<std::collections::BTreeMap<String, Value>, String>;
 
     /// The id the `n`-th child of call `call_id` gets (stable across workers and retries).
     fn child_id(&self, call_id: &str, n: usize) -> String;
@@ -297,8 +302,10 @@ impl ToolContext {
                 "this host cannot start child tasks here".to_owned(),
             ));
         };
-        let inherited = spawner.admit(agent).map_err(ToolError::RespondToModel)?;
         let mut spawns = self.spawns.lock().unwrap_or_else(PoisonError::into_inner);
+        let inherited = spawner
+            .admit(agent, spawns.len())
+            .map_err(ToolError::RespondToModel)?;
         let child = spawner.child_id(&self.call_id, spawns.len() + 1);
         spawns.push(SpawnOrder {
             child: child.clone(),
