@@ -30,6 +30,10 @@ pub struct ExecCommand {
     pub stdin: Option<Vec<u8>>,
     /// The deadline; the command is killed when it passes.
     pub timeout: Option<Duration>,
+    /// Start from an empty environment (only `env` is set) instead of inheriting the host's.
+    pub clear_env: bool,
+    /// Bytes kept of each of standard output and error; the rest is read and dropped.
+    pub output_cap: Option<usize>,
 }
 
 impl ExecCommand {
@@ -62,6 +66,24 @@ impl ExecCommand {
         self.stdin = Some(bytes.into());
         self
     }
+
+    /// Sets the environment variable `key`.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// Runs with only the variables set by `with_env`, not the host's.
+    pub fn without_host_env(mut self) -> Self {
+        self.clear_env = true;
+        self
+    }
+
+    /// Keeps at most `bytes` of each output stream (the command still runs to its end).
+    pub fn with_output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = Some(bytes);
+        self
+    }
 }
 
 /// How a command ended.
@@ -76,6 +98,8 @@ pub struct ExecOutput {
     pub stderr: Vec<u8>,
     /// Whether the deadline killed it.
     pub timed_out: bool,
+    /// Bytes of standard output and error dropped past the command's output cap.
+    pub dropped: u64,
 }
 
 /// Why a command could not run.
@@ -171,6 +195,9 @@ fn kill_group(_pid: u32) {}
 
 fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
     let mut process = Command::new(&command.program);
+    if command.clear_env {
+        process.env_clear();
+    }
     process
         .args(&command.args)
         .current_dir(cwd)
@@ -193,13 +220,26 @@ fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecEr
     })?;
     // Readers start first and input is written on its own thread, so a command that
     // writes while it reads never deadlocks against us.
+    let cap = command.output_cap.unwrap_or(usize::MAX);
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
-            let mut buf = Vec::new();
+            let mut kept = Vec::new();
+            let mut dropped = 0u64;
             if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut buf);
+                let mut chunk = [0u8; 8192];
+                loop {
+                    match pipe.read(&mut chunk) {
+                        Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let room = cap.saturating_sub(kept.len()).min(n);
+                            kept.extend_from_slice(&chunk[..room]);
+                            dropped += (n - room) as u64;
+                        }
+                    }
+                }
             }
-            buf
+            (kept, dropped)
         })
     };
     let out_reader = reader(
@@ -241,13 +281,14 @@ fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecEr
     // Whatever the command left running in its group (background children holding the
     // pipes) ends with it, so the output is complete and nothing lingers.
     kill_group(child.id());
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
+    let (stdout, out_dropped) = out_reader.join().unwrap_or_default();
+    let (stderr, err_dropped) = err_reader.join().unwrap_or_default();
     Ok(ExecOutput {
         status: if timed_out { None } else { status.code() },
         stdout,
         stderr,
         timed_out,
+        dropped: out_dropped + err_dropped,
     })
 }
 

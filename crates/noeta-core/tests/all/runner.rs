@@ -3414,6 +3414,16 @@ mod review_regressions {
             started.elapsed() < Duration::from_secs(10),
             "the grandchild was killed too"
         );
+        let capped = ExecCommand::new("cat", Vec::<String>::new())
+            .with_stdin(big.clone())
+            .with_output_cap(1000);
+        let out = block_on(env.run(&capped)).unwrap();
+        assert_eq!((out.stdout.len(), out.dropped), (1000, 299_000));
+        let bare = ExecCommand::new("/usr/bin/env", Vec::<String>::new())
+            .without_host_env()
+            .with_env("ONLY", "this");
+        let out = block_on(env.run(&bare)).unwrap();
+        assert_eq!(out.stdout, b"ONLY=this\n");
         let started = Instant::now();
         let lingering = ExecCommand::new("sh", ["-c", "sleep 30 & echo started"]);
         let out = block_on(env.run(&lingering)).unwrap();
