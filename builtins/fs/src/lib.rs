@@ -1,12 +1,60 @@
 //! The `fs` built-in plugin: the agent's hands: file tools and the shell, fenced to the workspace.
+//!
+//! Its session pack (`fs`, priority 100) mounts `Read`, `Glob`, `Grep`, `Edit`, `Write` and
+//! (unless `shell_mode = "off"`) `Bash` (`bash.rs`), and adds the `fs` extension. Every path resolves against the workspace root of the
+//! runner's execution environment (`ctx.exec_env()`); a path outside it, or a symlink inside
+//! it pointing outside, is refused. `Read` records each file's SHA-256 digest under `fs`;
+//! the extension folds those records into the read registry, and `Edit` and `Write` refuse to
+//! change a file that was never read or that changed since it was read. Whether they write
+//! is the `write_mode` setting: `dry_run` (the default) only shows what would change.
 
-use noeta_core::{LinkedPlugin, RefTable};
+mod bash;
+mod edit;
+mod glob;
+mod grep;
+mod paths;
+mod read;
+mod registry;
+mod settings;
+
+use std::sync::Arc;
+
+use noeta_core::{
+    LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext, SessionPackFactory,
+    Tool,
+};
+
+/// Adds the `fs` extension and mounts the file tools, configured from `[plugins.fs]`.
+struct Pack;
+
+impl SessionPackFactory for Pack {
+    fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
+        let settings = Arc::new(settings::Settings::parse(ctx.config("fs"))?);
+        let mut pack = PackContribution::empty();
+        pack.extensions.push(Arc::new(registry::FsState));
+        let tools: [Arc<dyn Tool>; 5] = [
+            Arc::new(read::Read),
+            Arc::new(glob::Glob),
+            Arc::new(grep::Grep),
+            Arc::new(edit::Edit::new(Arc::clone(&settings))),
+            Arc::new(edit::Write::new(Arc::clone(&settings))),
+        ];
+        pack.tools.extend(tools);
+        if settings.shell.mode != bash::ShellMode::Off {
+            pack.tools
+                .push(Arc::new(bash::Bash::new(Arc::new(settings.shell.clone()))));
+        }
+        Ok(pack)
+    }
+}
 
 /// The plugin: its embedded manifest and its resolver.
 pub fn plugin() -> LinkedPlugin {
     LinkedPlugin::new(
         env!("CARGO_PKG_NAME"),
         include_str!("../noeta-plugin.toml"),
-        RefTable::new(),
+        RefTable::new().with("noeta_builtin_fs::fs", |_| {
+            Ok(Resolved::SessionPack(Arc::new(Pack)))
+        }),
     )
 }

@@ -1,0 +1,169 @@
+//! `Read`: a text file in `cat -n` form, recording its digest in the read registry.
+
+use async_trait::async_trait;
+use noeta_core::canonical::sha256_hex;
+use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::paths::{Workspace, fail, numbered};
+use crate::registry::EXTENSION;
+
+const NAME: &str = "Read";
+/// Lines read when no `limit` is given.
+pub(crate) const DEFAULT_LINES: usize = 2000;
+/// Longer lines are clipped.
+pub(crate) const MAX_LINE_CHARS: usize = 2000;
+/// Without a `limit`, larger files are refused.
+pub(crate) const MAX_WHOLE_FILE_BYTES: u64 = 262_144;
+/// The most tokens one read returns (estimated at 4 characters per token).
+pub(crate) const MAX_TOKENS: usize = 25_000;
+
+const DESCRIPTION: &str = "\
+Read a text file from the workspace. `file_path` is relative to the workspace root (or absolute \
+inside it). The result is in `cat -n` form: each line starts with its line number and a tab. \
+By default up to 2000 lines are read from the start; use `offset` (the first line, from 1) and \
+`limit` (how many lines) for long files — a file larger than 256 KiB must be read with a \
+`limit`. Lines longer than 2000 characters are clipped. Binary files, images, PDFs and \
+notebooks are not rendered. Read a file before you Edit it or overwrite it with Write.";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    file_path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// The `Read` tool.
+pub(crate) struct Read;
+
+#[async_trait]
+impl Tool for Read {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The file to read, relative to the workspace root"},
+                "offset": {"type": "integer", "minimum": 1, "description": "The line to start from (1 is the first line)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"}
+            },
+            "required": ["file_path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn flags(&self) -> ToolFlags {
+        let mut flags = ToolFlags::read_only();
+        flags.clearable = true;
+        flags.retry_safe = true;
+        // Read bounds its own output by the token limit (and a short note), so the runtime's
+        // clipping never cuts a page it returns.
+        flags.max_result_chars = Some(MAX_TOKENS * 4 + 1_000);
+        flags
+    }
+
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: Input = serde_json::from_value(input)
+            .map_err(|err| fail(NAME, format!("invalid input: {err}")))?;
+        let offset = input.offset.unwrap_or(1);
+        if offset == 0 || input.limit == Some(0) {
+            return Err(fail(NAME, "offset and limit start at 1"));
+        }
+        let ws = Workspace::of(ctx, NAME)?;
+        let target = ws.resolve(NAME, &input.file_path)?;
+        let rel = &target.rel;
+        let meta = std::fs::metadata(&target.abs)
+            .map_err(|_| fail(NAME, format!("file `{rel}` does not exist")))?;
+        if meta.is_dir() {
+            return Err(fail(
+                NAME,
+                format!("`{rel}` is a directory, not a file; use Glob to list its files"),
+            ));
+        }
+        if input.limit.is_none() && meta.len() > MAX_WHOLE_FILE_BYTES {
+            return Err(fail(
+                NAME,
+                format!(
+                    "`{rel}` is {} bytes, more than the {MAX_WHOLE_FILE_BYTES} bytes (256 KiB) read at once; use offset and limit to read part of it",
+                    meta.len()
+                ),
+            ));
+        }
+        let bytes = std::fs::read(&target.abs)
+            .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+        let text = text_of(&bytes).ok_or_else(|| not_text(NAME, rel))?;
+        let digest = sha256_hex(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = if lines.is_empty() {
+            format!("(the file `{rel}` is empty)")
+        } else if offset > lines.len() {
+            format!(
+                "(offset {offset} is past the end of `{rel}`, which has {} lines)",
+                lines.len()
+            )
+        } else {
+            let limit = input.limit.unwrap_or(DEFAULT_LINES);
+            let end = lines.len().min(offset.saturating_add(limit) - 1);
+            let clipped: Vec<String> = lines[offset - 1..end]
+                .iter()
+                .map(|line| clip(line))
+                .collect();
+            let mut out = numbered(offset, clipped.iter().map(String::as_str));
+            let tokens = out.len().div_ceil(4);
+            if tokens > MAX_TOKENS {
+                return Err(fail(
+                    NAME,
+                    format!(
+                        "lines {offset}–{end} of `{rel}` come to about {tokens} tokens, more than the {MAX_TOKENS} read at once; read fewer lines with offset and limit"
+                    ),
+                ));
+            }
+            if input.limit.is_none() && end < lines.len() {
+                out.push_str(&format!(
+                    "\n\n(showing lines {offset}–{end} of {}; use offset and limit to read more)",
+                    lines.len()
+                ));
+            }
+            out
+        };
+        ctx.record(
+            EXTENSION,
+            "read",
+            json!({ "path": target.rel, "digest": digest }),
+        );
+        Ok(ToolOutput::text(shown))
+    }
+}
+
+/// The bytes as text, unless they hold a NUL byte or are not UTF-8.
+pub(crate) fn text_of(bytes: &[u8]) -> Option<&str> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
+}
+
+/// The error for a file that is not text.
+pub(crate) fn not_text(tool: &str, rel: &str) -> ToolError {
+    fail(
+        tool,
+        format!("`{rel}` is not utf-8 text (binary files, images and PDFs are not supported)"),
+    )
+}
+
+/// A line clipped to [`MAX_LINE_CHARS`].
+fn clip(line: &str) -> String {
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => format!("{} … [line truncated]", &line[..at]),
+        None => line.to_owned(),
+    }
+}

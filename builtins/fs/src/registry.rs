@@ -1,0 +1,100 @@
+//! The `fs` extension: folds the read registry (file → digest last read or written).
+//!
+//! Records, all under `fs`:
+//! - `read` `{path, digest}`: `Read` saw the file with this SHA-256 digest;
+//! - `edit` `{path, before, after, applied, replacements, diff}`: an `Edit`, written or not;
+//! - `write` `{path, before, after, applied, created, bytes, diff}`: a `Write`, written or not;
+//! - `shell` `{command, cwd, status, timed_out}`: a `Bash` command and the directory it left
+//!   the shell in.
+//!
+//! A written edit or write moves the file's digest to `after`, so the agent may edit again
+//! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir}`.
+
+use async_trait::async_trait;
+use noeta_core::ToolContext;
+use noeta_core::extension::Extension;
+use noeta_core::records::ERASED_KIND;
+use serde_json::{Map, Value, json};
+
+use crate::paths::fail;
+
+/// The extension's name; the tools' records live under it.
+pub(crate) const EXTENSION: &str = "fs";
+
+/// Folds the `fs` records.
+pub(crate) struct FsState;
+
+#[async_trait]
+impl Extension for FsState {
+    fn name(&self) -> &str {
+        EXTENSION
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        let field = |name: &str| {
+            data.get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("a `{kind}` record has no string `{name}` ({data})"))
+        };
+        let (path, digest) = match kind {
+            "read" => (field("path")?, field("digest")?),
+            "edit" | "write" => {
+                if data.get("applied").and_then(Value::as_bool) != Some(true) {
+                    return Ok(());
+                }
+                (field("path")?, field("after")?)
+            }
+            "shell" => {
+                let cwd = field("cwd")?.to_owned();
+                if !state.is_object() {
+                    *state = json!({ "files": {} });
+                }
+                if let Some(map) = state.as_object_mut() {
+                    map.insert("cwd".to_owned(), json!(cwd));
+                }
+                return Ok(());
+            }
+            ERASED_KIND => return Ok(()),
+            other => return Err(format!("unknown record kind `{other}`")),
+        };
+        if !state.is_object() {
+            *state = json!({ "files": {} });
+        }
+        if let Some(map) = state.as_object_mut() {
+            let files = map
+                .entry("files")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(files) = files.as_object_mut() {
+                files.insert(path.to_owned(), json!(digest));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The digest `path` had when the agent last read or wrote it, as of the call's start.
+fn last_seen<'a>(ctx: &'a ToolContext, path: &str) -> Option<&'a str> {
+    ctx.state(EXTENSION)?.get("files")?.get(path)?.as_str()
+}
+
+/// The read-first precondition of the write tools: the file was read and has not changed since.
+pub(crate) fn check_read(
+    ctx: &ToolContext,
+    tool: &str,
+    path: &str,
+    digest: &str,
+) -> Result<(), noeta_core::ToolError> {
+    match last_seen(ctx, path) {
+        None => Err(fail(
+            tool,
+            format!("File has not been read yet. Read `{path}` first before writing to it."),
+        )),
+        Some(seen) if seen != digest => Err(fail(
+            tool,
+            format!(
+                "File has been modified since it was read, either by the user or by a linter. Read `{path}` again before attempting to write it."
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
+}

@@ -1,0 +1,256 @@
+//! `Read`: the `cat -n` form, offset and limit, every limit and error, the recorded digest.
+
+use noeta_core::canonical::sha256_hex;
+use serde_json::{Value, json};
+
+use crate::common::{Ws, call, err, numbered, ok, run, run_in};
+
+#[test]
+fn a_file_reads_in_cat_n_form_and_its_digest_is_recorded() {
+    let ws = Ws::new();
+    ws.put("notes/a.txt", "alpha\nbeta\r\ngamma\n");
+    let r = run(&ws, &[call("Read", json!({ "file_path": "notes/a.txt" }))]);
+    assert_eq!(r.last(), (numbered(1, &["alpha", "beta", "gamma"]), false));
+    let digest = sha256_hex(b"alpha\nbeta\r\ngamma\n");
+    assert_eq!(
+        r.records("read"),
+        [json!({ "path": "notes/a.txt", "digest": digest })]
+    );
+    assert_eq!(r.state(), json!({ "files": { "notes/a.txt": digest } }));
+}
+
+#[test]
+fn absolute_and_dotted_paths_inside_the_workspace_resolve_to_one_key() {
+    let ws = Ws::new();
+    ws.put("a.txt", "x\n");
+    let absolute = ws.path("a.txt").to_string_lossy().into_owned();
+    let r = run(
+        &ws,
+        &[
+            call("Read", json!({ "file_path": absolute })),
+            call("Read", json!({ "file_path": "./sub/../a.txt" })),
+        ],
+    );
+    assert!(r.results().iter().all(|(_, e)| !e));
+    let paths: Vec<Value> = r
+        .records("read")
+        .iter()
+        .map(|d| d["path"].clone())
+        .collect();
+    assert_eq!(paths, [json!("a.txt"), json!("a.txt")]);
+}
+
+#[test]
+fn offset_and_limit_select_lines() {
+    let ws = Ws::new();
+    ws.put("a.txt", "1\n2\n3\n4\n5\n");
+    let text = ok(
+        &ws,
+        "Read",
+        json!({ "file_path": "a.txt", "offset": 2, "limit": 2 }),
+    );
+    assert_eq!(text, numbered(2, &["2", "3"]));
+    let text = ok(&ws, "Read", json!({ "file_path": "a.txt", "offset": 4 }));
+    assert_eq!(text, numbered(4, &["4", "5"]));
+}
+
+#[test]
+fn without_a_limit_2000_lines_are_read_with_a_note() {
+    let ws = Ws::new();
+    let body: String = (1..=2500).map(|i| format!("line {i}\n")).collect();
+    ws.put("long.txt", &body);
+    let text = ok(&ws, "Read", json!({ "file_path": "long.txt" }));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[1999], "  2000\tline 2000");
+    assert_eq!(
+        lines.last().copied(),
+        Some("(showing lines 1–2000 of 2500; use offset and limit to read more)")
+    );
+    assert_eq!(lines.len(), 2002);
+}
+
+#[test]
+fn long_lines_are_clipped() {
+    let ws = Ws::new();
+    ws.put("wide.txt", format!("{}\nshort\n", "é".repeat(2500)));
+    let text = ok(&ws, "Read", json!({ "file_path": "wide.txt" }));
+    let first = format!("{} … [line truncated]", "é".repeat(2000));
+    assert_eq!(text, numbered(1, &[&first, "short"]));
+}
+
+#[test]
+fn a_file_over_256_kib_needs_a_limit() {
+    let ws = Ws::new();
+    let body: String = (0..30_000).map(|i| format!("row {i:05}\n")).collect();
+    assert!(body.len() > 262_144);
+    ws.put("big.txt", &body);
+    let text = err(&ws, "Read", json!({ "file_path": "big.txt" }));
+    assert_eq!(
+        text,
+        format!(
+            "Read: `big.txt` is {} bytes, more than the 262144 bytes (256 KiB) read at once; use offset and limit to read part of it",
+            body.len()
+        )
+    );
+    let text = ok(
+        &ws,
+        "Read",
+        json!({ "file_path": "big.txt", "offset": 3, "limit": 1 }),
+    );
+    assert_eq!(text, numbered(3, &["row 00002"]));
+}
+
+#[test]
+fn a_read_over_25000_tokens_is_refused() {
+    let ws = Ws::new();
+    let body: String = (0..1500)
+        .map(|_| format!("{}\n", "y".repeat(100)))
+        .collect();
+    ws.put("dense.txt", &body);
+    let text = err(
+        &ws,
+        "Read",
+        json!({ "file_path": "dense.txt", "limit": 1500 }),
+    );
+    assert!(
+        text.starts_with("Read: lines 1–1500 of `dense.txt` come to about "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "tokens, more than the 25000 read at once; read fewer lines with offset and limit"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_empty_file_and_an_offset_past_the_end_give_notes_and_still_record() {
+    let ws = Ws::new();
+    ws.put("empty.txt", "");
+    ws.put("two.txt", "a\nb\n");
+    let r = run(
+        &ws,
+        &[
+            call("Read", json!({ "file_path": "empty.txt" })),
+            call("Read", json!({ "file_path": "two.txt", "offset": 5 })),
+        ],
+    );
+    assert_eq!(
+        r.results(),
+        [
+            ("(the file `empty.txt` is empty)".to_owned(), false),
+            (
+                "(offset 5 is past the end of `two.txt`, which has 2 lines)".to_owned(),
+                false
+            ),
+        ]
+    );
+    assert_eq!(r.records("read").len(), 2);
+}
+
+#[test]
+fn binary_and_non_utf8_files_are_not_text() {
+    let ws = Ws::new();
+    ws.put("bin.dat", b"abc\0def");
+    ws.put("latin1.txt", b"caf\xe9\n");
+    for name in ["bin.dat", "latin1.txt"] {
+        let r = run(&ws, &[call("Read", json!({ "file_path": name }))]);
+        assert_eq!(
+            r.last(),
+            (
+                format!(
+                    "Read: `{name}` is not utf-8 text (binary files, images and PDFs are not supported)"
+                ),
+                true
+            )
+        );
+        assert!(r.records("read").is_empty());
+    }
+}
+
+#[test]
+fn missing_files_and_directories_are_errors() {
+    let ws = Ws::new();
+    std::fs::create_dir(ws.path("dir")).unwrap();
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": "nope.txt" })),
+        "Read: file `nope.txt` does not exist"
+    );
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": "dir" })),
+        "Read: `dir` is a directory, not a file; use Glob to list its files"
+    );
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": " " })),
+        "Read: the path is empty"
+    );
+}
+
+#[test]
+fn paths_outside_the_workspace_are_refused() {
+    let ws = Ws::new();
+    let root = ws.root().display().to_string();
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": "../outside.txt" })),
+        format!("Read: `../outside.txt` is outside the workspace `{root}`")
+    );
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": "/etc/hostname" })),
+        format!("Read: `/etc/hostname` is outside the workspace `{root}`")
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_leading_out_of_the_workspace_is_refused() {
+    let ws = Ws::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path("link.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path("linkdir")).unwrap();
+    let real = std::fs::canonicalize(outside.path()).unwrap();
+    let text = err(&ws, "Read", json!({ "file_path": "link.txt" }));
+    assert_eq!(
+        text,
+        format!(
+            "Read: `link.txt` leads through a symlink to `{}`, outside the workspace `{}`",
+            real.join("secret.txt").display(),
+            ws.root().display()
+        )
+    );
+    let text = err(&ws, "Read", json!({ "file_path": "linkdir/secret.txt" }));
+    assert!(text.contains("leads through a symlink"), "{text}");
+    // A symlink that stays inside is followed.
+    ws.put("real.txt", "inside\n");
+    std::os::unix::fs::symlink(ws.path("real.txt"), ws.path("alias.txt")).unwrap();
+    assert_eq!(
+        ok(&ws, "Read", json!({ "file_path": "alias.txt" })),
+        numbered(1, &["inside"])
+    );
+}
+
+#[test]
+fn input_outside_the_schema_is_an_error_for_the_model() {
+    let ws = Ws::new();
+    ws.put("a.txt", "a\n");
+    let text = err(&ws, "Read", json!({ "file_path": "a.txt", "offset": 0 }));
+    assert!(text.starts_with("Read: "), "{text}");
+    let text = err(&ws, "Read", json!({ "file_path": "a.txt", "pages": "1" }));
+    assert!(text.starts_with("Read: "), "{text}");
+}
+
+#[test]
+fn without_an_execution_environment_there_is_no_workspace() {
+    let r = run_in(
+        None,
+        Value::Null,
+        &[call("Read", json!({ "file_path": "a.txt" }))],
+    );
+    let (text, is_error) = r.last();
+    assert!(is_error);
+    assert!(
+        text.contains("Read: no workspace is available to this tool here"),
+        "{text}"
+    );
+}
