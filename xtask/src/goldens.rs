@@ -1,12 +1,102 @@
 //! `cargo xtask goldens [--bless]`: byte-equality goldens for every order that feeds the prompt cache.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use async_trait::async_trait;
+use futures::executor::block_on;
+use noeta_core::canonical;
+use noeta_core::extension::{ModelReply, ModelRequest};
+use noeta_core::provider::{Provider, ProviderError};
+use noeta_core::runner::{RunOutcome, Runtime};
+use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
 use noeta_testkit::golden::{self, GoldenOutcome};
+use serde_json::{Value, json};
+
+/// A model that keeps the request it is sent and answers "done".
+#[derive(Default)]
+struct Capture(Mutex<Vec<ModelRequest>>);
+
+#[async_trait]
+impl Provider for Capture {
+    fn name(&self) -> &str {
+        "capture"
+    }
+    fn model(&self) -> &str {
+        "capture"
+    }
+    fn context_window(&self) -> u64 {
+        200_000
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.clone());
+        Ok(ModelReply {
+            text: "done".to_owned(),
+            ..ModelReply::default()
+        })
+    }
+}
+
+/// The default agent's first model request, as the runner sends it: its tool schema list
+/// (pretty JSON) and its stable prefix (the hash, then the canonical bytes it hashes).
+fn default_agent_request() -> Result<(Vec<u8>, Vec<u8>)> {
+    let (set, agent) = noeta::listing::builtin_agent(&noeta::default_agent())?;
+    let session = noeta_core::session::build_session(&set, &agent, &BTreeMap::new(), None)?;
+    let capture = Arc::new(Capture::default());
+    let log = Arc::new(MemoryEventLog::new(ManualClock::at(0)));
+    let rt = Runtime::new(
+        log.clone(),
+        Arc::new(MemoryContentStore::new()),
+        capture.clone(),
+    );
+    let task = TaskId::new("golden")?;
+    block_on(rt.create(&session, &task, "hello"))?;
+    let outcome = block_on(rt.run(&session, &task))?;
+    if !matches!(outcome, RunOutcome::Ended { .. }) {
+        bail!("the default agent's golden task did not end: {outcome:?}");
+    }
+    let request = capture
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .first()
+        .cloned()
+        .context("the default agent made no model request")?;
+    let stable =
+        json!({ "system": request.system, "tools": request.tools, "entries": request.entries });
+    let bytes = canonical::to_bytes(&stable);
+    let hash = canonical::sha256_hex(&bytes);
+    // The same hash the runner recorded for the request.
+    let recorded = block_on(noeta_core::store::EventLog::read(log.as_ref(), &task, 0))?
+        .into_iter()
+        .find(|e| e.record.kind == "request_composed")
+        .and_then(|e| {
+            e.record
+                .data
+                .get("stable")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .context("no request_composed record")?;
+    if recorded != hash {
+        bail!("the stable-prefix hash {hash} differs from the recorded {recorded}");
+    }
+    let mut tools = serde_json::to_string_pretty(&Value::Array(request.tools.clone()))?;
+    tools.push('\n');
+    let mut prefix = format!("sha256 {hash}\n").into_bytes();
+    prefix.extend_from_slice(&bytes);
+    prefix.push(b'\n');
+    Ok((tools.into_bytes(), prefix))
+}
 
 /// Each golden: its file under the root and the bytes the code produces now.
 pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
+    let (default_tools, default_prefix) = default_agent_request()?;
     Ok(vec![
         (
             "tests/golden/surfaces.json",
@@ -23,6 +113,11 @@ pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
         (
             "tests/golden/builtin-tools.json",
             noeta::listing::builtin_tool_schemas_json()?.into_bytes(),
+        ),
+        ("tests/golden/default-agent-tools.json", default_tools),
+        (
+            "tests/golden/default-agent-stable-prefix.txt",
+            default_prefix,
         ),
     ])
 }

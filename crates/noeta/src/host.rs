@@ -131,6 +131,12 @@ pub enum HostError {
     /// An agent cannot be compiled.
     #[error(transparent)]
     Compile(#[from] noeta_core::CompileError),
+    /// An agent's session cannot be built.
+    #[error(transparent)]
+    Session(#[from] noeta_core::session::SessionError),
+    /// An extension failed while a listing asked it for its part.
+    #[error("listing: {0}")]
+    Listing(String),
 }
 
 /// The sources a host loads, in a fixed order (which never changes the merged result).

@@ -198,25 +198,30 @@ pub fn builtin_contributions_json() -> Result<String, HostError> {
     Ok(pretty(&merged.to_json()))
 }
 
-/// An agent activating every built-in, compiled against the built-ins alone.
-fn all_builtins_agent() -> Result<noeta_core::CompiledAgent, HostError> {
+/// `options` compiled against the built-ins alone, with the host's activation rules, and the
+/// plugin set it was compiled from.
+pub fn builtin_agent(
+    options: &noeta_core::AgentOptions,
+) -> Result<(PluginSet, noeta_core::CompiledAgent), HostError> {
     let sources: Vec<PluginSource> = crate::builtins::linked()
         .into_iter()
         .map(PluginSource::Linked)
         .collect();
     let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
     let merged = set.merged()?;
+    let compiled =
+        noeta_core::compile_agent(&set, &merged, options, &crate::host::activation_rules())?;
+    Ok((set, compiled))
+}
+
+/// An agent activating every built-in, compiled against the built-ins alone.
+fn all_builtins_agent() -> Result<(PluginSet, noeta_core::CompiledAgent), HostError> {
     let mut options = noeta_core::AgentOptions::named("goldens");
     options.plugins = crate::builtins::NAMES
         .iter()
         .map(|n| (*n).to_owned())
         .collect();
-    Ok(noeta_core::compile_agent(
-        &set,
-        &merged,
-        &options,
-        &crate::host::activation_rules(),
-    )?)
+    builtin_agent(&options)
 }
 
 fn tool_json(tool: &dyn noeta_core::Tool) -> Value {
@@ -229,7 +234,7 @@ fn tool_json(tool: &dyn noeta_core::Tool) -> Value {
 
 /// The control tools every built-in mounts, in schema render order (the golden).
 pub fn control_tool_schemas_json() -> Result<String, HostError> {
-    let agent = all_builtins_agent()?;
+    let (_, agent) = all_builtins_agent()?;
     let list: Vec<Value> = agent
         .control_tools
         .iter()
@@ -238,12 +243,26 @@ pub fn control_tool_schemas_json() -> Result<String, HostError> {
     Ok(pretty(&Value::Array(list)))
 }
 
-/// Every built-in tool and control tool's name, description and input schema, by name (the golden).
+/// Every built-in tool's name, description and input schema, by name (the golden): the tool
+/// and control-tool surfaces, and what the session packs mount with default settings.
 pub fn builtin_tool_schemas_json() -> Result<String, HostError> {
-    let agent = all_builtins_agent()?;
+    let (set, agent) = all_builtins_agent()?;
+    let session = noeta_core::session::build_session(&set, &agent, &BTreeMap::new(), None)?;
+    let task = noeta_core::store::TaskId::new("goldens")
+        .map_err(|err| HostError::Listing(err.to_string()))?;
+    let state = noeta_core::fold::TaskState::default();
+    let view = noeta_core::extension::View::new(&task, "goldens", &state, &[], &session.extensions);
+    let mut mounted = Vec::new();
+    for ext in &session.extensions {
+        let tools = ext
+            .tools(&view)
+            .map_err(|err| HostError::Listing(format!("`{}` tools failed: {err}", ext.name())))?;
+        mounted.extend(tools);
+    }
     let mut tools: Vec<(String, Value)> = agent
         .tools
         .values()
+        .chain(mounted.iter())
         .map(|tool| (tool.name().to_owned(), tool_json(tool.as_ref())))
         .chain(
             agent
