@@ -15,7 +15,11 @@ fn cargo() -> String {
 
 /// Runs the in-process benchmarks, then times the release `noeta plugins list` as a whole process.
 pub(crate) fn run(root: &Path) -> Result<()> {
-    for (package, bench) in [("noeta", "load"), ("noeta-core", "runner")] {
+    for (package, bench) in [
+        ("noeta", "load"),
+        ("noeta-core", "runner"),
+        ("noeta-builtin-fs", "read_turn"),
+    ] {
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])
             .current_dir(root)

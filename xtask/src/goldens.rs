@@ -86,7 +86,7 @@ fn default_agent_request() -> Result<(Vec<u8>, Vec<u8>)> {
     if recorded != hash {
         bail!("the stable-prefix hash {hash} differs from the recorded {recorded}");
     }
-    let mut tools = serde_json::to_string_pretty(&Value::Array(request.tools.clone()))?;
+    let mut tools = serde_json::to_string_pretty(&Value::Array(request.tools.to_vec()))?;
     tools.push('\n');
     let mut prefix = format!("sha256 {hash}\n").into_bytes();
     prefix.extend_from_slice(&bytes);

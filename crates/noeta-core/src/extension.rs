@@ -334,8 +334,9 @@ impl<'a> View<'a> {
 pub struct ModelRequest {
     /// The stable system text.
     pub system: String,
-    /// The offered tools' schemas, in offer order.
-    pub tools: Vec<Value>,
+    /// The offered tools' schemas, in offer order (shared from step to step while the offer
+    /// stays the same; `Arc::make_mut` to change them).
+    pub tools: Arc<Vec<Value>>,
     /// Non-tool request entries from `tool_changes`.
     pub entries: Vec<Value>,
     /// The residents.

@@ -8,7 +8,7 @@
 //! started-record commits before the tool runs. A new claim folds the log and
 //! carries on from exactly where the last one stopped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -868,6 +868,7 @@ impl Runtime {
             state: Arc::new(state),
             stable: None,
             residents: None,
+            rendered: None,
         })
     }
 
@@ -950,10 +951,22 @@ struct Claim<'s> {
     refusals: usize,
     state: Arc<TaskState>,
     /// The stable prefix as last sent (system text, tool schemas, entries) and its hash.
-    stable: Option<(String, Vec<Value>, Vec<Value>, String)>,
+    stable: Option<StableKey>,
+    /// The tools last rendered (each with whether it was loaded) and their schemas; the tools
+    /// are held so an unchanged offer is recognised by identity.
+    rendered: Option<Rendered>,
     /// The residents and their hash.
     residents: Option<(Vec<String>, String)>,
 }
+
+/// Rendered tool schemas, shared from request to request.
+type Schemas = Arc<Vec<Value>>;
+
+/// A stable prefix as sent (system text, tool schemas, entries) and its hash.
+type StableKey = (String, Schemas, Vec<Value>, String);
+
+/// The tools last rendered, each with whether it was loaded, and their schemas.
+type Rendered = (Vec<(Arc<dyn Tool>, bool)>, Schemas);
 
 /// The tools a step offers, first offer of a name winning, and those withheld.
 struct Offer {
@@ -1575,6 +1588,44 @@ impl Claim<'_> {
         Ok(made)
     }
 
+    /// The offered tools' schemas; the last rendering again when the offer is the same tools.
+    fn render_tools(&mut self, offer: &Offer) -> Arc<Vec<Value>> {
+        let key: Vec<(Arc<dyn Tool>, bool)> = offer
+            .tools
+            .iter()
+            .map(|t| {
+                let loaded = offer.loaded.iter().any(|n| n == t.tool.name());
+                (Arc::clone(&t.tool), loaded)
+            })
+            .collect();
+        if let Some((last, tools)) = &self.rendered
+            && last.len() == key.len()
+            && last
+                .iter()
+                .zip(&key)
+                .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1)
+        {
+            return Arc::clone(tools);
+        }
+        let tools: Arc<Vec<Value>> = Arc::new(
+            key.iter()
+                .map(|(tool, loaded)| {
+                    let description = match (loaded, tool.flags().loaded_description) {
+                        (true, Some(text)) => text,
+                        _ => tool.description().to_owned(),
+                    };
+                    json!({
+                        "name": tool.name(),
+                        "description": description,
+                        "input_schema": tool.input_schema(),
+                    })
+                })
+                .collect(),
+        );
+        self.rendered = Some((key, Arc::clone(&tools)));
+        tools
+    }
+
     fn compose(&mut self, offer: &Offer) -> Result<ModelRequest, String> {
         let view = self.view();
         let mut system: Vec<String> = Vec::new();
@@ -1598,23 +1649,7 @@ impl Claim<'_> {
                     .flatten()
             })
             .collect();
-        let tools = offer
-            .tools
-            .iter()
-            .map(|t| {
-                let flags = t.tool.flags();
-                let loaded = offer.loaded.iter().any(|n| n == t.tool.name());
-                let description = match (loaded, flags.loaded_description) {
-                    (true, Some(text)) => text,
-                    _ => t.tool.description().to_owned(),
-                };
-                json!({
-                    "name": t.tool.name(),
-                    "description": description,
-                    "input_schema": t.tool.input_schema(),
-                })
-            })
-            .collect();
+        let tools = self.render_tools(offer);
         Ok(ModelRequest {
             system: system.join("\n\n"),
             tools,
@@ -1631,7 +1666,7 @@ impl Claim<'_> {
         let stable = match &self.stable {
             Some((system, tools, entries, hash))
                 if *system == request.system
-                    && *tools == request.tools
+                    && (Arc::ptr_eq(tools, &request.tools) || *tools == request.tools)
                     && *entries == request.entries =>
             {
                 hash.clone()
@@ -1641,7 +1676,7 @@ impl Claim<'_> {
                 let hash = canonical::sha256_hex(&canonical::to_bytes(&body));
                 self.stable = Some((
                     request.system.clone(),
-                    request.tools.clone(),
+                    Arc::clone(&request.tools),
                     request.entries.clone(),
                     hash.clone(),
                 ));
@@ -2400,13 +2435,36 @@ fn missing_tool(offer: &Offer, name: &str) -> String {
 }
 
 /// Checks a call's input against the tool's JSON Schema, with an error the model can act on.
+/// Compiled input schemas, by their canonical bytes (compiling one costs far more than a step).
+static VALIDATORS: std::sync::LazyLock<Mutex<HashMap<Vec<u8>, Arc<jsonschema::Validator>>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Schemas kept compiled at most; past it the cache starts over.
+const MAX_VALIDATORS: usize = 1024;
+
+fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, String> {
+    let schema = tool.input_schema();
+    let key = canonical::to_bytes(&schema);
+    let mut cache = VALIDATORS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(validator) = cache.get(&key) {
+        return Ok(Arc::clone(validator));
+    }
+    let validator =
+        Arc::new(jsonschema::validator_for(&schema).map_err(|err| {
+            format!("{}: the tool's input schema is invalid: {err}", tool.name())
+        })?);
+    if cache.len() >= MAX_VALIDATORS {
+        cache.clear();
+    }
+    cache.insert(key, Arc::clone(&validator));
+    Ok(validator)
+}
+
 fn check_input(tool: &dyn Tool, input: &Value) -> Result<(), String> {
     if tool.flags().unchecked_input {
         return Ok(());
     }
-    let schema = tool.input_schema();
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|err| format!("{}: the tool's input schema is invalid: {err}", tool.name()))?;
+    let validator = validator(tool)?;
     let errors: Vec<String> = validator
         .iter_errors(input)
         .map(|e| {

@@ -2620,7 +2620,7 @@ fn a_tool_may_call_the_model_and_keep_its_claim() {
             ctx.keep().await?;
             let request = ModelRequest {
                 system: "aux".into(),
-                tools: vec![],
+                tools: Arc::new(vec![]),
                 entries: vec![],
                 residents: vec![],
                 messages: Arc::new(vec![]),
