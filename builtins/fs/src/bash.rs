@@ -22,6 +22,7 @@ use noeta_core::exec::ExecCommand;
 use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde_json::{Value, json};
 
+use crate::jobs::Jobs;
 use crate::paths::{Workspace, fail};
 use crate::registry::EXTENSION;
 
@@ -33,6 +34,8 @@ const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Bytes kept of each output stream.
 const CAPTURE_CAP: usize = 256 * 1024;
+/// Bytes of each stream a background shell keeps until `BashOutput` reads them.
+const BACKGROUND_BUFFER: usize = 1024 * 1024;
 /// Characters of output the model sees; the middle of longer output is elided.
 const MAX_RESULT_CHARS: usize = 30_000;
 /// A leading `sleep` at least this long (seconds) is refused in the foreground.
@@ -96,11 +99,12 @@ impl Default for Shell {
 /// The `Bash` tool.
 pub(crate) struct Bash {
     shell: Arc<Shell>,
+    jobs: Arc<Jobs>,
 }
 
 impl Bash {
-    pub(crate) fn new(shell: Arc<Shell>) -> Self {
-        Self { shell }
+    pub(crate) fn new(shell: Arc<Shell>, jobs: Arc<Jobs>) -> Self {
+        Self { shell, jobs }
     }
 
     /// The command's environment: the base (or all of the host's) plus `shell_env`.
@@ -194,7 +198,7 @@ fn long_leading_sleep(command: &str) -> Option<f64> {
 }
 
 /// `text` cut to `max` characters by eliding its middle.
-fn elide_middle(text: &str, max: usize) -> String {
+pub(crate) fn elide_middle(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
         return text.to_owned();
@@ -228,6 +232,7 @@ impl Tool for Bash {
          - The working directory persists between calls (a `cd` carries over) and stays inside the workspace.\n\
          - `timeout` is in milliseconds (default 120000, at most 600000); the whole process tree is killed when it passes.\n\
          - Output over 30000 characters is shortened in the middle.\n\
+         - `run_in_background` starts a long command (a server, a watcher, a long build) and returns its id at once; BashOutput reads what it printed, KillShell stops it.\n\
          - Prefer Read, Glob and Grep over cat, find and grep for files.\n\
          - Do not start with a long `sleep`: check the condition you are waiting for instead."
     }
@@ -246,6 +251,10 @@ impl Tool for Bash {
                 "description": {
                     "type": "string",
                     "description": "What the command does, in five to ten words."
+                },
+                "run_in_background": {
+                    "type": "boolean",
+                    "description": "Start it and return at once; read its output with BashOutput, stop it with KillShell."
                 }
             },
             "required": ["command"],
@@ -284,7 +293,8 @@ impl Tool for Bash {
                 }
             },
         };
-        if let Some(seconds) = long_leading_sleep(line) {
+        let background = input.get("run_in_background").and_then(Value::as_bool) == Some(true);
+        if !background && let Some(seconds) = long_leading_sleep(line) {
             return Err(fail(
                 NAME,
                 format!(
@@ -311,6 +321,9 @@ impl Tool for Bash {
 
         let planned = match self.shell.mode {
             ShellMode::Allowlist => self.allowlisted(line)?,
+            ShellMode::Arbitrary if background => {
+                Planned::Run(ExecCommand::new("bash", ["-c", line]))
+            }
             ShellMode::Arbitrary => {
                 let script = format!(
                     "{line}\n__noeta_status=$?\nprintf '\\n{CWD_MARK}%s\\n' \"$(pwd -P)\"\nexit $__noeta_status"
@@ -320,6 +333,33 @@ impl Tool for Bash {
             ShellMode::Off => return Err(fail(NAME, "the shell is off (shell_mode = \"off\")")),
         };
         let command = match planned {
+            Planned::Cd(_) if background => {
+                return Err(fail(NAME, "`cd` cannot run in the background"));
+            }
+            Planned::Run(command) if background => {
+                let mut command = self.environment(command).in_dir(&cwd);
+                command = command.with_output_cap(BACKGROUND_BUFFER);
+                if input.get("timeout").is_some_and(|t| !t.is_null()) {
+                    command = command.with_timeout(Duration::from_millis(timeout_ms));
+                }
+                let id = self.jobs.next_id(ctx)?;
+                let job = env
+                    .spawn(&command)
+                    .map_err(|err| fail(NAME, err.to_string()))?;
+                self.jobs.keep(ctx, &id, job);
+                ctx.record(
+                    EXTENSION,
+                    "shell_background",
+                    json!({ "id": id, "command": line, "cwd": cwd }),
+                );
+                let mut text = format!(
+                    "Started `{id}` in the background. Read its output with BashOutput (bash_id `{id}`); stop it with KillShell."
+                );
+                for note in notes {
+                    text.push_str(&format!("\n{note}"));
+                }
+                return Ok(ToolOutput::text(text));
+            }
             Planned::Cd(dir) => {
                 let base = if cwd == "." {
                     String::new()

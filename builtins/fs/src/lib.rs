@@ -1,7 +1,8 @@
 //! The `fs` built-in plugin: the agent's hands: file tools and the shell, fenced to the workspace.
 //!
 //! Its session pack (`fs`, priority 100) mounts `Read`, `Glob`, `Grep`, `Edit`, `Write` and
-//! (unless `shell_mode = "off"`) `Bash` (`bash.rs`), and adds the `fs` extension. Every path resolves against the workspace root of the
+//! (unless `shell_mode = "off"`) `Bash` (`bash.rs`) with its background-shell tools
+//! `BashOutput` and `KillShell` (`jobs.rs`), and adds the `fs` extension. Every path resolves against the workspace root of the
 //! runner's execution environment (`ctx.exec_env()`); a path outside it, or a symlink inside
 //! it pointing outside, is refused. `Read` records each file's SHA-256 digest under `fs`;
 //! the extension folds those records into the read registry, and `Edit` and `Write` refuse to
@@ -12,6 +13,7 @@ mod bash;
 mod edit;
 mod glob;
 mod grep;
+mod jobs;
 mod paths;
 mod read;
 mod registry;
@@ -41,8 +43,14 @@ impl SessionPackFactory for Pack {
         ];
         pack.tools.extend(tools);
         if settings.shell.mode != bash::ShellMode::Off {
-            pack.tools
-                .push(Arc::new(bash::Bash::new(Arc::new(settings.shell.clone()))));
+            let jobs = Arc::new(jobs::Jobs::default());
+            let shell = Arc::new(settings.shell.clone());
+            let shell_tools: [Arc<dyn Tool>; 3] = [
+                Arc::new(bash::Bash::new(shell, Arc::clone(&jobs))),
+                Arc::new(jobs::BashOutput::new(Arc::clone(&jobs))),
+                Arc::new(jobs::KillShell::new(jobs)),
+            ];
+            pack.tools.extend(shell_tools);
         }
         Ok(pack)
     }

@@ -5,10 +5,12 @@
 //! - `edit` `{path, before, after, applied, replacements, diff}`: an `Edit`, written or not;
 //! - `write` `{path, before, after, applied, created, bytes, diff}`: a `Write`, written or not;
 //! - `shell` `{command, cwd, status, timed_out}`: a `Bash` command and the directory it left
-//!   the shell in.
+//!   the shell in;
+//! - `shell_background` `{id, command, cwd}`: a background shell started (its id joins `jobs`);
+//!   `shell_polled` `{id, status}` and `shell_killed` `{id, status}`: read and stopped.
 //!
 //! A written edit or write moves the file's digest to `after`, so the agent may edit again
-//! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir}`.
+//! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir, "jobs": [id]}`.
 
 use async_trait::async_trait;
 use noeta_core::ToolContext;
@@ -44,6 +46,20 @@ impl Extension for FsState {
                 }
                 (field("path")?, field("after")?)
             }
+            "shell_background" => {
+                let id = field("id")?.to_owned();
+                if !state.is_object() {
+                    *state = json!({ "files": {} });
+                }
+                if let Some(map) = state.as_object_mut() {
+                    let jobs = map.entry("jobs").or_insert_with(|| json!([]));
+                    if let Some(jobs) = jobs.as_array_mut() {
+                        jobs.push(json!(id));
+                    }
+                }
+                return Ok(());
+            }
+            "shell_polled" | "shell_killed" => return Ok(()),
             "shell" => {
                 let cwd = field("cwd")?.to_owned();
                 if !state.is_object() {

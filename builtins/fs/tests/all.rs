@@ -17,6 +17,9 @@ mod glob;
 #[path = "all/grep.rs"]
 mod grep;
 #[cfg(test)]
+#[path = "all/jobs.rs"]
+mod jobs;
+#[cfg(test)]
 #[path = "all/pack.rs"]
 mod pack;
 #[cfg(test)]

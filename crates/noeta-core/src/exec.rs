@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -131,6 +132,48 @@ pub enum ExecError {
         /// What failed.
         message: String,
     },
+    /// The environment cannot run commands in the background.
+    #[error("the `{env}` environment cannot run commands in the background")]
+    NoBackground {
+        /// The environment's name.
+        env: String,
+    },
+}
+
+/// Where a background command stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Still running.
+    Running,
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal ended it (a kill among them).
+    Killed,
+}
+
+/// What a background command printed since the last look, and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutput {
+    /// New standard output.
+    pub stdout: Vec<u8>,
+    /// New standard error.
+    pub stderr: Vec<u8>,
+    /// Bytes dropped since the last look because nobody read them in time.
+    pub dropped: u64,
+    /// Where it stands (after the output was taken).
+    pub status: JobStatus,
+}
+
+/// A command running in the background.
+pub trait ExecJob: Send + Sync {
+    /// Takes what it printed since the last call, and its status.
+    fn take(&self) -> JobOutput;
+
+    /// Its status, without taking output.
+    fn status(&self) -> JobStatus;
+
+    /// Kills its whole process group (a no-op once it ended).
+    fn kill(&self);
 }
 
 /// Where tools run commands.
@@ -144,6 +187,14 @@ pub trait ExecEnv: Send + Sync {
 
     /// Runs a command to completion (or its deadline).
     async fn run(&self, command: &ExecCommand) -> Result<ExecOutput, ExecError>;
+
+    /// Starts a command in the background (its deadline, if any, still kills it); environments
+    /// that cannot refuse with [`ExecError::NoBackground`].
+    fn spawn(&self, _command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
+        Err(ExecError::NoBackground {
+            env: self.name().to_owned(),
+        })
+    }
 }
 
 /// Runs commands as local processes in a workspace directory.
@@ -179,6 +230,65 @@ impl LocalExecEnv {
     }
 }
 
+/// Bytes of each stream a background job keeps unread, unless its command sets a cap.
+const DEFAULT_JOB_BUFFER: usize = 1024 * 1024;
+
+/// A local background command: its process group and what it printed, unread.
+struct LocalJob {
+    pid: u32,
+    cap: usize,
+    state: Mutex<JobState>,
+}
+
+struct JobState {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    dropped: u64,
+    status: JobStatus,
+}
+
+impl LocalJob {
+    fn lock(&self) -> std::sync::MutexGuard<'_, JobState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `bytes` unless the stream's unread buffer is full (then they are counted).
+    fn append(&self, err: bool, bytes: &[u8]) {
+        let mut state = self.lock();
+        let cap = self.cap;
+        let buffer = if err {
+            &mut state.stderr
+        } else {
+            &mut state.stdout
+        };
+        let room = cap.saturating_sub(buffer.len()).min(bytes.len());
+        buffer.extend_from_slice(&bytes[..room]);
+        state.dropped += (bytes.len() - room) as u64;
+    }
+}
+
+impl ExecJob for LocalJob {
+    fn take(&self) -> JobOutput {
+        let mut state = self.lock();
+        JobOutput {
+            stdout: std::mem::take(&mut state.stdout),
+            stderr: std::mem::take(&mut state.stderr),
+            dropped: std::mem::take(&mut state.dropped),
+            status: state.status,
+        }
+    }
+
+    fn status(&self) -> JobStatus {
+        self.lock().status
+    }
+
+    fn kill(&self) {
+        if self.status() == JobStatus::Running {
+            kill_group(self.pid);
+        }
+    }
+}
+
 /// Kills the command's whole process group (its children and theirs too).
 #[cfg(unix)]
 fn kill_group(pid: u32) {
@@ -193,7 +303,8 @@ fn kill_group(pid: u32) {
 #[cfg(not(unix))]
 fn kill_group(_pid: u32) {}
 
-fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
+/// The process for `command` in `cwd`: its own process group, output piped.
+fn prepare(command: &ExecCommand, cwd: PathBuf) -> Command {
     let mut process = Command::new(&command.program);
     if command.clear_env {
         process.env_clear();
@@ -214,6 +325,11 @@ fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecEr
         use std::os::unix::process::CommandExt;
         process.process_group(0);
     }
+    process
+}
+
+fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
+    let mut process = prepare(&command, cwd);
     let mut child = process.spawn().map_err(|source| ExecError::Spawn {
         program: command.program.clone(),
         source,
@@ -316,5 +432,85 @@ impl ExecEnv for LocalExecEnv {
                 message: "the runner thread stopped".to_owned(),
             })
         })
+    }
+
+    fn spawn(&self, command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
+        let cwd = self.resolve_dir(command.cwd.as_deref())?;
+        let mut process = prepare(command, cwd);
+        let mut child = process.spawn().map_err(|source| ExecError::Spawn {
+            program: command.program.clone(),
+            source,
+        })?;
+        let job = Arc::new(LocalJob {
+            pid: child.id(),
+            cap: command.output_cap.unwrap_or(DEFAULT_JOB_BUFFER),
+            state: Mutex::new(JobState {
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                dropped: 0,
+                status: JobStatus::Running,
+            }),
+        });
+        let pipe = |stream: Option<Box<dyn Read + Send>>, err: bool| {
+            let job = Arc::clone(&job);
+            std::thread::spawn(move || {
+                let Some(mut stream) = stream else { return };
+                let mut chunk = [0u8; 8192];
+                loop {
+                    match stream.read(&mut chunk) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => job.append(err, &chunk[..n]),
+                    }
+                }
+            })
+        };
+        let readers = [
+            pipe(
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                false,
+            ),
+            pipe(
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                true,
+            ),
+        ];
+        if let (Some(bytes), Some(mut stdin)) = (command.stdin.clone(), child.stdin.take()) {
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
+        let waiter = Arc::clone(&job);
+        let deadline = command.timeout.map(|t| Instant::now() + t);
+        std::thread::spawn(move || {
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        break status.code().map_or(JobStatus::Killed, JobStatus::Exited);
+                    }
+                    Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                        kill_group(child.id());
+                        let _ = child.wait();
+                        break JobStatus::Killed;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                    Err(_) => break JobStatus::Killed,
+                }
+            };
+            // What it left running in its group ends with it, as in the foreground; its last
+            // output is in before it is seen as ended.
+            kill_group(child.id());
+            for reader in readers {
+                let _ = reader.join();
+            }
+            waiter.lock().status = status;
+        });
+        Ok(job)
     }
 }

@@ -9,14 +9,26 @@ use crate::common::{extension, session, tools};
 fn the_pack_mounts_the_file_tools_the_shell_and_the_fs_extension() {
     let s = session(Value::Null).unwrap();
     let names: Vec<String> = tools(&s).iter().map(|t| t.name().to_owned()).collect();
-    assert_eq!(names, ["Read", "Glob", "Grep", "Edit", "Write", "Bash"]);
+    assert_eq!(
+        names,
+        [
+            "Read",
+            "Glob",
+            "Grep",
+            "Edit",
+            "Write",
+            "Bash",
+            "BashOutput",
+            "KillShell"
+        ]
+    );
     assert_eq!(extension(&s, "fs").name(), "fs");
 }
 
 #[test]
 fn every_schema_is_a_closed_object_with_its_required_fields() {
     let s = session(Value::Null).unwrap();
-    let expected: [(&str, &[&str], &[&str]); 6] = [
+    let expected: [(&str, &[&str], &[&str]); 8] = [
         ("Read", &["file_path"], &["file_path", "limit", "offset"]),
         ("Glob", &["pattern"], &["path", "pattern"]),
         (
@@ -50,7 +62,17 @@ fn every_schema_is_a_closed_object_with_its_required_fields() {
             &["file_path", "content"],
             &["content", "file_path"],
         ),
-        ("Bash", &["command"], &["command", "description", "timeout"]),
+        (
+            "Bash",
+            &["command"],
+            &["command", "description", "run_in_background", "timeout"],
+        ),
+        (
+            "BashOutput",
+            &["bash_id"],
+            &["bash_id", "block", "filter", "timeout"],
+        ),
+        ("KillShell", &["shell_id"], &["shell_id"]),
     ];
     let tools = tools(&s);
     for (tool, (name, required, properties)) in tools.iter().zip(expected) {
@@ -87,6 +109,10 @@ fn reading_tools_are_low_risk_read_only_and_safe_while_planning_writers_are_high
                     "{}",
                     tool.name()
                 );
+                assert_eq!(flags.risk, Risk::Low);
+            }
+            "BashOutput" => {
+                assert!(!flags.read_only && !flags.safe_while_planning);
                 assert_eq!(flags.risk, Risk::Low);
             }
             _ => {
@@ -183,6 +209,15 @@ fn the_manifest_declares_the_pack_at_100_naming_its_tools() {
     );
     assert_eq!(
         pack.tool_names(),
-        ["Read", "Glob", "Grep", "Edit", "Write", "Bash"]
+        [
+            "Read",
+            "Glob",
+            "Grep",
+            "Edit",
+            "Write",
+            "Bash",
+            "BashOutput",
+            "KillShell"
+        ]
     );
 }

@@ -3019,6 +3019,65 @@ mod exec_and_post {
         );
     }
 
+    /// Polls `job` until it ends (ten seconds at most), gathering its output.
+    fn until_done(
+        job: &dyn noeta_core::exec::ExecJob,
+    ) -> (String, String, noeta_core::exec::JobStatus) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (mut out, mut err) = (String::new(), String::new());
+        loop {
+            let taken = job.take();
+            out.push_str(&String::from_utf8_lossy(&taken.stdout));
+            err.push_str(&String::from_utf8_lossy(&taken.stderr));
+            if taken.status != noeta_core::exec::JobStatus::Running {
+                return (out, err, taken.status);
+            }
+            assert!(std::time::Instant::now() < deadline, "the job did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn background_jobs_stream_their_output_and_die_by_kill_or_deadline() {
+        use noeta_core::exec::JobStatus;
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecEnv::new(dir.path());
+        let job = env
+            .spawn(&ExecCommand::new(
+                "sh",
+                ["-c", "echo one; sleep 0.2; echo two >&2; exit 4"],
+            ))
+            .unwrap();
+        assert_eq!(
+            until_done(job.as_ref()),
+            ("one\n".to_owned(), "two\n".to_owned(), JobStatus::Exited(4))
+        );
+        let job = env
+            .spawn(&ExecCommand::new("sh", ["-c", "sleep 30 & wait"]))
+            .unwrap();
+        assert_eq!(job.status(), JobStatus::Running);
+        job.kill();
+        assert_eq!(until_done(job.as_ref()).2, JobStatus::Killed);
+        let job = env
+            .spawn(&ExecCommand::new("sleep", ["30"]).with_timeout(Duration::from_millis(100)))
+            .unwrap();
+        assert_eq!(until_done(job.as_ref()).2, JobStatus::Killed);
+        let capped = ExecCommand::new("sh", ["-c", "head -c 5000 /dev/zero"]).with_output_cap(1000);
+        let job = env.spawn(&capped).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while job.status() == JobStatus::Running {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let taken = job.take();
+        assert_eq!((taken.stdout.len(), taken.dropped), (1000, 4000));
+        let err = env
+            .spawn(&ExecCommand::new("pwd", Vec::<String>::new()).in_dir("../.."))
+            .err()
+            .unwrap();
+        assert!(matches!(err, ExecError::OutsideWorkspace { .. }), "{err}");
+    }
+
     /// Runs `echo` through the context's environment, and posts a follow-up for later.
     struct Shell;
 

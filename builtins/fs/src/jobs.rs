@@ -1,0 +1,300 @@
+//! Background shells: `Bash` with `run_in_background`, read by `BashOutput`, stopped by
+//! `KillShell`.
+//!
+//! A job runs in the worker that started it (the execution environment's
+//! `spawn`); the session pack's [`Jobs`] holds it by task and id. Its start is
+//! recorded (`shell_background`), so ids (`bash_1`, `bash_2`, …) never repeat
+//! within a task and a job from a worker that stopped is named as gone rather
+//! than unknown. Output nobody read yet is kept up to 1 MiB a stream; past it,
+//! bytes are counted as dropped.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use noeta_core::exec::{ExecJob, JobStatus};
+use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
+use regex::Regex;
+use serde_json::{Value, json};
+
+use crate::bash::elide_middle;
+use crate::paths::{fail, off_thread};
+use crate::registry::EXTENSION;
+
+/// Background jobs running at once in one task, at most.
+pub(crate) const MAX_RUNNING: usize = 8;
+/// Characters of output one `BashOutput` returns; the middle of more is elided.
+const MAX_POLL_CHARS: usize = 30_000;
+/// How long `BashOutput` with `block` waits by default, and at most (milliseconds).
+const DEFAULT_BLOCK_MS: u64 = 30_000;
+const MAX_BLOCK_MS: u64 = 600_000;
+
+/// The jobs this worker runs, by task and id.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    running: Mutex<HashMap<(String, String), Arc<dyn ExecJob>>>,
+}
+
+impl Jobs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<dyn ExecJob>>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The id the task's next job gets, or why it may not start one.
+    pub(crate) fn next_id(&self, ctx: &ToolContext) -> Result<String, ToolError> {
+        let task = ctx.task_id().to_owned();
+        let running = self
+            .lock()
+            .iter()
+            .filter(|((t, _), job)| *t == task && job.status() == JobStatus::Running)
+            .count();
+        if running >= MAX_RUNNING {
+            return Err(fail(
+                "Bash",
+                format!(
+                    "{MAX_RUNNING} background shells are already running in this task; stop one with KillShell first"
+                ),
+            ));
+        }
+        Ok(format!("bash_{}", started(ctx).len() + 1))
+    }
+
+    /// Keeps `job` as the task's `id`.
+    pub(crate) fn keep(&self, ctx: &ToolContext, id: &str, job: Arc<dyn ExecJob>) {
+        self.lock()
+            .insert((ctx.task_id().to_owned(), id.to_owned()), job);
+    }
+
+    /// The task's job `id`, or the error the model sees.
+    fn find(&self, ctx: &ToolContext, tool: &str, id: &str) -> Result<Arc<dyn ExecJob>, ToolError> {
+        if let Some(job) = self.lock().get(&(ctx.task_id().to_owned(), id.to_owned())) {
+            return Ok(Arc::clone(job));
+        }
+        let known = started(ctx);
+        if known.iter().any(|k| k == id) {
+            return Err(fail(
+                tool,
+                format!(
+                    "`{id}` ran in a worker that has since stopped; its process and output are gone"
+                ),
+            ));
+        }
+        Err(fail(
+            tool,
+            if known.is_empty() {
+                format!("no background shell `{id}`: none was started in this task")
+            } else {
+                format!("no background shell `{id}` (started: {})", known.join(", "))
+            },
+        ))
+    }
+}
+
+/// The ids of the background jobs the task started, in order.
+fn started(ctx: &ToolContext) -> Vec<String> {
+    ctx.state(EXTENSION)
+        .and_then(|s| s.get("jobs"))
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn describe(status: JobStatus) -> String {
+    match status {
+        JobStatus::Running => "running".to_owned(),
+        JobStatus::Exited(code) => format!("exited with code {code}"),
+        JobStatus::Killed => "killed".to_owned(),
+    }
+}
+
+/// Waits (off the executor) until `job` ends or `limit` passes.
+async fn wait_for(job: &Arc<dyn ExecJob>, tool: &str, limit: Duration) -> Result<(), ToolError> {
+    let job = Arc::clone(job);
+    off_thread(tool, move || {
+        let deadline = Instant::now() + limit;
+        while job.status() == JobStatus::Running && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await
+}
+
+/// `BashOutput`: what a background shell printed since the last look.
+pub(crate) struct BashOutput {
+    jobs: Arc<Jobs>,
+}
+
+impl BashOutput {
+    pub(crate) fn new(jobs: Arc<Jobs>) -> Self {
+        Self { jobs }
+    }
+}
+
+#[async_trait]
+impl Tool for BashOutput {
+    fn name(&self) -> &str {
+        "BashOutput"
+    }
+
+    fn description(&self) -> &str {
+        "Reads what a background shell (started by Bash with `run_in_background`) printed since the last read, and whether it is still running.\n\n\
+         - `filter` keeps only the lines matching a regular expression (the others are gone for good).\n\
+         - `block` waits until the shell ends or `timeout` milliseconds pass (default 30000, at most 600000)."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "bash_id": { "type": "string", "description": "The background shell's id, as Bash gave it." },
+                "filter": { "type": "string", "description": "A regular expression; only matching lines are returned." },
+                "block": { "type": "boolean", "description": "Wait for the shell to end first." },
+                "timeout": { "type": "number", "minimum": 0, "maximum": MAX_BLOCK_MS, "description": "How long `block` waits, in milliseconds." }
+            },
+            "required": ["bash_id"],
+            "additionalProperties": false
+        })
+    }
+
+    fn flags(&self) -> ToolFlags {
+        let mut flags = ToolFlags::default();
+        flags.clearable = true;
+        flags.max_result_chars = Some(MAX_POLL_CHARS + 2_000);
+        flags
+    }
+
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        const NAME: &str = "BashOutput";
+        let id = input
+            .get("bash_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail(NAME, "`bash_id` must be a string"))?;
+        let filter = match input.get("filter").and_then(Value::as_str) {
+            Some(pattern) => Some(Regex::new(pattern).map_err(|err| {
+                fail(
+                    NAME,
+                    format!("`filter` is not a valid regular expression: {err}"),
+                )
+            })?),
+            None => None,
+        };
+        let job = self.jobs.find(ctx, NAME, id)?;
+        if input.get("block").and_then(Value::as_bool) == Some(true) {
+            let ms = input
+                .get("timeout")
+                .and_then(Value::as_f64)
+                .map_or(DEFAULT_BLOCK_MS, |ms| ms as u64);
+            wait_for(&job, NAME, Duration::from_millis(ms)).await?;
+        }
+        let taken = job.take();
+        let mut text = String::from_utf8_lossy(&taken.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&taken.stderr);
+        if !stderr.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&stderr);
+        }
+        if let Some(filter) = &filter {
+            text = text
+                .lines()
+                .filter(|line| filter.is_match(line))
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        let mut shown = format!("`{id}`: {}", describe(taken.status));
+        let body = elide_middle(text.trim_end(), MAX_POLL_CHARS);
+        if body.is_empty() {
+            shown.push_str("; no new output");
+        } else {
+            shown.push_str(&format!("; new output:\n{body}"));
+        }
+        if taken.dropped > 0 {
+            shown.push_str(&format!(
+                "\n[{} bytes of output were dropped before they were read]",
+                taken.dropped
+            ));
+        }
+        ctx.record(
+            EXTENSION,
+            "shell_polled",
+            json!({ "id": id, "status": describe(taken.status) }),
+        );
+        Ok(ToolOutput::text(shown))
+    }
+}
+
+/// `KillShell`: stops a background shell and everything it started.
+pub(crate) struct KillShell {
+    jobs: Arc<Jobs>,
+}
+
+impl KillShell {
+    pub(crate) fn new(jobs: Arc<Jobs>) -> Self {
+        Self { jobs }
+    }
+}
+
+#[async_trait]
+impl Tool for KillShell {
+    fn name(&self) -> &str {
+        "KillShell"
+    }
+
+    fn description(&self) -> &str {
+        "Stops a background shell started by Bash with `run_in_background`, and every process it started."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "shell_id": { "type": "string", "description": "The background shell's id, as Bash gave it." }
+            },
+            "required": ["shell_id"],
+            "additionalProperties": false
+        })
+    }
+
+    fn flags(&self) -> ToolFlags {
+        let mut flags = ToolFlags::default().with_risk(Risk::High);
+        flags.clearable = true;
+        flags
+    }
+
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        const NAME: &str = "KillShell";
+        let id = input
+            .get("shell_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail(NAME, "`shell_id` must be a string"))?;
+        let job = self.jobs.find(ctx, NAME, id)?;
+        let status = job.status();
+        if status != JobStatus::Running {
+            return Ok(ToolOutput::text(format!(
+                "`{id}` had already ended ({})",
+                describe(status)
+            )));
+        }
+        job.kill();
+        wait_for(&job, NAME, Duration::from_secs(5)).await?;
+        let status = job.status();
+        ctx.record(
+            EXTENSION,
+            "shell_killed",
+            json!({ "id": id, "status": describe(status) }),
+        );
+        match status {
+            JobStatus::Running => Err(fail(NAME, format!("`{id}` did not stop within 5 s"))),
+            other => Ok(ToolOutput::text(format!(
+                "Stopped `{id}` ({})",
+                describe(other)
+            ))),
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Background shells: `Bash` with `run_in_background`, `BashOutput` and `KillShell`.
+
+use std::sync::Arc;
+
+use futures::executor::block_on;
+use noeta_core::exec::LocalExecEnv;
+use noeta_core::fold::Role;
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::runner::Runtime;
+use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
+use serde_json::{Value, json};
+
+use crate::common::{Ws, call, run_in};
+
+fn arbitrary() -> Value {
+    json!({ "shell_mode": "arbitrary" })
+}
+
+fn background(command: &str) -> (String, Value) {
+    call(
+        "Bash",
+        json!({ "command": command, "run_in_background": true }),
+    )
+}
+
+fn output(id: &str, extra: Value) -> (String, Value) {
+    let mut input = json!({ "bash_id": id, "block": true, "timeout": 10000 });
+    if let (Some(map), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
+        map.extend(extra.clone());
+    }
+    call("BashOutput", input)
+}
+
+#[test]
+fn a_background_shell_returns_at_once_and_its_output_is_read_later() {
+    let ws = Ws::new();
+    let run = run_in(
+        Some(&ws),
+        arbitrary(),
+        &[
+            background("echo start; sleep 0.3; echo end >&2"),
+            output("bash_1", json!({})),
+            output("bash_1", json!({})),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(
+        results[0],
+        (
+            "Started `bash_1` in the background. Read its output with BashOutput (bash_id `bash_1`); stop it with KillShell.".to_owned(),
+            false
+        )
+    );
+    assert_eq!(
+        results[1],
+        (
+            "`bash_1`: exited with code 0; new output:\nstart\nend".to_owned(),
+            false
+        )
+    );
+    assert_eq!(
+        results[2],
+        (
+            "`bash_1`: exited with code 0; no new output".to_owned(),
+            false
+        )
+    );
+    assert_eq!(run.state()["jobs"], json!(["bash_1"]));
+    assert_eq!(
+        run.records("shell_background"),
+        [json!({ "id": "bash_1", "command": "echo start; sleep 0.3; echo end >&2", "cwd": "." })]
+    );
+}
+
+#[test]
+fn a_filter_keeps_the_matching_lines() {
+    let ws = Ws::new();
+    let run = run_in(
+        Some(&ws),
+        arbitrary(),
+        &[
+            background("printf 'a1\\nb2\\na3\\n'"),
+            output("bash_1", json!({ "filter": "^a" })),
+            output("bash_1", json!({ "filter": "(" })),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(
+        results[1].0,
+        "`bash_1`: exited with code 0; new output:\na1\na3"
+    );
+    assert!(
+        results[2]
+            .0
+            .starts_with("BashOutput: `filter` is not a valid regular expression"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn kill_shell_stops_the_shell_and_what_it_started() {
+    let ws = Ws::new();
+    let run = run_in(
+        Some(&ws),
+        arbitrary(),
+        &[
+            background("sh -c 'sleep 30' & wait"),
+            call("KillShell", json!({ "shell_id": "bash_1" })),
+            output("bash_1", json!({})),
+            call("KillShell", json!({ "shell_id": "bash_1" })),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(results[1], ("Stopped `bash_1` (killed)".to_owned(), false));
+    assert_eq!(results[2].0, "`bash_1`: killed; no new output");
+    assert_eq!(results[3].0, "`bash_1` had already ended (killed)");
+}
+
+#[test]
+fn unknown_ids_name_what_was_started_and_at_most_eight_run_at_once() {
+    let ws = Ws::new();
+    let mut calls = vec![call("BashOutput", json!({ "bash_id": "bash_9" }))];
+    calls.extend((0..9).map(|_| background("sleep 5")));
+    calls.push(call("KillShell", json!({ "shell_id": "bash_12" })));
+    calls.extend((1..=8).map(|i| call("KillShell", json!({ "shell_id": format!("bash_{i}") }))));
+    let run = run_in(Some(&ws), arbitrary(), &calls);
+    let results = run.results();
+    assert_eq!(
+        results[0],
+        (
+            "BashOutput: no background shell `bash_9`: none was started in this task".to_owned(),
+            true
+        )
+    );
+    assert_eq!(
+        results[8].0,
+        "Started `bash_8` in the background. Read its output with BashOutput (bash_id `bash_8`); stop it with KillShell."
+    );
+    assert_eq!(
+        results[9],
+        (
+            "Bash: 8 background shells are already running in this task; stop one with KillShell first".to_owned(),
+            true
+        )
+    );
+    assert!(
+        results[10]
+            .0
+            .starts_with("KillShell: no background shell `bash_12` (started: bash_1, bash_2,"),
+        "{results:?}"
+    );
+    assert!(
+        results[11..]
+            .iter()
+            .all(|(text, _)| text.starts_with("Stopped `bash_")),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn allowlist_mode_runs_listed_programs_in_the_background_but_not_cd() {
+    let ws = Ws::new();
+    let run = run_in(
+        Some(&ws),
+        json!({ "shell_allowlist": ["echo"] }),
+        &[
+            background("echo 'from the background'"),
+            output("bash_1", json!({})),
+            background("cd /tmp"),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(
+        results[1].0,
+        "`bash_1`: exited with code 0; new output:\nfrom the background"
+    );
+    assert_eq!(results[2].0, "Bash: `cd` cannot run in the background");
+}
+
+#[test]
+fn a_shell_from_a_worker_that_stopped_is_named_as_gone() {
+    let ws = Ws::new();
+    let step = |name: &str, input: Value| json!({ "calls": [{ "name": name, "input": input }] });
+    let turns = json!({ "turns": [
+        step("Bash", json!({ "command": "sleep 5", "run_in_background": true })),
+        { "text": "started" },
+        step("BashOutput", json!({ "bash_id": "bash_1" })),
+        { "text": "done" }
+    ]});
+    let provider = ScriptedProvider::from_json(&turns.to_string(), "test").unwrap();
+    let rt = Runtime::new(
+        Arc::new(MemoryEventLog::new(ManualClock::at(0))),
+        Arc::new(MemoryContentStore::new()),
+        Arc::new(provider),
+    )
+    .with_exec_env(Arc::new(LocalExecEnv::new(ws.root())));
+    let task = TaskId::new("moved").unwrap();
+    let first = crate::common::session(arbitrary()).unwrap();
+    block_on(rt.create(&first, &task, "start it")).unwrap();
+    block_on(rt.run(&first, &task)).unwrap();
+    // Another worker (a new session, with its own jobs) takes the next turn.
+    let second = crate::common::session(arbitrary()).unwrap();
+    block_on(rt.send(&second, &task, "how is it going?")).unwrap();
+    block_on(rt.run(&second, &task)).unwrap();
+    let state = block_on(rt.load(&second, &task)).unwrap();
+    let last = state
+        .core
+        .messages
+        .iter()
+        .rfind(|m| m.role == Role::Tool)
+        .unwrap();
+    assert_eq!(
+        last.text,
+        "BashOutput: `bash_1` ran in a worker that has since stopped; its process and output are gone"
+    );
+    assert!(last.is_error);
+}
