@@ -5,23 +5,23 @@ use serde_json::{Value, json};
 
 use crate::common::{extension, session, tools};
 
+/// What the pack mounts with default settings, in order; the manifest names the same.
+const MOUNTED: [&str; 8] = [
+    "Read",
+    "Glob",
+    "Grep",
+    "Edit",
+    "Write",
+    "Bash",
+    "BashOutput",
+    "KillShell",
+];
+
 #[test]
 fn the_pack_mounts_the_file_tools_the_shell_and_the_fs_extension() {
     let s = session(Value::Null).unwrap();
     let names: Vec<String> = tools(&s).iter().map(|t| t.name().to_owned()).collect();
-    assert_eq!(
-        names,
-        [
-            "Read",
-            "Glob",
-            "Grep",
-            "Edit",
-            "Write",
-            "Bash",
-            "BashOutput",
-            "KillShell"
-        ]
-    );
+    assert_eq!(names, MOUNTED);
     assert_eq!(extension(&s, "fs").name(), "fs");
 }
 
@@ -207,17 +207,5 @@ fn the_manifest_declares_the_pack_at_100_naming_its_tools() {
         (pack.surface.as_str(), pack.name.as_str(), pack.priority()),
         ("session_pack", "fs", 100)
     );
-    assert_eq!(
-        pack.tool_names(),
-        [
-            "Read",
-            "Glob",
-            "Grep",
-            "Edit",
-            "Write",
-            "Bash",
-            "BashOutput",
-            "KillShell"
-        ]
-    );
+    assert_eq!(pack.tool_names(), MOUNTED);
 }
