@@ -260,8 +260,8 @@ impl Tool for AskUserQuestion {
 struct Factory;
 
 impl ControlToolFactory for Factory {
-    fn build(&self, _ctx: &SessionBuildContext) -> Option<ControlToolMount> {
-        Some(ControlToolMount::new(Arc::new(AskUserQuestion)))
+    fn build(&self, _ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
+        Ok(Some(ControlToolMount::new(Arc::new(AskUserQuestion))))
     }
 }
 

@@ -178,8 +178,10 @@ impl Extension for TodoState {
 struct Factory;
 
 impl ControlToolFactory for Factory {
-    fn build(&self, _ctx: &SessionBuildContext) -> Option<ControlToolMount> {
-        Some(ControlToolMount::new(Arc::new(TodoWrite)).with_extension(Arc::new(TodoState)))
+    fn build(&self, _ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
+        Ok(Some(
+            ControlToolMount::new(Arc::new(TodoWrite)).with_extension(Arc::new(TodoState)),
+        ))
     }
 }
 

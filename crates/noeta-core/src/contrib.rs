@@ -436,8 +436,9 @@ impl fmt::Debug for ControlToolMount {
 
 /// Builds a control tool for one session, or declines (the `control_tool` surface). Mounting is enablement.
 pub trait ControlToolFactory: Send + Sync {
-    /// The mount, or `None` when the control tool does not apply to this session.
-    fn build(&self, ctx: &SessionBuildContext) -> Option<ControlToolMount>;
+    /// The mount, `None` when the control tool does not apply to this session, or why its
+    /// settings are wrong (naming the field).
+    fn build(&self, ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String>;
 }
 
 /// An in-process MCP server (the `mcp_server` surface): its tools join the agent's tool set.

@@ -269,6 +269,20 @@ pub enum CompileError {
         /// The other.
         second: String,
     },
+    /// A control-tool factory refused its settings.
+    #[error(
+        "plugin `{plugin}`: control tool `{contribution}` cannot be built for {agent}: {reason}"
+    )]
+    FactoryFailed {
+        /// The plugin.
+        plugin: String,
+        /// The contribution.
+        contribution: String,
+        /// The agent.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
     /// A control-tool factory panicked.
     #[error(
         "plugin `{plugin}`: control tool factory `{contribution}` panicked while building {agent}: {message}"
@@ -672,14 +686,19 @@ fn mount_control_tools(
         let Resolved::ControlTool(factory) = &entry.value else {
             continue;
         };
-        let built = catch_unwind(AssertUnwindSafe(|| factory.build(ctx))).map_err(|payload| {
-            CompileError::FactoryPanicked {
+        let built = catch_unwind(AssertUnwindSafe(|| factory.build(ctx)))
+            .map_err(|payload| CompileError::FactoryPanicked {
                 plugin: entry.plugin.clone(),
                 contribution: entry.contribution.name.clone(),
                 agent: agent.to_owned(),
                 message: panic_message(payload.as_ref()),
-            }
-        })?;
+            })?
+            .map_err(|reason| CompileError::FactoryFailed {
+                plugin: entry.plugin.clone(),
+                contribution: entry.contribution.name.clone(),
+                agent: agent.to_owned(),
+                reason,
+            })?;
         let Some(mount) = built else { continue };
         let name = mount.name().to_owned();
         let declared = entry.contribution.tool_names();

@@ -422,13 +422,14 @@ pub fn build_session(
         }
         extensions.extend(pack.extensions.iter().cloned());
         for (priority, factory) in &pack.control_tools {
-            let mount =
-                catch_unwind(AssertUnwindSafe(|| factory.build(&ctx))).map_err(|payload| {
+            let mount = catch_unwind(AssertUnwindSafe(|| factory.build(&ctx)))
+                .map_err(|payload| {
                     fail(format!(
                         "a control tool factory panicked: {}",
                         panic_message(payload.as_ref())
                     ))
-                })?;
+                })?
+                .map_err(fail)?;
             if let Some(mount) = mount {
                 pack_controls.push((*priority, mount));
             }

@@ -154,7 +154,7 @@ fn a_control_tool_factory_gates_itself_per_agent() {
 fn a_panicking_control_tool_factory_fails_the_agent_naming_plugin_and_contribution() {
     struct Explodes;
     impl ControlToolFactory for Explodes {
-        fn build(&self, _ctx: &SessionBuildContext) -> Option<ControlToolMount> {
+        fn build(&self, _ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
             panic!("factory exploded")
         }
     }

@@ -429,11 +429,13 @@ pub(crate) struct GatedControl {
 }
 
 impl ControlToolFactory for GatedControl {
-    fn build(&self, ctx: &SessionBuildContext) -> Option<ControlToolMount> {
+    fn build(&self, ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
         if self.skip.contains(&ctx.agent) {
-            return None;
+            return Ok(None);
         }
-        Some(ControlToolMount::new(Arc::new(EchoTool::new(&self.name))))
+        Ok(Some(ControlToolMount::new(Arc::new(EchoTool::new(
+            &self.name,
+        )))))
     }
 }
 
