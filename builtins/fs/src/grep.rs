@@ -185,6 +185,8 @@ impl Tool for Grep {
             before,
             after,
             multiline,
+            timeout: TIMEOUT,
+            capture_cap: MAX_CAPTURE_BYTES,
         };
         let single = base.abs.clone();
         let outcome = off_thread(NAME, move || {
@@ -217,6 +219,20 @@ struct Search {
     before: usize,
     after: usize,
     multiline: bool,
+    /// When the search stops, however far it got.
+    timeout: Duration,
+    /// Bytes of output after which the search stops.
+    capture_cap: usize,
+}
+
+/// `bytes` for people: whole MiB when it is a whole number of them.
+fn size(bytes: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 /// What a search found: output entries (lines, paths or counts), and why it stopped early.
@@ -241,10 +257,10 @@ impl Search {
         let mut outcome = Outcome::default();
         let mut captured = 0usize;
         for (rel, path) in paths {
-            if started.elapsed() > TIMEOUT {
+            if started.elapsed() >= self.timeout {
                 outcome.stopped = Some(format!(
                     "the search stopped after {} seconds; narrow it with path, glob or type",
-                    TIMEOUT.as_secs()
+                    self.timeout.as_secs()
                 ));
                 break;
             }
@@ -278,10 +294,10 @@ impl Search {
             };
             captured += new.iter().map(|l| l.len() + 1).sum::<usize>();
             outcome.entries.extend(new);
-            if captured > MAX_CAPTURE_BYTES {
+            if captured > self.capture_cap {
                 outcome.stopped = Some(format!(
-                    "the search stopped at {} MiB of output; narrow it with path, glob or type",
-                    MAX_CAPTURE_BYTES / (1024 * 1024)
+                    "the search stopped at {} of output; narrow it with path, glob or type",
+                    size(self.capture_cap)
                 ));
                 break;
             }
@@ -403,5 +419,58 @@ impl Sink for Collect<'_> {
     fn binary_data(&mut self, _searcher: &Searcher, _offset: u64) -> Result<bool, Self::Error> {
         self.binary = true;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(timeout: Duration, capture_cap: usize) -> Search {
+        Search {
+            matcher: RegexMatcherBuilder::new()
+                .build("needle")
+                .unwrap_or_else(|e| panic!("{e}")),
+            mode: Mode::Content,
+            line_numbers: true,
+            before: 0,
+            after: 0,
+            multiline: false,
+            timeout,
+            capture_cap,
+        }
+    }
+
+    fn files() -> (tempfile::TempDir, Vec<(String, PathBuf)>) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut paths = Vec::new();
+        for name in ["a.txt", "b.txt"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "needle one\nneedle two\n").unwrap_or_else(|e| panic!("{e}"));
+            paths.push((name.to_owned(), path));
+        }
+        (dir, paths)
+    }
+
+    #[test]
+    fn the_search_stops_at_its_deadline_and_at_its_output_cap() {
+        let (_dir, paths) = files();
+        let all = search(TIMEOUT, MAX_CAPTURE_BYTES).run(&paths);
+        assert_eq!((all.files, all.matches, all.stopped), (2, 4, None));
+
+        let late = search(Duration::ZERO, MAX_CAPTURE_BYTES).run(&paths);
+        assert_eq!(late.files, 0);
+        assert_eq!(
+            late.stopped.as_deref(),
+            Some("the search stopped after 0 seconds; narrow it with path, glob or type")
+        );
+
+        let full = search(TIMEOUT, 10).run(&paths);
+        assert_eq!(full.files, 1, "the first file's lines pass the cap");
+        assert_eq!(
+            full.stopped.as_deref(),
+            Some("the search stopped at 10 bytes of output; narrow it with path, glob or type")
+        );
+        assert_eq!(size(MAX_CAPTURE_BYTES), "16 MiB");
     }
 }

@@ -233,3 +233,28 @@ fn shell_mode_off_mounts_no_bash_and_bad_shell_settings_name_the_field() {
             .ends_with("settings [plugins.fs]: shell_env_inherit `\"yes\"` is not true or false")
     );
 }
+
+#[test]
+fn output_past_the_capture_limit_is_counted_not_kept() {
+    let ws = Ws::new();
+    // 300 KiB on stdout: 256 KiB are kept, the rest is counted.
+    let run = run_in(
+        Some(&ws),
+        arbitrary(),
+        &[bash("head -c 307200 /dev/zero | tr '\\0' b")],
+    );
+    let (text, is_error) = run.last();
+    assert!(!is_error);
+    // The 45,056 bytes past the limit, and the directory line the shell prints after them.
+    let dropped: u64 = text
+        .split("\n[")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count in {}", &text[text.len() - 200..]));
+    assert!((45_056..45_056 + 4096).contains(&dropped), "{dropped}");
+    assert!(text.contains(" more bytes of output were not captured]\n"));
+    assert!(text.ends_with(
+        "The output passed the capture limit, so a `cd` in this command was not tracked."
+    ));
+}

@@ -215,3 +215,22 @@ fn a_shell_from_a_worker_that_stopped_is_named_as_gone() {
     );
     assert!(last.is_error);
 }
+
+#[test]
+fn unread_output_past_a_mebibyte_is_counted_as_dropped() {
+    let ws = Ws::new();
+    let run = run_in(
+        Some(&ws),
+        arbitrary(),
+        &[
+            background("head -c 1100000 /dev/zero | tr '\\0' c"),
+            output("bash_1", json!({ "filter": "^x" })),
+        ],
+    );
+    let (text, is_error) = run.last();
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        text,
+        "`bash_1`: exited with code 0; no new output\n[51424 bytes of output were dropped before they were read]"
+    );
+}
