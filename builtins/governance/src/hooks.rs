@@ -189,15 +189,9 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
     }))
 }
 
-const KNOWN_OUTPUT: [&str; 7] = [
-    "continue",
-    "stopReason",
-    "suppressOutput",
-    "systemMessage",
-    "decision",
-    "reason",
-    "hookSpecificOutput",
-];
+/// The output keys acted on; any other (Claude Code's `continue`, `stopReason`,
+/// `suppressOutput` and `systemMessage` among them) is reported as ignored.
+const KNOWN_OUTPUT: [&str; 3] = ["decision", "reason", "hookSpecificOutput"];
 const KNOWN_SPECIFIC: [&str; 5] = [
     "hookEventName",
     "permissionDecision",
@@ -237,6 +231,9 @@ impl Hooks {
                             .flatten();
                         Ran::Ok { stdout, json }
                     }
+                    Some(2) if stderr.is_empty() => Ran::Block {
+                        stderr: format!("blocked by the hook `{}` (exit 2)", hook.command),
+                    },
                     Some(2) => Ran::Block { stderr },
                     Some(code) => Ran::Failed {
                         why: format!("exited with status {code}: {stderr}"),
@@ -402,7 +399,11 @@ impl Extension for Hooks {
                         .and_then(Value::as_str)
                         .unwrap_or("blocked by a PreToolUse hook")
                         .to_owned();
-                    if let Some(updated) = specific(&json, "updatedInput") {
+                    // A hook that hands back the input it was given (as a rewriting hook does
+                    // when the gate checks the rewritten call again) has no change to make.
+                    if let Some(updated) =
+                        specific(&json, "updatedInput").filter(|u| **u != call.input)
+                    {
                         verdicts.push(Verdict::Rewrite {
                             input: updated.clone(),
                             reason: reason.clone(),
@@ -536,6 +537,20 @@ impl Extension for Hooks {
                     )));
                 }
                 Ran::Failed { why } => self.not_blocking(view, Event::UserPromptSubmit, hook, &why),
+                Ran::Ok {
+                    json: Some(json), ..
+                } if block_reason(&json, "").is_some() => {
+                    self.check_keys(view, Event::UserPromptSubmit, hook, &json);
+                    let reason = block_reason(&json, "").unwrap_or_default();
+                    return Err(HookError::new(format!(
+                        "UserPromptSubmit hook blocked the prompt: {}",
+                        if reason.is_empty() {
+                            hook.command.as_str()
+                        } else {
+                            reason.as_str()
+                        }
+                    )));
+                }
                 Ran::Ok { stdout, json } => {
                     self.add_context(view, Event::UserPromptSubmit, hook, stdout, json.as_ref());
                 }

@@ -113,6 +113,34 @@ fn an_updated_input_rewrites_the_call_which_is_checked_again() {
 }
 
 #[test]
+fn a_rewrite_written_without_a_guard_applies_once_and_keeps_its_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = bash();
+    // As Claude Code users write it: always the same updatedInput, with a decision.
+    let rewrite = r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"ls -la"}}}'"#;
+    let s = with_hooks(
+        hook("PreToolUse", "Bash", rewrite, json!({})),
+        dir.path(),
+        &tools,
+    );
+    let (_, _, outcome) = run_bash(&s, &[json!({"command": "ls"})], "unguarded");
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(runs.inputs(), [json!({"command": "ls -la"})]);
+
+    let ask = r#"echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"check the flags","updatedInput":{"command":"ls -la"}}}'"#;
+    let s = with_hooks(
+        hook("PreToolUse", "Bash", ask, json!({})),
+        dir.path(),
+        &tools,
+    );
+    let (_, _, outcome) = run_bash(&s, &[json!({"command": "ls"})], "rewrite-ask");
+    assert!(
+        matches!(&outcome, RunOutcome::Parked { question, .. } if question == "check the flags"),
+        "{outcome:?}"
+    );
+}
+
+#[test]
 fn a_hook_that_hangs_is_cut_off_and_only_a_fail_closed_one_denies() {
     let dir = tempfile::tempdir().unwrap();
     let (tools, runs) = bash();
@@ -152,7 +180,7 @@ fn a_hook_that_hangs_is_cut_off_and_only_a_fail_closed_one_denies() {
 fn unknown_output_keys_are_recorded_as_a_warning_and_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let (tools, runs) = bash();
-    let typo = r#"echo '{"decison":"block","hookSpecificOutput":{"permisionDecision":"deny"}}'"#;
+    let typo = r#"echo '{"decison":"block","continue":false,"hookSpecificOutput":{"permisionDecision":"deny"}}'"#;
     let s = with_hooks(
         hook("PreToolUse", "Bash", typo, json!({})),
         dir.path(),
@@ -163,7 +191,7 @@ fn unknown_output_keys_are_recorded_as_a_warning_and_ignored() {
     let warnings = records(&rt, &t, "hooks", "warning");
     assert_eq!(
         warnings[0].data["message"],
-        "the hook's output has unknown keys, which were ignored: decison, hookSpecificOutput.permisionDecision"
+        "the hook's output has unknown keys, which were ignored: continue, decison, hookSpecificOutput.permisionDecision"
     );
 }
 
@@ -235,6 +263,24 @@ fn user_prompt_submit_adds_context_or_blocks_the_prompt() {
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
     assert_eq!(messages(&rt, &s, &t, Role::Context), ["branch: main"]);
+
+    let json_block = r#"echo '{"decision":"block","reason":"that prompt names a ticket we cannot see","continue":true}'"#;
+    let s = with_hooks(
+        hook("UserPromptSubmit", "", json_block, json!({})),
+        dir.path(),
+        &tools,
+    );
+    let t = TaskId::new("json-blocked").unwrap();
+    block_on(rt.create(&s, &t, "fix TICKET-1")).unwrap();
+    match block_on(rt.run(&s, &t)).unwrap() {
+        RunOutcome::TurnFailed { reason } => assert!(
+            reason.contains(
+                "UserPromptSubmit hook blocked the prompt: that prompt names a ticket we cannot see"
+            ),
+            "{reason}"
+        ),
+        other => panic!("expected a failed turn, got {other:?}"),
+    }
 
     let block = r#"grep -q secret && { echo 'no secrets in prompts' >&2; exit 2; }; exit 0"#;
     let s = with_hooks(
