@@ -328,83 +328,144 @@ fn prepare(command: &ExecCommand, cwd: PathBuf) -> Command {
     process
 }
 
-fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
-    let mut process = prepare(&command, cwd);
+/// How long the output readers may take once the command's group is gone: a process that
+/// left the group (`setsid`) can hold the pipes open, and is not waited for.
+const READER_GRACE: Duration = Duration::from_secs(2);
+
+/// Said in standard error when the readers were not waited for.
+const INCOMPLETE: &str = "[output incomplete: a process the command started outside its process group still holds it open]";
+
+/// Starts `command`: its process, a reader per stream appending into the returned job's
+/// buffers (each says on the channel when it is done), and a writer for its input.
+fn start(
+    command: &ExecCommand,
+    cwd: PathBuf,
+    cap: usize,
+) -> Result<
+    (
+        std::process::Child,
+        Arc<LocalJob>,
+        std::sync::mpsc::Receiver<()>,
+    ),
+    ExecError,
+> {
+    let mut process = prepare(command, cwd);
     let mut child = process.spawn().map_err(|source| ExecError::Spawn {
         program: command.program.clone(),
         source,
     })?;
+    let job = Arc::new(LocalJob {
+        pid: child.id(),
+        cap,
+        state: Mutex::new(JobState {
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            dropped: 0,
+            status: JobStatus::Running,
+        }),
+    });
+    let (done, finished) = std::sync::mpsc::channel();
     // Readers start first and input is written on its own thread, so a command that
     // writes while it reads never deadlocks against us.
-    let cap = command.output_cap.unwrap_or(usize::MAX);
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+    let pipe = |stream: Option<Box<dyn Read + Send>>, err: bool| {
+        let job = Arc::clone(&job);
+        let done = done.clone();
         std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let mut dropped = 0u64;
-            if let Some(mut pipe) = pipe {
+            if let Some(mut stream) = stream {
                 let mut chunk = [0u8; 8192];
                 loop {
-                    match pipe.read(&mut chunk) {
-                        Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                    match stream.read(&mut chunk) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            let room = cap.saturating_sub(kept.len()).min(n);
-                            kept.extend_from_slice(&chunk[..room]);
-                            dropped += (n - room) as u64;
-                        }
+                        Ok(n) => job.append(err, &chunk[..n]),
                     }
                 }
             }
-            (kept, dropped)
-        })
+            let _ = done.send(());
+        });
     };
-    let out_reader = reader(
+    pipe(
         child
             .stdout
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        false,
     );
-    let err_reader = reader(
+    pipe(
         child
             .stderr
             .take()
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        true,
     );
-    if let (Some(bytes), Some(mut stdin)) = (command.stdin, child.stdin.take()) {
+    if let (Some(bytes), Some(mut stdin)) = (command.stdin.clone(), child.stdin.take()) {
         // A program that does not read its input just closes the pipe; that is not an error.
         std::thread::spawn(move || {
             let _ = stdin.write_all(&bytes);
         });
     }
-    let started = Instant::now();
-    let wait_error = |err: std::io::Error| ExecError::Wait {
-        program: command.program.clone(),
-        message: err.to_string(),
-    };
+    Ok((child, job, finished))
+}
+
+/// Waits for both readers, at most `READER_GRACE`; whether they finished.
+fn drain(finished: &std::sync::mpsc::Receiver<()>) -> bool {
+    let until = Instant::now() + READER_GRACE;
+    (0..2).all(|_| {
+        finished
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+            .is_ok()
+    })
+}
+
+/// Waits for `child` until it exits or `deadline` passes (then kills its group); then ends
+/// what it left in its group and gives the readers their grace. Whether the deadline killed
+/// it, its exit status, and whether the output is complete.
+fn finish(
+    mut child: std::process::Child,
+    deadline: Option<Instant>,
+    finished: &std::sync::mpsc::Receiver<()>,
+) -> std::io::Result<(bool, std::process::ExitStatus, bool)> {
     let mut timed_out = false;
     let status = loop {
-        if let Some(status) = child.try_wait().map_err(wait_error)? {
+        if let Some(status) = child.try_wait()? {
             break status;
         }
-        if command.timeout.is_some_and(|t| started.elapsed() >= t) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             timed_out = true;
             kill_group(child.id());
             let _ = child.kill();
-            break child.wait().map_err(wait_error)?;
+            break child.wait()?;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     // Whatever the command left running in its group (background children holding the
     // pipes) ends with it, so the output is complete and nothing lingers.
     kill_group(child.id());
-    let (stdout, out_dropped) = out_reader.join().unwrap_or_default();
-    let (stderr, err_dropped) = err_reader.join().unwrap_or_default();
+    let complete = drain(finished);
+    Ok((timed_out, status, complete))
+}
+
+fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
+    let (child, job, finished) = start(&command, cwd, command.output_cap.unwrap_or(usize::MAX))?;
+    let deadline = command.timeout.map(|t| Instant::now() + t);
+    let (timed_out, status, complete) =
+        finish(child, deadline, &finished).map_err(|err| ExecError::Wait {
+            program: command.program.clone(),
+            message: err.to_string(),
+        })?;
+    let mut output = job.take();
+    if !complete {
+        if !output.stderr.is_empty() {
+            output.stderr.push(b'\n');
+        }
+        output.stderr.extend_from_slice(INCOMPLETE.as_bytes());
+    }
     Ok(ExecOutput {
         status: if timed_out { None } else { status.code() },
-        stdout,
-        stderr,
+        stdout: output.stdout,
+        stderr: output.stderr,
         timed_out,
-        dropped: out_dropped + err_dropped,
+        dropped: output.dropped,
     })
 }
 
@@ -436,81 +497,24 @@ impl ExecEnv for LocalExecEnv {
 
     fn spawn(&self, command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
         let cwd = self.resolve_dir(command.cwd.as_deref())?;
-        let mut process = prepare(command, cwd);
-        let mut child = process.spawn().map_err(|source| ExecError::Spawn {
-            program: command.program.clone(),
-            source,
-        })?;
-        let job = Arc::new(LocalJob {
-            pid: child.id(),
-            cap: command.output_cap.unwrap_or(DEFAULT_JOB_BUFFER),
-            state: Mutex::new(JobState {
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                dropped: 0,
-                status: JobStatus::Running,
-            }),
-        });
-        let pipe = |stream: Option<Box<dyn Read + Send>>, err: bool| {
-            let job = Arc::clone(&job);
-            std::thread::spawn(move || {
-                let Some(mut stream) = stream else { return };
-                let mut chunk = [0u8; 8192];
-                loop {
-                    match stream.read(&mut chunk) {
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => job.append(err, &chunk[..n]),
-                    }
-                }
-            })
-        };
-        let readers = [
-            pipe(
-                child
-                    .stdout
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                false,
-            ),
-            pipe(
-                child
-                    .stderr
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                true,
-            ),
-        ];
-        if let (Some(bytes), Some(mut stdin)) = (command.stdin.clone(), child.stdin.take()) {
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
-        }
+        let cap = command.output_cap.unwrap_or(DEFAULT_JOB_BUFFER);
+        let (child, job, finished) = start(command, cwd, cap)?;
         let waiter = Arc::clone(&job);
         let deadline = command.timeout.map(|t| Instant::now() + t);
         std::thread::spawn(move || {
-            let status = loop {
-                match child.try_wait() {
-                    Ok(Some(status)) => {
-                        break status.code().map_or(JobStatus::Killed, JobStatus::Exited);
+            let status = match finish(child, deadline, &finished) {
+                Ok((false, status, complete)) => {
+                    if !complete {
+                        waiter.append(true, INCOMPLETE.as_bytes());
                     }
-                    Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                        kill_group(child.id());
-                        let _ = child.wait();
-                        break JobStatus::Killed;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                    Err(_) => break JobStatus::Killed,
+                    status.code().map_or(JobStatus::Killed, JobStatus::Exited)
                 }
+                Ok((true, _, _)) | Err(_) => JobStatus::Killed,
             };
-            // What it left running in its group ends with it, as in the foreground; its last
-            // output is in before it is seen as ended.
-            kill_group(child.id());
-            for reader in readers {
-                let _ = reader.join();
-            }
+            // Its last output is in before it is seen as ended.
             waiter.lock().status = status;
         });
+        let job: Arc<dyn ExecJob> = job;
         Ok(job)
     }
 }

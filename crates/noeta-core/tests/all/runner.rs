@@ -3483,6 +3483,23 @@ mod review_regressions {
             .with_env("ONLY", "this");
         let out = block_on(env.run(&bare)).unwrap();
         assert_eq!(out.stdout, b"ONLY=this\n");
+        // A process that leaves the group keeps the pipe open: not waited for past the grace.
+        let started = Instant::now();
+        let escaped = ExecCommand::new("sh", ["-c", "setsid sleep 8 & echo hi"]);
+        let out = block_on(env.run(&escaped)).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            (out.status, out.stdout.as_slice()),
+            (Some(0), b"hi\n".as_slice())
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("[output incomplete"),
+            "{out:?}"
+        );
         let started = Instant::now();
         let lingering = ExecCommand::new("sh", ["-c", "sleep 30 & echo started"]);
         let out = block_on(env.run(&lingering)).unwrap();
