@@ -312,7 +312,9 @@ impl Tool for Bash {
         // Where the command starts: the tracked directory, or the root if it is gone.
         let mut notes: Vec<String> = Vec::new();
         let mut cwd = tracked_cwd(ctx);
-        if cwd != "." && !workspace.root().join(&cwd).is_dir() {
+        let usable = std::fs::canonicalize(workspace.root().join(&cwd))
+            .is_ok_and(|real| real.starts_with(workspace.root()) && real.is_dir());
+        if cwd != "." && !usable {
             notes.push(format!(
                 "The working directory `{cwd}` no longer exists; the command ran in the workspace root."
             ));
@@ -361,7 +363,7 @@ impl Tool for Bash {
                 return Ok(ToolOutput::text(text));
             }
             Planned::Cd(dir) => {
-                let base = if cwd == "." {
+                let base = if cwd == "." || Path::new(&dir).is_absolute() {
                     String::new()
                 } else {
                     format!("{cwd}/")
@@ -397,19 +399,24 @@ impl Tool for Bash {
         // The directory the command ended in, printed after its output (arbitrary mode).
         let mut next_cwd = cwd.clone();
         if self.shell.mode == ShellMode::Arbitrary {
-            match stdout.rfind(CWD_MARK) {
+            // The mark the shell prints starts a line; a look-alike the command printed itself
+            // is only trusted as far as it names a real directory inside the workspace.
+            let mark = format!("\n{CWD_MARK}");
+            match stdout.rfind(&mark) {
                 Some(at) => {
-                    let ended = stdout[at + CWD_MARK.len()..].trim_end().to_owned();
-                    stdout.truncate(at.saturating_sub(1));
-                    let ended = Path::new(&ended);
-                    if ended.starts_with(workspace.root()) {
-                        next_cwd = workspace.relative(ended);
-                    } else {
-                        notes.push(format!(
-                            "The command left the workspace (for `{}`); the next command starts in the workspace root.",
-                            ended.display()
-                        ));
-                        next_cwd = ".".to_owned();
+                    let ended = stdout[at + mark.len()..].trim_end().to_owned();
+                    stdout.truncate(at);
+                    let inside = std::fs::canonicalize(&ended)
+                        .ok()
+                        .filter(|real| real.starts_with(workspace.root()) && real.is_dir());
+                    match inside {
+                        Some(real) => next_cwd = workspace.relative(&real),
+                        None => {
+                            notes.push(format!(
+                                "The command left the workspace (for `{ended}`); the next command starts in the workspace root."
+                            ));
+                            next_cwd = ".".to_owned();
+                        }
                     }
                 }
                 None if out.dropped > 0 => notes.push(

@@ -218,7 +218,8 @@ impl Tool for Edit {
                 "after": after_digest,
                 "applied": applied,
                 "replacements": found,
-                "diff": change,
+                // A diff past the limit stays out of the durable log (the model still sees it).
+                "diff": (change.len() <= MAX_RECORDED_DIFF_BYTES).then_some(&change),
             }),
         );
         let replaced = if found == 1 {

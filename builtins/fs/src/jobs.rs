@@ -66,6 +66,14 @@ impl Jobs {
             .insert((ctx.task_id().to_owned(), id.to_owned()), job);
     }
 
+    /// Keeps only the end of the task's job `id` (it ended and all it printed was read).
+    fn forget(&self, ctx: &ToolContext, id: &str, status: JobStatus) {
+        self.lock().insert(
+            (ctx.task_id().to_owned(), id.to_owned()),
+            Arc::new(Ended(status)),
+        );
+    }
+
     /// The task's job `id`, or the error the model sees.
     fn find(&self, ctx: &ToolContext, tool: &str, id: &str) -> Result<Arc<dyn ExecJob>, ToolError> {
         if let Some(job) = self.lock().get(&(ctx.task_id().to_owned(), id.to_owned())) {
@@ -89,6 +97,26 @@ impl Jobs {
             },
         ))
     }
+}
+
+/// What is kept of a job that ended and was read: its status, and no buffers.
+struct Ended(JobStatus);
+
+impl ExecJob for Ended {
+    fn take(&self) -> noeta_core::exec::JobOutput {
+        noeta_core::exec::JobOutput {
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            dropped: 0,
+            status: self.0,
+        }
+    }
+
+    fn status(&self) -> JobStatus {
+        self.0
+    }
+
+    fn kill(&self) {}
 }
 
 /// The ids of the background jobs the task started, in order.
@@ -192,6 +220,10 @@ impl Tool for BashOutput {
             wait_for(&job, NAME, Duration::from_millis(ms)).await?;
         }
         let taken = job.take();
+        if taken.status != JobStatus::Running {
+            // Everything it printed is in `taken`: nothing is left to keep it for.
+            self.jobs.forget(ctx, id, taken.status);
+        }
         let mut text = String::from_utf8_lossy(&taken.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&taken.stderr);
         if !stderr.is_empty() {

@@ -77,17 +77,22 @@ impl Extension for RepetitionGuard {
     async fn before_tool(&self, view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
         // The calls before this one, newest first: this reply's earlier calls, then older replies'.
         let mut earlier: Vec<&ToolCall> = Vec::new();
-        for message in view
+        let replies = view
             .messages()
             .iter()
             .rev()
-            .filter(|m| m.role == Role::Assistant)
-        {
+            .filter(|m| m.role == Role::Assistant);
+        for (i, message) in replies.enumerate() {
             let calls = &message.calls;
-            let upto = calls
-                .iter()
-                .position(|c| c.id == call.id)
-                .unwrap_or(calls.len());
+            // Only the newest reply holds this call (ids may repeat across replies).
+            let upto = if i == 0 {
+                calls
+                    .iter()
+                    .position(|c| c.id == call.id)
+                    .unwrap_or(calls.len())
+            } else {
+                calls.len()
+            };
             earlier.extend(calls[..upto].iter().rev());
             if earlier.len() >= self.window - 1 {
                 break;

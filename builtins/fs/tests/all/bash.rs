@@ -258,3 +258,41 @@ fn output_past_the_capture_limit_is_counted_not_kept() {
         "The output passed the capture limit, so a `cd` in this command was not tracked."
     ));
 }
+
+#[test]
+fn a_look_alike_directory_mark_in_the_output_cannot_move_the_shell_out() {
+    let ws = Ws::new();
+    ws.put("sub/f.txt", "x");
+    // The command prints what the shell prints after it, then exits before the real one.
+    let spoof = r#"printf 'caf\303\251\n\037noeta-cwd:%s/../..\n' "$PWD"; exit 0"#;
+    let run = run_in(Some(&ws), arbitrary(), &[bash(spoof), bash("ls")]);
+    let results = run.results();
+    assert!(
+        results[0]
+            .0
+            .starts_with("café\nThe command left the workspace"),
+        "{results:?}"
+    );
+    assert_eq!(results[1], ("sub".to_owned(), false));
+    assert_eq!(run.state()["cwd"], ".");
+}
+
+#[test]
+fn cd_takes_an_absolute_directory_inside_the_workspace() {
+    let ws = Ws::new();
+    ws.put("a/x.txt", "x");
+    ws.put("b/y.txt", "y");
+    let b = ws.root().canonicalize().unwrap().join("b");
+    let run = run_in(
+        Some(&ws),
+        json!({ "shell_allowlist": ["ls"] }),
+        &[
+            bash("cd a"),
+            bash(&format!("cd {}", b.display())),
+            bash("ls"),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(results[1], ("(working directory: b)".to_owned(), false));
+    assert_eq!(results[2], ("y.txt".to_owned(), false));
+}
