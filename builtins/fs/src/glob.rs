@@ -10,7 +10,7 @@ use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{Workspace, fail, off_thread};
+use crate::paths::{Workspace, fail, off_thread, reading_flags};
 
 const NAME: &str = "Glob";
 /// The most paths one call lists.
@@ -56,11 +56,7 @@ impl Tool for Glob {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags.retry_safe = true;
-        flags.max_result_chars = Some(100_000);
-        flags
+        reading_flags(100_000)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::glob::walker;
-use crate::paths::{Workspace, fail, off_thread};
+use crate::paths::{Workspace, fail, off_thread, reading_flags};
 
 const NAME: &str = "Grep";
 /// Output entries returned when `head_limit` is not given.
@@ -113,11 +113,7 @@ impl Tool for Grep {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags.retry_safe = true;
-        flags.max_result_chars = Some(20_000);
-        flags
+        reading_flags(20_000)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -2,7 +2,17 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use noeta_core::{ToolContext, ToolError};
+use noeta_core::{ToolContext, ToolError, ToolFlags};
+
+/// The flags of the reading tools (Read, Glob, Grep): read-only and safe while planning,
+/// clearable, safe to rerun, their results clipped past `max_chars`.
+pub(crate) fn reading_flags(max_chars: usize) -> ToolFlags {
+    let mut flags = ToolFlags::read_only();
+    flags.clearable = true;
+    flags.retry_safe = true;
+    flags.max_result_chars = Some(max_chars);
+    flags
+}
 
 /// A model-visible failure of `tool`: `<Tool>: <message>`.
 pub(crate) fn fail(tool: &str, message: impl std::fmt::Display) -> ToolError {

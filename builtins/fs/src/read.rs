@@ -6,7 +6,7 @@ use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{Workspace, fail, numbered};
+use crate::paths::{Workspace, fail, numbered, reading_flags};
 use crate::registry::EXTENSION;
 
 const NAME: &str = "Read";
@@ -62,13 +62,9 @@ impl Tool for Read {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags.retry_safe = true;
         // Read bounds its own output by the token limit (and a short note), so the runtime's
         // clipping never cuts a page it returns.
-        flags.max_result_chars = Some(MAX_TOKENS * 4 + 1_000);
-        flags
+        reading_flags(MAX_TOKENS * 4 + 1_000)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
