@@ -26,7 +26,6 @@ const DEFAULT_RESULTS: u64 = 5;
 const MAX_RESULTS: u64 = 20;
 
 /// What the search knows of one held-back tool.
-#[derive(Clone, PartialEq, Eq)]
 struct Candidate {
     name: String,
     description: String,
@@ -173,13 +172,13 @@ impl ToolSearch {
 /// The `tool_search` extension.
 #[derive(Default)]
 pub(crate) struct Search {
-    /// The last `ToolSearch` built, for the same candidates (so an unchanged offer keeps one
-    /// tool and its rendering).
+    /// The last `ToolSearch` built, for the same held-back tools.
     last: Mutex<Option<Built>>,
 }
 
-/// A `ToolSearch` and the candidates it was built over.
-type Built = (Vec<Candidate>, Arc<dyn Tool>);
+/// A `ToolSearch` and the held-back tools it was built over (held, so their identity is
+/// never reused by another tool).
+type Built = (Vec<Arc<dyn Tool>>, Arc<dyn Tool>);
 
 impl Search {
     fn loaded(view: &View<'_>) -> BTreeSet<String> {
@@ -195,17 +194,26 @@ impl Search {
             .unwrap_or_default()
     }
 
-    fn tool_for(&self, candidates: Vec<Candidate>) -> Arc<dyn Tool> {
+    /// The `ToolSearch` over `held` (the held-back tools): the last one built while they are
+    /// the same tools, so an unchanged offer costs no copying and keeps one rendering.
+    fn tool_for(&self, held: Vec<Arc<dyn Tool>>) -> Arc<dyn Tool> {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((known, tool)) = last.as_ref()
-            && *known == candidates
+            && known.len() == held.len()
+            && known.iter().zip(&held).all(|(a, b)| Arc::ptr_eq(a, b))
         {
             return Arc::clone(tool);
         }
-        let tool: Arc<dyn Tool> = Arc::new(ToolSearch {
-            candidates: candidates.clone(),
-        });
-        *last = Some((candidates, Arc::clone(&tool)));
+        let candidates = held
+            .iter()
+            .map(|tool| Candidate {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                hint: tool.flags().search_hint.unwrap_or_default(),
+            })
+            .collect();
+        let tool: Arc<dyn Tool> = Arc::new(ToolSearch { candidates });
+        *last = Some((held, Arc::clone(&tool)));
         tool
     }
 }
@@ -219,21 +227,16 @@ impl Extension for Search {
     fn tool_changes(&self, view: &View<'_>, offered: &[OfferedTool]) -> HookResult<ToolChanges> {
         let loaded = Self::loaded(view);
         let mut changes = ToolChanges::none();
-        let mut candidates = Vec::new();
+        let mut held = Vec::new();
         for entry in offered.iter().filter(|o| o.deferred) {
             if loaded.contains(entry.tool.name()) {
                 changes.add.push(Arc::clone(&entry.tool));
             } else {
-                let flags = entry.tool.flags();
-                candidates.push(Candidate {
-                    name: entry.tool.name().to_owned(),
-                    description: entry.tool.description().to_owned(),
-                    hint: flags.search_hint.unwrap_or_default(),
-                });
+                held.push(Arc::clone(&entry.tool));
             }
         }
-        if !candidates.is_empty() {
-            changes.add.push(self.tool_for(candidates));
+        if !held.is_empty() {
+            changes.add.push(self.tool_for(held));
         }
         Ok(changes)
     }

@@ -20,7 +20,7 @@ use crate::contrib::Verdict;
 use crate::extension::SpawnRequest;
 use crate::extension::{ModelReply, ModelRequest, OfferedTool, Segment, StepSignal, View};
 use crate::fold::Folder;
-use crate::fold::{Role, TaskState, TurnState, chain_hash};
+use crate::fold::{CoreState, Role, TaskState, TurnState, chain_hash};
 use crate::policy::Decision;
 use crate::provider::{Provider, ProviderError};
 use crate::records::{CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, hydrate, spill};
@@ -563,23 +563,17 @@ impl Runtime {
         call_id: &str,
         allow: bool,
     ) -> Result<(), RunError> {
-        let mut claim = self.claim(session, task).await?;
         // Gate asks only: a call its tool parked is answered with `reply`.
-        let parked = matches!(&claim.state.core.turn, TurnState::Parked { call_id: c, .. } if c == call_id)
-            && !claim.state.core.parked.contains_key(call_id);
-        if !parked {
-            claim.release().await?;
-            return Err(RunError::NotParked {
-                task: task.clone(),
-                call_id: call_id.to_owned(),
-            });
-        }
+        let waiting = |core: &CoreState| {
+            matches!(&core.turn, TurnState::Parked { call_id: c, .. } if c == call_id)
+                && !core.parked.contains_key(call_id)
+        };
         let answer = CoreRecord::AskAnswered {
             call_id: call_id.to_owned(),
             allow,
         };
-        claim.commit(vec![answer.to_record()]).await?;
-        claim.release().await
+        self.answer_waiting(session, task, call_id, waiting, answer)
+            .await
     }
 
     /// Answers the question a tool parked its call on; the tool's `resume` gets the answer.
@@ -590,25 +584,37 @@ impl Runtime {
         call_id: &str,
         answer: Value,
     ) -> Result<(), RunError> {
+        let waiting = |core: &CoreState| {
+            core.parked
+                .get(call_id)
+                .is_some_and(|p| p.question.is_some() && p.wake.is_none())
+        };
+        let answered = CoreRecord::CallAnswered {
+            call_id: call_id.to_owned(),
+            answer,
+        };
+        self.answer_waiting(session, task, call_id, waiting, answered)
+            .await
+    }
+
+    /// Records `answer` when `waiting` holds for the task's state, else refuses (`NotParked`).
+    async fn answer_waiting(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        call_id: &str,
+        waiting: impl Fn(&CoreState) -> bool,
+        answer: CoreRecord,
+    ) -> Result<(), RunError> {
         let mut claim = self.claim(session, task).await?;
-        let waiting = claim
-            .state
-            .core
-            .parked
-            .get(call_id)
-            .is_some_and(|p| p.question.is_some() && p.wake.is_none());
-        if !waiting {
+        if !waiting(&claim.state.core) {
             claim.release().await?;
             return Err(RunError::NotParked {
                 task: task.clone(),
                 call_id: call_id.to_owned(),
             });
         }
-        let answered = CoreRecord::CallAnswered {
-            call_id: call_id.to_owned(),
-            answer,
-        };
-        claim.commit(vec![answered.to_record()]).await?;
+        claim.commit(vec![answer.to_record()]).await?;
         claim.release().await
     }
 
