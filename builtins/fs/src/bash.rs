@@ -11,6 +11,8 @@
 //! most 600 s). By default the command sees only a few of the host's variables
 //! (`PATH`, `HOME`, `LANG`, `LC_ALL`, `USER`, `TMPDIR`) plus `shell_env`, so
 //! the host's secrets stay out of it; `shell_env_inherit = true` passes all.
+//! [`Shell::start_background`] starts background shells, for `Bash` with
+//! `run_in_background` and for `Monitor` alike.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +24,7 @@ use noeta_core::exec::ExecCommand;
 use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::jobs::Jobs;
+use crate::jobs::{Jobs, Watch};
 use crate::paths::{Workspace, fail};
 use crate::registry::EXTENSION;
 
@@ -96,20 +98,10 @@ impl Default for Shell {
     }
 }
 
-/// The `Bash` tool.
-pub(crate) struct Bash {
-    shell: Arc<Shell>,
-    jobs: Arc<Jobs>,
-}
-
-impl Bash {
-    pub(crate) fn new(shell: Arc<Shell>, jobs: Arc<Jobs>) -> Self {
-        Self { shell, jobs }
-    }
-
+impl Shell {
     /// The command's environment: the base (or all of the host's) plus `shell_env`.
     fn environment(&self, command: ExecCommand) -> ExecCommand {
-        let mut command = if self.shell.inherit_env {
+        let mut command = if self.inherit_env {
             command
         } else {
             let mut bare = command.without_host_env();
@@ -120,26 +112,27 @@ impl Bash {
             }
             bare
         };
-        for (key, value) in &self.shell.env {
+        for (key, value) in &self.env {
             command = command.with_env(key.clone(), value.clone());
         }
         command
     }
 
-    /// The program to run for `line` in allowlist mode, or the `cd` it asks for.
-    fn allowlisted(&self, line: &str) -> Result<Planned, ToolError> {
+    /// The program to run for `line` in allowlist mode, or the `cd` it asks for; refusals
+    /// are `tool`'s.
+    fn allowlisted(&self, tool: &str, line: &str) -> Result<Planned, ToolError> {
         let words = shlex::split(line).ok_or_else(|| {
             fail(
-                NAME,
+                tool,
                 "the command has an unclosed quote or a trailing escape",
             )
         })?;
         let Some((program, args)) = words.split_first() else {
-            return Err(fail(NAME, "the command is empty"));
+            return Err(fail(tool, "the command is empty"));
         };
         if let Some(op) = words.iter().find(|w| OPERATORS.contains(&w.as_str())) {
             return Err(fail(
-                NAME,
+                tool,
                 format!(
                     "`{op}` is a shell operator, and shell_mode is `allowlist`: a command runs as one program without a shell. Run the programs in separate calls."
                 ),
@@ -149,15 +142,15 @@ impl Bash {
             return match args {
                 [dir] => Ok(Planned::Cd(dir.clone())),
                 [] => Ok(Planned::Cd(".".to_owned())),
-                _ => Err(fail(NAME, "`cd` takes one directory")),
+                _ => Err(fail(tool, "`cd` takes one directory")),
             };
         }
-        if !self.shell.allowlist.iter().any(|p| p == program) {
+        if !self.allowlist.iter().any(|p| p == program) {
             return Err(fail(
-                NAME,
+                tool,
                 format!(
                     "`{program}` is not on the shell allowlist (allowed: {})",
-                    self.shell.allowlist.join(", ")
+                    self.allowlist.join(", ")
                 ),
             ));
         }
@@ -165,6 +158,101 @@ impl Bash {
             program.clone(),
             args.to_vec(),
         )))
+    }
+
+    /// What `line` runs as in this shell mode; a background command is not followed by the
+    /// directory mark.
+    fn plan(&self, tool: &str, line: &str, background: bool) -> Result<Planned, ToolError> {
+        match self.mode {
+            ShellMode::Allowlist => self.allowlisted(tool, line),
+            ShellMode::Arbitrary if background => {
+                Ok(Planned::Run(ExecCommand::new("bash", ["-c", line])))
+            }
+            ShellMode::Arbitrary => {
+                let script = format!(
+                    "{line}\n__noeta_status=$?\nprintf '\\n{CWD_MARK}%s\\n' \"$(pwd -P)\"\nexit $__noeta_status"
+                );
+                Ok(Planned::Run(ExecCommand::new(
+                    "bash",
+                    ["-c", script.as_str()],
+                )))
+            }
+            ShellMode::Off => Err(fail(tool, "the shell is off (shell_mode = \"off\")")),
+        }
+    }
+
+    /// Starts `line` as the task's next background job for `tool` (`Bash` with
+    /// `run_in_background`, `Monitor`): the same refusals, directory, environment and
+    /// 8-at-once cap for both; killed with its process group when `timeout` passes.
+    pub(crate) fn start_background(
+        &self,
+        tool: &str,
+        jobs: &Jobs,
+        ctx: &ToolContext,
+        line: &str,
+        timeout: Option<Duration>,
+        watch: Option<Watch>,
+    ) -> Result<Started, ToolError> {
+        let workspace = Workspace::of(ctx, tool)?;
+        let Some(env) = ctx.exec_env() else {
+            return Err(ToolError::Fatal(format!(
+                "{tool}: no execution environment"
+            )));
+        };
+        let (cwd, notes) = start_dir(ctx, &workspace);
+        let command = match self.plan(tool, line, true)? {
+            Planned::Cd(_) => return Err(fail(tool, "`cd` cannot run in the background")),
+            Planned::Run(command) => command,
+        };
+        let mut command = self
+            .environment(command)
+            .in_dir(&cwd)
+            .with_output_cap(BACKGROUND_BUFFER);
+        if let Some(timeout) = timeout {
+            command = command.with_timeout(timeout);
+        }
+        let id = jobs.next_id(ctx, tool)?;
+        let job = env
+            .spawn(&command)
+            .map_err(|err| fail(tool, err.to_string()))?;
+        jobs.keep(ctx, &id, job, watch);
+        Ok(Started { id, cwd, notes })
+    }
+}
+
+/// A background job just started.
+pub(crate) struct Started {
+    /// Its id, `bash_N`.
+    pub(crate) id: String,
+    /// The workspace-relative directory it runs in.
+    pub(crate) cwd: String,
+    /// What the model should be told about where it runs.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Where a command starts: the tracked directory, or the root (with a note) if it is gone.
+fn start_dir(ctx: &ToolContext, workspace: &Workspace) -> (String, Vec<String>) {
+    let cwd = tracked_cwd(ctx);
+    let usable = std::fs::canonicalize(workspace.root().join(&cwd))
+        .is_ok_and(|real| real.starts_with(workspace.root()) && real.is_dir());
+    if cwd != "." && !usable {
+        let note = format!(
+            "The working directory `{cwd}` no longer exists; the command ran in the workspace root."
+        );
+        return (".".to_owned(), vec![note]);
+    }
+    (cwd, Vec::new())
+}
+
+/// The `Bash` tool.
+pub(crate) struct Bash {
+    shell: Arc<Shell>,
+    jobs: Arc<Jobs>,
+}
+
+impl Bash {
+    pub(crate) fn new(shell: Arc<Shell>, jobs: Arc<Jobs>) -> Self {
+        Self { shell, jobs }
     }
 }
 
@@ -302,66 +390,36 @@ impl Tool for Bash {
                 ),
             ));
         }
+        if background {
+            let timeout = input
+                .get("timeout")
+                .is_some_and(|t| !t.is_null())
+                .then(|| Duration::from_millis(timeout_ms));
+            let started = self
+                .shell
+                .start_background(NAME, &self.jobs, ctx, line, timeout, None)?;
+            let id = started.id;
+            ctx.record(
+                EXTENSION,
+                "shell_background",
+                json!({ "id": id, "command": line, "cwd": started.cwd }),
+            );
+            let mut text = format!(
+                "Started `{id}` in the background. Read its output with BashOutput (bash_id `{id}`); stop it with KillShell."
+            );
+            for note in started.notes {
+                text.push_str(&format!("\n{note}"));
+            }
+            return Ok(ToolOutput::text(text));
+        }
         let workspace = Workspace::of(ctx, NAME)?;
         let Some(env) = ctx.exec_env() else {
             return Err(ToolError::Fatal(format!(
                 "{NAME}: no execution environment"
             )));
         };
-
-        // Where the command starts: the tracked directory, or the root if it is gone.
-        let mut notes: Vec<String> = Vec::new();
-        let mut cwd = tracked_cwd(ctx);
-        let usable = std::fs::canonicalize(workspace.root().join(&cwd))
-            .is_ok_and(|real| real.starts_with(workspace.root()) && real.is_dir());
-        if cwd != "." && !usable {
-            notes.push(format!(
-                "The working directory `{cwd}` no longer exists; the command ran in the workspace root."
-            ));
-            cwd = ".".to_owned();
-        }
-
-        let planned = match self.shell.mode {
-            ShellMode::Allowlist => self.allowlisted(line)?,
-            ShellMode::Arbitrary if background => {
-                Planned::Run(ExecCommand::new("bash", ["-c", line]))
-            }
-            ShellMode::Arbitrary => {
-                let script = format!(
-                    "{line}\n__noeta_status=$?\nprintf '\\n{CWD_MARK}%s\\n' \"$(pwd -P)\"\nexit $__noeta_status"
-                );
-                Planned::Run(ExecCommand::new("bash", ["-c", script.as_str()]))
-            }
-            ShellMode::Off => return Err(fail(NAME, "the shell is off (shell_mode = \"off\")")),
-        };
-        let command = match planned {
-            Planned::Cd(_) if background => {
-                return Err(fail(NAME, "`cd` cannot run in the background"));
-            }
-            Planned::Run(command) if background => {
-                let mut command = self.environment(command).in_dir(&cwd);
-                command = command.with_output_cap(BACKGROUND_BUFFER);
-                if input.get("timeout").is_some_and(|t| !t.is_null()) {
-                    command = command.with_timeout(Duration::from_millis(timeout_ms));
-                }
-                let id = self.jobs.next_id(ctx)?;
-                let job = env
-                    .spawn(&command)
-                    .map_err(|err| fail(NAME, err.to_string()))?;
-                self.jobs.keep(ctx, &id, job);
-                ctx.record(
-                    EXTENSION,
-                    "shell_background",
-                    json!({ "id": id, "command": line, "cwd": cwd }),
-                );
-                let mut text = format!(
-                    "Started `{id}` in the background. Read its output with BashOutput (bash_id `{id}`); stop it with KillShell."
-                );
-                for note in notes {
-                    text.push_str(&format!("\n{note}"));
-                }
-                return Ok(ToolOutput::text(text));
-            }
+        let (cwd, mut notes) = start_dir(ctx, &workspace);
+        let command = match self.shell.plan(NAME, line, false)? {
             Planned::Cd(dir) => {
                 let base = if cwd == "." || Path::new(&dir).is_absolute() {
                     String::new()
@@ -385,6 +443,7 @@ impl Tool for Bash {
             Planned::Run(command) => command,
         };
         let command = self
+            .shell
             .environment(command)
             .in_dir(&cwd)
             .with_timeout(Duration::from_millis(timeout_ms))

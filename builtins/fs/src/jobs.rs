@@ -1,19 +1,24 @@
-//! Background shells: `Bash` with `run_in_background`, read by `BashOutput`, stopped by
-//! `KillShell`.
+//! Background shells: `Bash` with `run_in_background` and `Monitor`, read by `BashOutput`,
+//! stopped by `KillShell`.
 //!
 //! A job runs in the worker that started it (the execution environment's
 //! `spawn`); the session pack's [`Jobs`] holds it by task and id. Its start is
-//! recorded (`shell_background`), so ids (`bash_1`, `bash_2`, …) never repeat
+//! recorded (`shell_background`, or `monitor`), so ids (`bash_1`, `bash_2`, …) never repeat
 //! within a task and a job from a worker that stopped is named as gone rather
 //! than unknown. Output nobody read yet is kept up to 1 MiB a stream; past it,
 //! bytes are counted as dropped.
+//!
+//! Every read goes through [`Jobs`], the jobs' one consumer: a monitored job's standard
+//! output is taken line by line by the `fs` extension's reminders ([`Jobs::look`]), which
+//! hold its standard error (and the start of an unfinished line) for `BashOutput`, so no
+//! output is shown twice.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use noeta_core::exec::{ExecJob, JobStatus};
+use noeta_core::exec::{ExecJob, JobOutput, JobStatus};
 use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use regex::Regex;
 use serde_json::{Value, json};
@@ -33,25 +38,111 @@ const MAX_BLOCK_MS: u64 = 600_000;
 /// The jobs this worker runs, by task and id.
 #[derive(Default)]
 pub(crate) struct Jobs {
-    running: Mutex<HashMap<(String, String), Arc<dyn ExecJob>>>,
+    running: Mutex<HashMap<(String, String), Entry>>,
+}
+
+/// One job: the process (or what is kept of it once it ended), and, when `Monitor` started
+/// it, what the monitor holds.
+struct Entry {
+    job: Arc<dyn ExecJob>,
+    watch: Option<Watch>,
+}
+
+/// What `Monitor` holds of a job it watches: the start of a line not ended yet, and the
+/// standard error it took along with the lines, kept for `BashOutput`.
+pub(crate) struct Watch {
+    /// When the monitor's deadline passes.
+    deadline: Instant,
+    /// That deadline, in milliseconds from the start.
+    timeout_ms: u64,
+    /// Standard output after the last newline.
+    partial: Vec<u8>,
+    /// Standard error not read yet.
+    stderr: Vec<u8>,
+    /// Bytes of standard error past `HELD_CAP`.
+    stderr_dropped: u64,
+    /// `KillShell` stopped it.
+    stopped: bool,
+    /// When the job was first seen ended.
+    ended_at: Option<Instant>,
+    /// Its end was delivered: nothing more is said.
+    done: bool,
+}
+
+impl Watch {
+    /// A watch whose job is killed `timeout` from now.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            deadline: Instant::now() + timeout,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            partial: Vec::new(),
+            stderr: Vec::new(),
+            stderr_dropped: 0,
+            stopped: false,
+            ended_at: None,
+            done: false,
+        }
+    }
+
+    /// Keeps `bytes` of standard error for `BashOutput`, up to `HELD_CAP`.
+    fn hold(&mut self, bytes: &[u8]) {
+        let room = HELD_CAP.saturating_sub(self.stderr.len()).min(bytes.len());
+        self.stderr.extend_from_slice(&bytes[..room]);
+        self.stderr_dropped += (bytes.len() - room) as u64;
+    }
+
+    /// Notes when the job was first seen ended.
+    fn saw(&mut self, status: JobStatus) {
+        if status != JobStatus::Running && self.ended_at.is_none() {
+            self.ended_at = Some(Instant::now());
+        }
+    }
+
+    /// How the job ended, in words.
+    fn ending(&self, status: JobStatus) -> String {
+        match status {
+            JobStatus::Killed
+                if !self.stopped && self.ended_at.is_some_and(|at| at >= self.deadline) =>
+            {
+                format!("deadline reached ({} ms)", self.timeout_ms)
+            }
+            other => describe(other),
+        }
+    }
+}
+
+/// Bytes of a monitored job's standard error held for `BashOutput`.
+const HELD_CAP: usize = 1024 * 1024;
+/// Bytes of a line without its newline kept before it is delivered as it stands.
+const LONGEST_PARTIAL: usize = 64 * 1024;
+
+/// What one look at a monitored job gives `Monitor`.
+#[derive(Debug, Default)]
+pub(crate) struct Look {
+    /// The lines it printed to standard output since the last look.
+    pub(crate) lines: Vec<String>,
+    /// Bytes of output dropped because they were not read in time.
+    pub(crate) dropped: u64,
+    /// How it ended, the first time it is seen ended.
+    pub(crate) ended: Option<String>,
 }
 
 impl Jobs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<dyn ExecJob>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The id the task's next job gets, or why it may not start one.
-    pub(crate) fn next_id(&self, ctx: &ToolContext) -> Result<String, ToolError> {
+    /// The id the task's next job gets, or why `tool` may not start one.
+    pub(crate) fn next_id(&self, ctx: &ToolContext, tool: &str) -> Result<String, ToolError> {
         let task = ctx.task_id().to_owned();
         let running = self
             .lock()
             .iter()
-            .filter(|((t, _), job)| *t == task && job.status() == JobStatus::Running)
+            .filter(|((t, _), entry)| *t == task && entry.job.status() == JobStatus::Running)
             .count();
         if running >= MAX_RUNNING {
             return Err(fail(
-                "Bash",
+                tool,
                 format!(
                     "{MAX_RUNNING} background shells are already running in this task; stop one with KillShell first"
                 ),
@@ -60,24 +151,98 @@ impl Jobs {
         Ok(format!("bash_{}", started(ctx).len() + 1))
     }
 
-    /// Keeps `job` as the task's `id`.
-    pub(crate) fn keep(&self, ctx: &ToolContext, id: &str, job: Arc<dyn ExecJob>) {
-        self.lock()
-            .insert((ctx.task_id().to_owned(), id.to_owned()), job);
-    }
-
-    /// Keeps only the end of the task's job `id` (it ended and all it printed was read).
-    fn forget(&self, ctx: &ToolContext, id: &str, status: JobStatus) {
+    /// Keeps `job` as the task's `id`, watched by `Monitor` when `watch` is given.
+    pub(crate) fn keep(
+        &self,
+        ctx: &ToolContext,
+        id: &str,
+        job: Arc<dyn ExecJob>,
+        watch: Option<Watch>,
+    ) {
         self.lock().insert(
             (ctx.task_id().to_owned(), id.to_owned()),
-            Arc::new(Ended(status)),
+            Entry { job, watch },
         );
+    }
+
+    /// Takes what the task's job `id` printed and nobody read yet (with what its monitor
+    /// holds), and its status; once it ended and all of it was read, only its status is kept.
+    fn read(&self, ctx: &ToolContext, id: &str) -> Option<JobOutput> {
+        let mut jobs = self.lock();
+        let entry = jobs.get_mut(&(ctx.task_id().to_owned(), id.to_owned()))?;
+        let mut taken = entry.job.take();
+        if let Some(watch) = &mut entry.watch {
+            watch.saw(taken.status);
+            let mut stdout = std::mem::take(&mut watch.partial);
+            stdout.append(&mut taken.stdout);
+            taken.stdout = stdout;
+            let mut stderr = std::mem::take(&mut watch.stderr);
+            stderr.append(&mut taken.stderr);
+            taken.stderr = stderr;
+            taken.dropped += std::mem::take(&mut watch.stderr_dropped);
+        }
+        if taken.status != JobStatus::Running {
+            // Everything it printed is in `taken`: nothing is left to keep it for.
+            entry.job = Arc::new(Ended(taken.status));
+        }
+        Some(taken)
+    }
+
+    /// Marks the task's job `id` as stopped by `KillShell`, so its monitor says killed.
+    fn stopping(&self, ctx: &ToolContext, id: &str) {
+        if let Some(Entry {
+            watch: Some(watch), ..
+        }) = self
+            .lock()
+            .get_mut(&(ctx.task_id().to_owned(), id.to_owned()))
+        {
+            watch.stopped = true;
+        }
+    }
+
+    /// The new complete lines of the monitored job `id` of `task`, and how it ended once it
+    /// did (said once); `None` when this worker does not run it.
+    pub(crate) fn look(&self, task: &str, id: &str) -> Option<Look> {
+        let mut jobs = self.lock();
+        let entry = jobs.get_mut(&(task.to_owned(), id.to_owned()))?;
+        let watch = entry.watch.as_mut()?;
+        if watch.done {
+            return Some(Look::default());
+        }
+        let taken = entry.job.take();
+        watch.saw(taken.status);
+        watch.hold(&taken.stderr);
+        watch.partial.extend_from_slice(&taken.stdout);
+        let ended = taken.status != JobStatus::Running;
+        let mut look = Look {
+            dropped: taken.dropped,
+            ..Look::default()
+        };
+        let buffer = std::mem::take(&mut watch.partial);
+        let mut pieces: Vec<&[u8]> = buffer.split(|b| *b == b'\n').collect();
+        let rest = pieces.pop().unwrap_or_default();
+        for piece in pieces {
+            look.lines.push(line_of(piece));
+        }
+        if ended || rest.len() > LONGEST_PARTIAL {
+            if !rest.is_empty() {
+                look.lines.push(line_of(rest));
+            }
+        } else {
+            watch.partial = rest.to_vec();
+        }
+        if ended {
+            look.ended = Some(watch.ending(taken.status));
+            watch.done = true;
+            entry.job = Arc::new(Ended(taken.status));
+        }
+        Some(look)
     }
 
     /// The task's job `id`, or the error the model sees.
     fn find(&self, ctx: &ToolContext, tool: &str, id: &str) -> Result<Arc<dyn ExecJob>, ToolError> {
-        if let Some(job) = self.lock().get(&(ctx.task_id().to_owned(), id.to_owned())) {
-            return Ok(Arc::clone(job));
+        if let Some(entry) = self.lock().get(&(ctx.task_id().to_owned(), id.to_owned())) {
+            return Ok(Arc::clone(&entry.job));
         }
         let known = started(ctx);
         if known.iter().any(|k| k == id) {
@@ -97,6 +262,12 @@ impl Jobs {
             },
         ))
     }
+}
+
+/// One line of output, without its newline (and carriage return), as text.
+fn line_of(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// What is kept of a job that ended and was read: its status, and no buffers.
@@ -219,11 +390,7 @@ impl Tool for BashOutput {
                 .map_or(DEFAULT_BLOCK_MS, |ms| ms as u64);
             wait_for(&job, NAME, Duration::from_millis(ms)).await?;
         }
-        let taken = job.take();
-        if taken.status != JobStatus::Running {
-            // Everything it printed is in `taken`: nothing is left to keep it for.
-            self.jobs.forget(ctx, id, taken.status);
-        }
+        let taken = self.jobs.read(ctx, id).unwrap_or_else(|| job.take());
         let mut text = String::from_utf8_lossy(&taken.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&taken.stderr);
         if !stderr.is_empty() {
@@ -313,6 +480,7 @@ impl Tool for KillShell {
                 describe(status)
             )));
         }
+        self.jobs.stopping(ctx, id);
         job.kill();
         wait_for(&job, NAME, Duration::from_secs(5)).await?;
         let status = job.status();

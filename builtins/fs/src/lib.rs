@@ -2,7 +2,8 @@
 //!
 //! Its session pack (`fs`, priority 100) mounts `Read`, `Glob`, `Grep`, `Edit`, `Write` and
 //! (unless `shell_mode = "off"`) `Bash` (`bash.rs`) with its background-shell tools
-//! `BashOutput` and `KillShell` (`jobs.rs`), and adds the `fs` extension. Every path resolves against the workspace root of the
+//! `BashOutput` and `KillShell` (`jobs.rs`) and `Monitor` (`monitor.rs`), and adds the `fs`
+//! extension, which also streams monitored shells' output. Every path resolves against the workspace root of the
 //! runner's execution environment (`ctx.exec_env()`); a path outside it, or a symlink inside
 //! it pointing outside, is refused. `Read` records each file's SHA-256 digest under `fs`;
 //! the extension folds those records into the read registry, and `Edit` and `Write` refuse to
@@ -14,6 +15,7 @@ mod edit;
 mod glob;
 mod grep;
 mod jobs;
+mod monitor;
 mod paths;
 mod read;
 mod registry;
@@ -33,7 +35,9 @@ impl SessionPackFactory for Pack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let settings = Arc::new(settings::Settings::parse(ctx.config("fs"))?);
         let mut pack = PackContribution::empty();
-        pack.extensions.push(Arc::new(registry::FsState));
+        let jobs = Arc::new(jobs::Jobs::default());
+        pack.extensions
+            .push(Arc::new(registry::FsState::new(Arc::clone(&jobs))));
         let tools: [Arc<dyn Tool>; 5] = [
             Arc::new(read::Read),
             Arc::new(glob::Glob),
@@ -43,12 +47,12 @@ impl SessionPackFactory for Pack {
         ];
         pack.tools.extend(tools);
         if settings.shell.mode != bash::ShellMode::Off {
-            let jobs = Arc::new(jobs::Jobs::default());
             let shell = Arc::new(settings.shell.clone());
-            let shell_tools: [Arc<dyn Tool>; 3] = [
-                Arc::new(bash::Bash::new(shell, Arc::clone(&jobs))),
+            let shell_tools: [Arc<dyn Tool>; 4] = [
+                Arc::new(bash::Bash::new(Arc::clone(&shell), Arc::clone(&jobs))),
                 Arc::new(jobs::BashOutput::new(Arc::clone(&jobs))),
-                Arc::new(jobs::KillShell::new(jobs)),
+                Arc::new(jobs::KillShell::new(Arc::clone(&jobs))),
+                Arc::new(monitor::Monitor::new(shell, jobs)),
             ];
             pack.tools.extend(shell_tools);
         }

@@ -7,29 +7,80 @@
 //! - `shell` `{command, cwd, status, timed_out}`: a `Bash` command and the directory it left
 //!   the shell in;
 //! - `shell_background` `{id, command, cwd}`: a background shell started (its id joins `jobs`);
-//!   `shell_polled` `{id, status}` and `shell_killed` `{id, status}`: read and stopped.
+//!   `shell_polled` `{id, status}` and `shell_killed` `{id, status}`: read and stopped;
+//! - `monitor` `{id, description, command, cwd, timeout_ms}`: a monitored background shell
+//!   started (its id joins `jobs`, and `monitors` with its description); `monitor_ended`
+//!   `{id, status}`: its end was told (it leaves `monitors`);
+//! - `reminder` `{}`: the runner's record of a notification the extension's `reminders`
+//!   returned (its text is in the conversation).
 //!
 //! A written edit or write moves the file's digest to `after`, so the agent may edit again
-//! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir, "jobs": [id]}`.
+//! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir,
+//! "jobs": [id], "monitors": {id: description}}`. Before every model request the extension
+//! streams the monitored shells' new lines (`monitor.rs`).
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use noeta_core::ToolContext;
-use noeta_core::extension::Extension;
+use noeta_core::extension::{Extension, StepSignal, View};
 use noeta_core::records::ERASED_KIND;
 use serde_json::{Map, Value, json};
 
+use crate::jobs::Jobs;
+use crate::monitor;
 use crate::paths::fail;
 
 /// The extension's name; the tools' records live under it.
 pub(crate) const EXTENSION: &str = "fs";
 
-/// Folds the `fs` records.
-pub(crate) struct FsState;
+/// Folds the `fs` records and streams the task's monitored shells.
+pub(crate) struct FsState {
+    jobs: Arc<Jobs>,
+}
+
+impl FsState {
+    pub(crate) fn new(jobs: Arc<Jobs>) -> Self {
+        Self { jobs }
+    }
+}
+
+/// `state` as an object, made one (with no files) when it is not.
+fn object(state: &mut Value) -> &mut Map<String, Value> {
+    if !state.is_object() {
+        *state = json!({ "files": {} });
+    }
+    match state {
+        Value::Object(map) => map,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// Appends `id` to the state's `jobs`.
+fn add_job(state: &mut Value, id: &str) {
+    let jobs = object(state).entry("jobs").or_insert_with(|| json!([]));
+    if let Some(jobs) = jobs.as_array_mut() {
+        jobs.push(json!(id));
+    }
+}
 
 #[async_trait]
 impl Extension for FsState {
     fn name(&self) -> &str {
         EXTENSION
+    }
+
+    async fn reminders(&self, view: &View<'_>) -> Result<Vec<String>, StepSignal> {
+        Ok(monitor::notifications(&self.jobs, view))
+    }
+
+    fn continue_state(&self, state: &Value) -> Value {
+        // The monitored shells run for the source task; a continuation does not hear them.
+        let mut state = state.clone();
+        if let Some(map) = state.as_object_mut() {
+            map.remove("monitors");
+        }
+        state
     }
 
     fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
@@ -47,42 +98,42 @@ impl Extension for FsState {
                 (field("path")?, field("after")?)
             }
             "shell_background" => {
-                let id = field("id")?.to_owned();
-                if !state.is_object() {
-                    *state = json!({ "files": {} });
-                }
-                if let Some(map) = state.as_object_mut() {
-                    let jobs = map.entry("jobs").or_insert_with(|| json!([]));
-                    if let Some(jobs) = jobs.as_array_mut() {
-                        jobs.push(json!(id));
-                    }
+                add_job(state, field("id")?);
+                return Ok(());
+            }
+            "monitor" => {
+                let (id, description) = (field("id")?, field("description")?);
+                add_job(state, id);
+                let monitors = object(state).entry("monitors").or_insert_with(|| json!({}));
+                if let Some(monitors) = monitors.as_object_mut() {
+                    monitors.insert(id.to_owned(), json!(description));
                 }
                 return Ok(());
             }
-            "shell_polled" | "shell_killed" => return Ok(()),
+            "monitor_ended" => {
+                let id = field("id")?;
+                if let Some(monitors) = object(state)
+                    .get_mut("monitors")
+                    .and_then(Value::as_object_mut)
+                {
+                    monitors.remove(id);
+                }
+                return Ok(());
+            }
+            "shell_polled" | "shell_killed" | "reminder" => return Ok(()),
             "shell" => {
                 let cwd = field("cwd")?.to_owned();
-                if !state.is_object() {
-                    *state = json!({ "files": {} });
-                }
-                if let Some(map) = state.as_object_mut() {
-                    map.insert("cwd".to_owned(), json!(cwd));
-                }
+                object(state).insert("cwd".to_owned(), json!(cwd));
                 return Ok(());
             }
             ERASED_KIND => return Ok(()),
             other => return Err(format!("unknown record kind `{other}`")),
         };
-        if !state.is_object() {
-            *state = json!({ "files": {} });
-        }
-        if let Some(map) = state.as_object_mut() {
-            let files = map
-                .entry("files")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Some(files) = files.as_object_mut() {
-                files.insert(path.to_owned(), json!(digest));
-            }
+        let files = object(state)
+            .entry("files")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(files) = files.as_object_mut() {
+            files.insert(path.to_owned(), json!(digest));
         }
         Ok(())
     }

@@ -20,6 +20,9 @@ mod grep;
 #[path = "all/jobs.rs"]
 mod jobs;
 #[cfg(test)]
+#[path = "all/monitor.rs"]
+mod monitor;
+#[cfg(test)]
 #[path = "all/pack.rs"]
 mod pack;
 #[cfg(test)]

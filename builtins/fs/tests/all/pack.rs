@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::common::{extension, session, tools};
 
 /// What the pack mounts with default settings, in order; the manifest names the same.
-const MOUNTED: [&str; 8] = [
+const MOUNTED: [&str; 9] = [
     "Read",
     "Glob",
     "Grep",
@@ -15,6 +15,7 @@ const MOUNTED: [&str; 8] = [
     "Bash",
     "BashOutput",
     "KillShell",
+    "Monitor",
 ];
 
 #[test]
@@ -28,7 +29,7 @@ fn the_pack_mounts_the_file_tools_the_shell_and_the_fs_extension() {
 #[test]
 fn every_schema_is_a_closed_object_with_its_required_fields() {
     let s = session(Value::Null).unwrap();
-    let expected: [(&str, &[&str], &[&str]); 8] = [
+    let expected: [(&str, &[&str], &[&str]); 9] = [
         ("Read", &["file_path"], &["file_path", "limit", "offset"]),
         ("Glob", &["pattern"], &["path", "pattern"]),
         (
@@ -73,8 +74,14 @@ fn every_schema_is_a_closed_object_with_its_required_fields() {
             &["bash_id", "block", "filter", "timeout"],
         ),
         ("KillShell", &["shell_id"], &["shell_id"]),
+        (
+            "Monitor",
+            &["command", "description"],
+            &["command", "description", "timeout_ms"],
+        ),
     ];
     let tools = tools(&s);
+    assert_eq!(tools.len(), expected.len());
     for (tool, (name, required, properties)) in tools.iter().zip(expected) {
         assert_eq!(tool.name(), name);
         let schema = tool.input_schema();
