@@ -193,7 +193,6 @@ mod todos_and_reminders {
     use noeta_core::fold::Folder;
     use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
     use noeta_core::runner::{RunOutcome, Runtime};
-    use noeta_core::session::build_session;
     use noeta_core::store::{EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
     use noeta_core::{AgentOptions, Tool, ToolContext, ToolError, ToolOutput, compile_agent};
     use serde_json::{Value, json};
@@ -258,7 +257,7 @@ mod todos_and_reminders {
         let mut options = AgentOptions::named("main");
         options.plugins = vec!["todo_write".into()];
         let compiled = compile_agent(&set, &merged, &options, &noeta::activation_rules()).unwrap();
-        let mut session = build_session(&set, &compiled, &Default::default(), None).unwrap();
+        let mut session = noeta::build_session(&set, &compiled, &Default::default()).unwrap();
         session.extensions.push(Arc::new(OffersNoop));
         session.folder = Folder::new(&session.extensions, "test");
 

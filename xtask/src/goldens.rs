@@ -46,7 +46,7 @@ impl Provider for Capture {
 /// (pretty JSON) and its stable prefix (the hash, then the canonical bytes it hashes).
 fn default_agent_request() -> Result<(Vec<u8>, Vec<u8>)> {
     let (set, agent) = noeta::listing::builtin_agent(&noeta::default_agent())?;
-    let session = noeta_core::session::build_session(&set, &agent, &BTreeMap::new(), None)?;
+    let session = noeta::build_session(&set, &agent, &BTreeMap::new())?;
     let capture = Arc::new(Capture::default());
     let log = Arc::new(MemoryEventLog::new(ManualClock::at(0)));
     let rt = Runtime::new(

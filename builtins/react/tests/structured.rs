@@ -151,16 +151,18 @@ fn each_turn_needs_its_own_answer() {
 
 #[test]
 fn it_mounts_at_600_only_with_a_schema_and_bad_schemas_name_the_setting() {
+    let names = |compiled: &CompiledAgent| -> Vec<String> {
+        compiled
+            .control_tools
+            .iter()
+            .map(|m| m.tool.name().to_owned())
+            .collect()
+    };
     let (_, compiled) = compile(Value::Null).unwrap();
-    assert!(compiled.control_tools.is_empty());
+    assert_eq!(names(&compiled), ["RecallHistory"]);
     let (_, compiled) = compile(json!({ "structured_output_schema": schema() })).unwrap();
-    let names: Vec<&str> = compiled
-        .control_tools
-        .iter()
-        .map(|m| m.tool.name())
-        .collect();
-    assert_eq!(names, [STRUCTURED_OUTPUT]);
-    assert_eq!(compiled.control_tools[0].tool.input_schema(), schema());
+    assert_eq!(names(&compiled), ["RecallHistory", STRUCTURED_OUTPUT]);
+    assert_eq!(compiled.control_tools[1].tool.input_schema(), schema());
 
     let err = |setting: Value| match compile(json!({ "structured_output_schema": setting })) {
         Ok(_) => panic!("the agent should not compile"),

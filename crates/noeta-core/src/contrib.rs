@@ -215,12 +215,25 @@ pub struct ReminderInput<'a> {
     pub state: &'a dyn StateView,
     /// The kernel's folded state (the conversation, the turn, counts).
     pub core: &'a crate::fold::CoreState,
+    /// The agents this one may spawn.
+    pub roster: &'a [String],
 }
 
 impl<'a> ReminderInput<'a> {
-    /// A render for `agent` over `state` and `core`.
+    /// A render for `agent` over `state` and `core`, with no roster.
     pub fn new(agent: &'a str, state: &'a dyn StateView, core: &'a crate::fold::CoreState) -> Self {
-        Self { agent, state, core }
+        Self {
+            agent,
+            state,
+            core,
+            roster: &[],
+        }
+    }
+
+    /// The same input for an agent that may spawn `roster`.
+    pub fn with_roster(mut self, roster: &'a [String]) -> Self {
+        self.roster = roster;
+        self
     }
 }
 
@@ -337,6 +350,8 @@ pub struct SessionBuildContext {
     pub roster: Vec<String>,
     /// Per-plugin settings, by plugin name.
     pub config: BTreeMap<String, Value>,
+    /// The policy the agent runs under (its pinned identity).
+    pub policy: ComponentRef,
 }
 
 impl SessionBuildContext {
@@ -347,6 +362,7 @@ impl SessionBuildContext {
             plugins: Vec::new(),
             roster: Vec::new(),
             config: BTreeMap::new(),
+            policy: crate::policy::minimal_policy_ref(),
         }
     }
 

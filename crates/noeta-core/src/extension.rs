@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::contrib::Verdict;
 use crate::fold::{CoreState, Message, TaskState};
+use crate::provider::Provider;
 use crate::records::ToolCall;
 use crate::store::{Event, Record, TaskId};
 use crate::tool::{Tool, ToolOutput};
@@ -187,6 +188,7 @@ pub struct View<'a> {
     staged: Mutex<Vec<Record>>,
     peers: &'a [Arc<dyn Extension>],
     tools: &'a [OfferedTool],
+    model: Option<&'a dyn Provider>,
 }
 
 impl fmt::Debug for View<'_> {
@@ -216,7 +218,19 @@ impl<'a> View<'a> {
             staged: Mutex::new(Vec::new()),
             peers,
             tools: &[],
+            model: None,
         }
+    }
+
+    /// The same view, able to call the task's model (the runner's views are).
+    pub fn with_model(mut self, model: &'a dyn Provider) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The task's model, for auxiliary calls (a summary); `None` outside the runner.
+    pub fn model(&self) -> Option<&'a dyn Provider> {
+        self.model
     }
 
     /// The same view, able to look up the tools offered in this step (the gate's view is).
@@ -329,9 +343,36 @@ impl<'a> View<'a> {
     }
 }
 
+/// What a model request is for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+#[non_exhaustive]
+pub enum Purpose {
+    /// A step of the task: its reply is recorded and decided on.
+    #[default]
+    Step,
+    /// A call on the side (a summary, a judgement), named by what asks it; its answer is the
+    /// caller's to record.
+    Auxiliary {
+        /// What asks (`compaction`, `web_fetch`…).
+        name: String,
+    },
+}
+
+impl crate::contrib::StateView for View<'_> {
+    fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.state.ext_state(name)
+    }
+}
+
 /// The model request as hooks see it before it is sent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelRequest {
+    /// What the request is for.
+    pub purpose: Purpose,
+    /// The model replies in the task's conversation before this request (the step number, from
+    /// zero; a fork counts the replies it continued from).
+    pub step: u64,
     /// The stable system text.
     pub system: String,
     /// The offered tools' schemas, in offer order (shared from step to step while the offer
@@ -345,6 +386,24 @@ pub struct ModelRequest {
     pub messages: Arc<Vec<Message>>,
     /// Reminders and tail renders, after the conversation.
     pub tail: Vec<String>,
+}
+
+impl ModelRequest {
+    /// An auxiliary request from `name`: a system text and a conversation, no tools.
+    pub fn auxiliary(name: &str, system: impl Into<String>, messages: Vec<Message>) -> Self {
+        Self {
+            purpose: Purpose::Auxiliary {
+                name: name.to_owned(),
+            },
+            step: 0,
+            system: system.into(),
+            tools: Arc::new(Vec::new()),
+            entries: Vec::new(),
+            residents: Vec::new(),
+            messages: Arc::new(messages),
+            tail: Vec::new(),
+        }
+    }
 }
 
 /// The model's reply, as hooks see it.

@@ -80,6 +80,12 @@ impl Message {
         }
     }
 
+    /// A message made at compose time rather than folded from the log (a summary standing in
+    /// for a stretch of the conversation): `seq` places it, its hash is left for the chain to fill.
+    pub fn synthetic(seq: u64, role: Role, text: impl Into<String>) -> Self {
+        Self::new(seq, role, text.into(), Vec::new(), None, false)
+    }
+
     /// The link after `previous`: BLAKE3 of the previous link and this message's fields (each
     /// length-prefixed, so distinct conversations never hash alike; calls as JSON with sorted
     /// keys; the text hashed as it is, never re-encoded).

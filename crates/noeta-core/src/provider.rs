@@ -1,9 +1,9 @@
 //! Model providers: the small backend interface the runner calls, and the scripted provider for offline runs.
 //!
 //! A scripted file replays model turns in order. The turn to play is the
-//! number of assistant messages already in the conversation, so a resumed
-//! task (a new process, a new provider value) picks up exactly where the
-//! crashed one stopped.
+//! request's step (the replies the task has recorded), so a resumed task (a
+//! new process, a new provider value) picks up exactly where the crashed one
+//! stopped, and a compacted conversation plays on as if it were whole.
 //!
 //! The file is JSON:
 //!
@@ -21,8 +21,15 @@
 //! ```
 //!
 //! A turn's `stop` defaults to `tool_use` when it has calls and `end_turn`
-//! otherwise; call ids default to `call_<turn>_<index>`. An `error` turn
-//! (`context_overflow`, `transient`, `fatal`) fails that model call instead.
+//! otherwise; call ids default to `call_<turn>_<index>` (turn counted from 1
+//! over the whole list). An `error` turn (`context_overflow`, `transient`,
+//! `fatal`) fails the next step's model call once (in this process) and is
+//! then passed over, so a step the runner retries gets the answer after it.
+//!
+//! Auxiliary requests (a compaction summary, a tool's side question) never
+//! take a turn: they get the script's `auxiliary` answers in order (a list of
+//! strings; running out is an error), or, when it has none, a fixed sentence
+//! counting the messages they were sent.
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
@@ -31,8 +38,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::extension::{ModelReply, ModelRequest};
-use crate::fold::Role;
+use crate::extension::{ModelReply, ModelRequest, Purpose};
 use crate::records::{StopReason, ToolCall, Usage};
 
 /// Why a model call failed, deciding what the runner does next.
@@ -121,6 +127,8 @@ struct Script {
     #[serde(default = "default_window")]
     context_window: u64,
     turns: Vec<ScriptTurn>,
+    #[serde(default)]
+    auxiliary: Vec<String>,
 }
 
 fn default_model() -> String {
@@ -155,13 +163,24 @@ pub enum ScriptFileError {
     },
 }
 
+/// One step of a script: the errors to fail it with first, then the turn that answers it.
+#[derive(Debug, Clone)]
+struct ScriptStep {
+    /// Positions in `turns` of the error turns before the answer.
+    errors: Vec<usize>,
+    /// Position in `turns` of the answer, if the script has one.
+    answer: Option<usize>,
+}
+
 /// Replays a script of model turns.
 #[derive(Debug)]
 pub struct ScriptedProvider {
     script: Script,
-    /// The conversation last seen — its length, the hash of its last message, and the number
-    /// of assistant messages in it — so a call on the same conversation counts only new messages.
-    seen: Mutex<(usize, crate::canonical::Digest, usize)>,
+    steps: Vec<ScriptStep>,
+    /// The step last asked for and how many of its errors this process has served.
+    served: Mutex<(u64, usize)>,
+    /// Auxiliary answers served so far.
+    auxiliary: Mutex<usize>,
 }
 
 impl ScriptedProvider {
@@ -172,9 +191,29 @@ impl ScriptedProvider {
                 path: origin.to_owned(),
                 source,
             })?;
+        let mut steps = Vec::new();
+        let mut errors = Vec::new();
+        for (i, turn) in script.turns.iter().enumerate() {
+            if turn.error.is_some() {
+                errors.push(i);
+            } else {
+                steps.push(ScriptStep {
+                    errors: std::mem::take(&mut errors),
+                    answer: Some(i),
+                });
+            }
+        }
+        if !errors.is_empty() {
+            steps.push(ScriptStep {
+                errors,
+                answer: None,
+            });
+        }
         Ok(Self {
             script,
-            seen: Mutex::new((0, crate::canonical::Digest::default(), 0)),
+            steps,
+            served: Mutex::new((u64::MAX, 0)),
+            auxiliary: Mutex::new(0),
         })
     }
 
@@ -197,6 +236,42 @@ impl ScriptedProvider {
     pub fn is_empty(&self) -> bool {
         self.script.turns.is_empty()
     }
+
+    fn auxiliary_reply(
+        &self,
+        name: &str,
+        request: &ModelRequest,
+    ) -> Result<ModelReply, ProviderError> {
+        let text = if self.script.auxiliary.is_empty() {
+            let bytes: usize = request.messages.iter().map(|m| m.text.len()).sum();
+            format!(
+                "Scripted {name} answer over {} message(s) of {bytes} byte(s).",
+                request.messages.len()
+            )
+        } else {
+            let mut next = self
+                .auxiliary
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(text) = self.script.auxiliary.get(*next) else {
+                return Err(ProviderError::Fatal {
+                    message: format!(
+                        "the model script has {} auxiliary answer(s) and answer {} was asked for (by {name})",
+                        self.script.auxiliary.len(),
+                        *next + 1
+                    ),
+                });
+            };
+            *next += 1;
+            text.clone()
+        };
+        Ok(ModelReply {
+            text,
+            calls: Vec::new(),
+            stop: Some(StopReason::EndTurn),
+            usage: Usage::default(),
+        })
+    }
 }
 
 #[async_trait]
@@ -214,50 +289,47 @@ impl Provider for ScriptedProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
-        let index = {
-            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-            let messages = &request.messages;
-            let (len, last, count) = &*seen;
-            // Another task's conversation, or an erased message, is counted afresh.
-            let same = *len > 0 && messages.get(len - 1).is_some_and(|m| m.hash == *last);
-            let (from, base) = if same { (*len, *count) } else { (0, 0) };
-            let total = base
-                + messages[from..]
-                    .iter()
-                    .filter(|m| m.role == Role::Assistant)
-                    .count();
-            let tail = messages.last().map(|m| m.hash).unwrap_or_default();
-            *seen = (messages.len(), tail, total);
-            total
+        if let Purpose::Auxiliary { name } = &request.purpose {
+            return self.auxiliary_reply(name, request);
+        }
+        let missing = || ProviderError::Fatal {
+            message: format!(
+                "the model script has {} step(s) and step {} was asked for",
+                self.steps.len(),
+                request.step + 1
+            ),
         };
-        let Some(turn) = self.script.turns.get(index) else {
-            return Err(ProviderError::Fatal {
-                message: format!(
-                    "the model script has {} turn(s) and turn {} was asked for",
-                    self.script.turns.len(),
-                    index + 1
-                ),
-            });
-        };
-        match turn.error {
-            Some(ScriptError::ContextOverflow) => {
-                return Err(ProviderError::ContextOverflow {
-                    message: format!("scripted overflow at turn {}", index + 1),
-                });
+        let step = usize::try_from(request.step)
+            .ok()
+            .and_then(|i| self.steps.get(i))
+            .ok_or_else(missing)?;
+        let error = {
+            let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+            if served.0 != request.step {
+                *served = (request.step, 0);
             }
-            Some(ScriptError::Transient) => {
-                return Err(ProviderError::Transient {
+            let error = step.errors.get(served.1).copied();
+            if error.is_some() {
+                served.1 += 1;
+            }
+            error
+        };
+        if let Some(index) = error {
+            return Err(match self.script.turns[index].error {
+                Some(ScriptError::ContextOverflow) => ProviderError::ContextOverflow {
+                    message: format!("scripted overflow at turn {}", index + 1),
+                },
+                Some(ScriptError::Transient) => ProviderError::Transient {
                     message: format!("scripted transient error at turn {}", index + 1),
                     retry_after_ms: None,
-                });
-            }
-            Some(ScriptError::Fatal) => {
-                return Err(ProviderError::Fatal {
+                },
+                _ => ProviderError::Fatal {
                     message: format!("scripted fatal error at turn {}", index + 1),
-                });
-            }
-            None => {}
+                },
+            });
         }
+        let index = step.answer.ok_or_else(missing)?;
+        let turn = &self.script.turns[index];
         let calls: Vec<ToolCall> = turn
             .calls
             .iter()

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::canonical;
 use crate::contrib::Verdict;
 use crate::extension::SpawnRequest;
-use crate::extension::{ModelReply, ModelRequest, OfferedTool, Segment, StepSignal, View};
+use crate::extension::{ModelReply, ModelRequest, OfferedTool, Purpose, Segment, StepSignal, View};
 use crate::fold::Folder;
 use crate::fold::{CoreState, Role, TaskState, TurnState, chain_hash};
 use crate::policy::Decision;
@@ -1007,6 +1007,7 @@ impl Claim<'_> {
             &self.session.spec.spawnable,
             &self.session.extensions,
         )
+        .with_model(&*self.rt.provider)
     }
 
     /// Appends a batch under the lease and folds it in; observers see each event.
@@ -1657,6 +1658,14 @@ impl Claim<'_> {
             .collect();
         let tools = self.render_tools(offer);
         Ok(ModelRequest {
+            purpose: Purpose::Step,
+            step: self
+                .state
+                .core
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count() as u64,
             system: system.join("\n\n"),
             tools,
             entries: offer.entries.clone(),

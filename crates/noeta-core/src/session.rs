@@ -151,27 +151,11 @@ impl Extension for TailReminder {
     }
 
     fn tail(&self, view: &View<'_>) -> Option<String> {
-        let state = view_state(view);
-        let input = ReminderInput::new(view.agent(), &state, view.core());
+        let input = ReminderInput::new(view.agent(), view, view.core()).with_roster(view.agents());
         catch_unwind(AssertUnwindSafe(|| self.reminder.render(&input)))
             .ok()
             .flatten()
     }
-}
-
-/// The folded states a view exposes, as a [`StateView`].
-struct ViewState<'v> {
-    view: &'v View<'v>,
-}
-
-impl StateView for ViewState<'_> {
-    fn ext_state(&self, name: &str) -> Option<&Value> {
-        self.view.ext_state(name)
-    }
-}
-
-fn view_state<'v>(view: &'v View<'v>) -> ViewState<'v> {
-    ViewState { view }
 }
 
 /// A `reminder_provider` contribution: runs only at its seams, and its output is recorded.
@@ -183,10 +167,9 @@ struct SeamProvider {
 
 impl SeamProvider {
     async fn provide(&self, view: &View<'_>, seam: Seam, message: Option<&str>) -> HookResult<()> {
-        let state = view_state(view);
         let reminders = self
             .provider
-            .provide(ProviderInput::new(seam, message, &state))
+            .provide(ProviderInput::new(seam, message, view))
             .await
             .map_err(HookError::new)?;
         let seam_name = match seam {
@@ -400,6 +383,7 @@ pub fn build_session(
     ctx.plugins = spec.plugins.clone();
     ctx.roster = spec.spawnable.clone();
     ctx.config = config.clone();
+    ctx.policy = spec.policy.clone();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
     for entry in resolution.for_surface("session_pack") {
         let Resolved::SessionPack(factory) = &entry.value else {

@@ -172,12 +172,28 @@ pub fn load(paths: &HostPaths, options: &HostOptions) -> Result<PluginSet, HostE
     Ok(load_plugins(&sources(paths, options), &load_options)?)
 }
 
-/// The host's activation rules: the always-on built-ins.
+/// The host's activation rules: the always-on built-ins, and `react`'s decision loop as the
+/// policy of every agent no policy plugin drives.
 pub fn activation_rules() -> ActivationRules {
     ActivationRules {
         always_on: ALWAYS_ON.iter().map(|s| (*s).to_owned()).collect(),
-        ..ActivationRules::default()
+        default_policy: noeta_builtin_react::policy_ref(),
     }
+}
+
+/// Builds the session of an agent compiled under [`activation_rules`]: `react`'s decision loop
+/// runs it unless a policy plugin is active.
+pub fn build_session(
+    set: &PluginSet,
+    compiled: &noeta_core::CompiledAgent,
+    config: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Result<noeta_core::session::Session, noeta_core::session::SessionError> {
+    noeta_core::session::build_session(
+        set,
+        compiled,
+        config,
+        Some(noeta_builtin_react::default_policy()),
+    )
 }
 
 /// The interim default agent `main`, activating [`DEFAULT_PLUGINS`].

@@ -11,6 +11,6 @@ mod host;
 pub mod listing;
 
 pub use host::{
-    ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, activation_rules, default_agent,
-    load, non_removable, sources,
+    ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, activation_rules, build_session,
+    default_agent, load, non_removable, sources,
 };

@@ -247,7 +247,7 @@ pub fn control_tool_schemas_json() -> Result<String, HostError> {
 /// and control-tool surfaces, and what the session packs mount with default settings.
 pub fn builtin_tool_schemas_json() -> Result<String, HostError> {
     let (set, agent) = all_builtins_agent()?;
-    let session = noeta_core::session::build_session(&set, &agent, &BTreeMap::new(), None)?;
+    let session = crate::host::build_session(&set, &agent, &BTreeMap::new())?;
     let task = noeta_core::store::TaskId::new("goldens")
         .map_err(|err| HostError::Listing(err.to_string()))?;
     let state = noeta_core::fold::TaskState::default();

@@ -15,7 +15,7 @@ use noeta_core::exec::LocalExecEnv;
 use noeta_core::fold::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::{RunOutcome, Runtime};
-use noeta_core::session::{Session, build_session};
+use noeta_core::session::Session;
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
 use noeta_core::{AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins};
 use serde_json::{Value, json};
@@ -23,7 +23,8 @@ use tempfile::TempDir;
 
 const NOTES: &str = "alpha\nTODO: fix the parser\nomega\n";
 
-/// A session of `main` with fs (writing, any shell command) and governance in `mode`.
+/// A session of `main` under the host's rules (so `react`'s loop runs it) with fs (writing, any
+/// shell command) and governance in `mode`.
 fn session(mode: &str) -> Session {
     let sources: Vec<PluginSource> = noeta::builtins::linked()
         .into_iter()
@@ -33,7 +34,7 @@ fn session(mode: &str) -> Session {
     let merged = set.merged().unwrap();
     let mut options = AgentOptions::named("main");
     options.plugins = vec!["fs".into(), "governance".into()];
-    let compiled = compile_agent(&set, &merged, &options, &Default::default()).unwrap();
+    let compiled = compile_agent(&set, &merged, &options, &noeta::activation_rules()).unwrap();
     let config = BTreeMap::from([
         (
             "fs".to_owned(),
@@ -44,7 +45,7 @@ fn session(mode: &str) -> Session {
             json!({ "permission_mode": mode, "allow": ["Bash"] }),
         ),
     ]);
-    build_session(&set, &compiled, &config, None).unwrap()
+    noeta::build_session(&set, &compiled, &config).unwrap()
 }
 
 /// A runtime on `ws` whose model reads, greps, edits and runs `cat`, one call a reply.

@@ -2618,23 +2618,20 @@ fn a_tool_may_call_the_model_and_keep_its_claim() {
         }
         async fn run(&self, _input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
             ctx.keep().await?;
-            let request = ModelRequest {
-                system: "aux".into(),
-                tools: Arc::new(vec![]),
-                entries: vec![],
-                residents: vec![],
-                messages: Arc::new(vec![]),
-                tail: vec![],
-            };
+            let request = ModelRequest::auxiliary("think", "aux", vec![]);
             let reply = ctx.complete(&request).await?;
             Ok(ToolOutput::text(format!("the model said: {}", reply.text)))
         }
     }
     let h = Harness::new();
-    // The auxiliary call sees an empty conversation, so it is answered by the script's first turn.
-    let rt = h.runtime(
-        json!([{ "text": "aux answer", "calls": [call("Think", json!({}))] }, { "text": "done" }]),
-    );
+    // The auxiliary call takes no turn: it gets the script's auxiliary answer.
+    let script = json!({
+        "turns": [{ "text": "thinking", "calls": [call("Think", json!({}))] }, { "text": "done" }],
+        "auxiliary": ["aux answer"],
+    });
+    let provider = ScriptedProvider::from_json(&script.to_string(), "test script").unwrap();
+    let rt =
+        Runtime::new(h.log.clone(), h.content.clone(), Arc::new(provider)).with_lease_ttl(1_000);
     let s = session(vec![offers(vec![Arc::new(Thinker)])]);
     let t = task("think");
     block_on(rt.create(&s, &t, "go")).unwrap();

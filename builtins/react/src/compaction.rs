@@ -1,0 +1,578 @@
+//! Compaction (the `compaction` extension): when a request nears the model's context window,
+//! the older part of the conversation is summarised, and from then on the summary stands in
+//! for it whenever a request is composed. The messages stay in the log; `RecallHistory` reads
+//! them back.
+//!
+//! - **When.** Before every model call the request (with any summary already in
+//!   force) is estimated at four bytes a token. At or over the usable window
+//!   — the provider's context window less a reserve for the reply
+//!   (`compaction_reserve_tokens`, by default 33,000 tokens or a quarter of the
+//!   window, whichever is less) — it compacts. A provider that refuses a
+//!   request as too long gets a forced compaction with a tighter tail.
+//! - **What.** The newest messages that fit in a third of the usable window
+//!   are kept; the cut never falls on a tool result, so a call and its result
+//!   stay together. Everything before it, with the previous summary, goes to
+//!   the model as a transcript (an auxiliary request), with the instructions
+//!   the other extensions give through `before_compact`; any of them may refuse.
+//!   `lead_resident` texts are put before the summary and `resident` texts after
+//!   it, as they were when it ran. The newest user message is never summarised
+//!   away: when the cut passes it, it follows the summary verbatim.
+//! - **Guards.** A cut that covers nothing new is no progress: the request is
+//!   sent as it is when it still fits the window, and the turn fails
+//!   (`compaction_no_progress`) when it does not. Three compactions each within
+//!   three replies of the last latch `thrashing` (read by the reminders).
+//! - **Records.** One `compacted` record per compaction, payload
+//!   `noeta_toolkit::compaction::Compacted`, folded by
+//!   `CompactionState::apply`. A failed or empty summary fails the turn
+//!   (`compaction_summary_failed`) and records nothing.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use noeta_core::extension::{CompactAdvice, Extension, HookError, ModelRequest, StepSignal, View};
+use noeta_core::fold::{Message, Role};
+use noeta_core::records::ERASED_KIND;
+use noeta_core::{SessionBuildContext, StateView};
+use noeta_toolkit::compaction::{self, Compacted, CompactionState, EXTENSION, KIND, Trigger};
+use serde_json::Value;
+
+/// Tokens kept back for the reply and slack, at most.
+const RESERVE_TOKENS: u64 = 33_000;
+/// Bytes a token, for estimates.
+const BYTES_PER_TOKEN: u64 = 4;
+/// A tool result or context note enters the transcript clipped to this many characters.
+const TRANSCRIPT_BLOCK_CHARS: usize = 2_000;
+/// A user or assistant message enters the transcript clipped to this many characters.
+const TRANSCRIPT_TEXT_CHARS: usize = 8_000;
+/// A summary is kept to this many characters.
+const MAX_SUMMARY_CHARS: usize = 64_000;
+
+const SUMMARY_SYSTEM: &str = "You summarise the earlier part of a conversation between a user and an AI agent that works with tools, so that the agent can carry on from the summary alone. Write it for the agent, in these sections: Goal (what the user asked for, with every explicit requirement and constraint, quoted where wording matters); Progress (what was done, with file paths, commands and their outcomes); Findings (facts learned that later work depends on); Open items (what remains, and anything the agent promised). Keep identifiers, paths, numbers and error messages exact. Leave out pleasantries and anything superseded. Reply with the summary only.";
+
+/// The extension's settings, from `[plugins.react]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    enabled: bool,
+    reserve_tokens: Option<u64>,
+}
+
+impl Settings {
+    /// Reads `compaction` (bool) and `compaction_reserve_tokens` (a positive integer).
+    pub(crate) fn from_context(ctx: &SessionBuildContext) -> Result<Self, String> {
+        let config = ctx.config("react");
+        let enabled = match config.get("compaction") {
+            None => true,
+            Some(Value::Bool(on)) => *on,
+            Some(other) => {
+                return Err(format!(
+                    "settings [plugins.react] compaction: expected true or false, got `{other}`"
+                ));
+            }
+        };
+        let reserve_tokens = match config.get("compaction_reserve_tokens") {
+            None => None,
+            Some(value) => match value.as_u64() {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    return Err(format!(
+                        "settings [plugins.react] compaction_reserve_tokens: expected a positive integer, got `{value}`"
+                    ));
+                }
+            },
+        };
+        Ok(Self {
+            enabled,
+            reserve_tokens,
+        })
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The tokens a request may use in a window of `window`.
+    fn usable(&self, window: u64) -> u64 {
+        let reserve = self
+            .reserve_tokens
+            .unwrap_or_else(|| RESERVE_TOKENS.min(window / 4));
+        window.saturating_sub(reserve).max(1)
+    }
+}
+
+/// The estimated tokens of one message.
+fn message_tokens(message: &Message) -> u64 {
+    let calls: usize = message
+        .calls
+        .iter()
+        .map(|c| c.name.len() + c.input.to_string().len())
+        .sum();
+    (message.text.len() + calls) as u64 / BYTES_PER_TOKEN + 4
+}
+
+/// The estimated tokens of a whole request.
+pub(crate) fn request_tokens(request: &ModelRequest) -> u64 {
+    let fixed = request.system.len()
+        + request
+            .tools
+            .iter()
+            .map(|t| t.to_string().len())
+            .sum::<usize>()
+        + request
+            .entries
+            .iter()
+            .map(|t| t.to_string().len())
+            .sum::<usize>()
+        + request.residents.iter().map(String::len).sum::<usize>()
+        + request.tail.iter().map(String::len).sum::<usize>();
+    fixed as u64 / BYTES_PER_TOKEN + request.messages.iter().map(message_tokens).sum::<u64>()
+}
+
+/// The text that stands in for the covered messages.
+fn summary_text(compacted: &Compacted) -> String {
+    let mut parts: Vec<String> = compacted
+        .lead
+        .iter()
+        .map(|(_, text)| text.clone())
+        .collect();
+    parts.push(format!(
+        "Summary of the earlier conversation ({} message(s), collapsed; RecallHistory reads them back verbatim):\n\n{}",
+        compacted.covered, compacted.summary
+    ));
+    parts.extend(compacted.residents.iter().map(|(_, text)| text.clone()));
+    parts.join("\n\n")
+}
+
+/// `messages` as a request sees them under `state`: the summary, then the newest user message
+/// when the summary covers it, then every message from the cut on.
+pub(crate) fn overlay(
+    messages: &[Message],
+    last_user: Option<usize>,
+    state: &CompactionState,
+) -> Option<Vec<Message>> {
+    let compacted = state.current.as_ref()?;
+    let keep = compacted.keep_from_seq;
+    let first_kept = messages.partition_point(|m| m.seq < keep);
+    let mut out = Vec::with_capacity(messages.len() - first_kept + 2);
+    out.push(Message::synthetic(
+        keep.saturating_sub(1),
+        Role::Context,
+        summary_text(compacted),
+    ));
+    if let Some(user) = last_user.and_then(|i| messages.get(i))
+        && user.seq < keep
+    {
+        out.push(user.clone());
+    }
+    out.extend_from_slice(&messages[first_kept..]);
+    Some(out)
+}
+
+/// Where the next cut goes: the first message kept. It is past the current cut, not a tool
+/// result, and keeps what fits in `tail_budget` tokens (at least the newest exchange).
+fn plan_cut(messages: &[Message], state: &CompactionState, tail_budget: u64) -> Option<usize> {
+    let start = messages.partition_point(|m| m.seq < state.keep_from_seq());
+    let last_open = messages.iter().rposition(|m| m.role != Role::Tool)?;
+    if last_open <= start {
+        return None;
+    }
+    let mut tail = 0u64;
+    let mut cut = last_open;
+    for i in (start + 1..messages.len()).rev() {
+        tail += message_tokens(&messages[i]);
+        if tail > tail_budget {
+            break;
+        }
+        if messages[i].role != Role::Tool && i <= last_open {
+            cut = i;
+        }
+    }
+    Some(cut)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept} … [clipped]")
+}
+
+/// One covered message in the transcript, its texts clipped to `text_chars` (user and
+/// assistant) and `block_chars` (calls, results, notes).
+fn transcript_block(m: &Message, text_chars: usize, block_chars: usize) -> String {
+    match m.role {
+        Role::User => format!("[user]\n{}", clip(&m.text, text_chars)),
+        Role::Assistant => {
+            let mut block = format!("[assistant]\n{}", clip(&m.text, text_chars));
+            for call in &m.calls {
+                block.push_str(&format!(
+                    "\n[tool call {} {}]",
+                    call.name,
+                    clip(&call.input.to_string(), block_chars)
+                ));
+            }
+            block
+        }
+        Role::Tool => format!(
+            "[tool result{}]\n{}",
+            if m.is_error { ", error" } else { "" },
+            clip(&m.text, block_chars)
+        ),
+        Role::Context => format!("[context]\n{}", clip(&m.text, block_chars)),
+    }
+}
+
+/// The covered messages as a transcript of about `max_bytes` bytes, after the previous summary.
+/// When they do not fit, every message is clipped harder first; then the oldest after the
+/// first are left out, so the opening request and the latest work stay.
+fn transcript(previous: Option<&str>, covered: &[Message], max_bytes: usize) -> String {
+    let render = |text: usize, block: usize| -> Vec<String> {
+        covered
+            .iter()
+            .map(|m| transcript_block(m, text, block))
+            .collect()
+    };
+    let size = |blocks: &[String]| blocks.iter().map(|b| b.len() + 2).sum::<usize>();
+    let head = previous.map(|s| format!("[summary of what came before]\n{s}"));
+    let budget = max_bytes.saturating_sub(head.as_ref().map_or(0, String::len));
+    let mut blocks = render(TRANSCRIPT_TEXT_CHARS, TRANSCRIPT_BLOCK_CHARS);
+    if size(&blocks) > budget {
+        let share = budget / covered.len().max(1);
+        blocks = render(share.max(400), (share / 2).max(200));
+    }
+    let mut omitted = 0;
+    while size(&blocks) > budget && blocks.len() > 2 {
+        blocks.remove(1);
+        omitted += 1;
+    }
+    let mut parts: Vec<String> = head.into_iter().collect();
+    let mut blocks = blocks.into_iter();
+    parts.extend(blocks.next());
+    if omitted > 0 {
+        parts.push(format!("[… {omitted} message(s) omitted to fit …]"));
+    }
+    parts.extend(blocks);
+    parts.join("\n\n")
+}
+
+/// The `compaction` extension.
+pub(crate) struct Compaction {
+    settings: Settings,
+}
+
+impl Compaction {
+    pub(crate) fn new(settings: Settings) -> Self {
+        Self { settings }
+    }
+
+    /// Compacts for a request of `estimate` tokens; `None` when nothing can be (or may be) cut.
+    async fn compact(
+        &self,
+        view: &View<'_>,
+        state: &CompactionState,
+        trigger: Trigger,
+        estimate: u64,
+        tail_budget: u64,
+    ) -> Result<Option<CompactionState>, StepSignal> {
+        let Some(model) = view.model() else {
+            return Ok(None);
+        };
+        let usable = self.settings.usable(model.context_window());
+        let messages = view.messages();
+        let Some(cut) = plan_cut(messages, state, tail_budget) else {
+            return Ok(None);
+        };
+        let advice = view.ask_before_compact(EXTENSION);
+        if let Some((name, refusal)) = advice
+            .iter()
+            .find_map(|(name, a)| a.refuse.as_ref().map(|r| (name, r)))
+        {
+            tracing::info!(extension = %name, "compaction refused: {refusal}");
+            return Ok(None);
+        }
+        let start = messages.partition_point(|m| m.seq < state.keep_from_seq());
+        let previous = state.current.as_ref().map(|c| c.summary.as_str());
+        // The transcript gets half the usable window; the summary has the rest.
+        let max_bytes = usize::try_from(usable / 2 * BYTES_PER_TOKEN).unwrap_or(usize::MAX);
+        let mut prompt = transcript(previous, &messages[start..cut], max_bytes);
+        let instructions: Vec<String> = advice
+            .iter()
+            .filter_map(|(name, CompactAdvice { instructions, .. })| {
+                instructions.as_ref().map(|i| format!("- ({name}) {i}"))
+            })
+            .collect();
+        prompt.push_str("\n\nSummarise the conversation above.");
+        if !instructions.is_empty() {
+            prompt.push_str("\nAlso:\n");
+            prompt.push_str(&instructions.join("\n"));
+        }
+        let request = ModelRequest::auxiliary(
+            EXTENSION,
+            SUMMARY_SYSTEM,
+            vec![Message::synthetic(0, Role::User, prompt)],
+        );
+        let failed = |why: String| StepSignal::TurnFailed {
+            reason: format!("compaction_summary_failed: {why}"),
+        };
+        let reply = model
+            .complete(&request)
+            .await
+            .map_err(|err| failed(err.to_string()))?;
+        let summary = reply.text.trim();
+        if summary.is_empty() {
+            return Err(failed("the model returned an empty summary".to_owned()));
+        }
+        let record = Compacted {
+            keep_from_seq: messages[cut].seq,
+            covered: cut as u64,
+            summary: clip(summary, MAX_SUMMARY_CHARS),
+            lead: view.ask_lead_residents(EXTENSION),
+            residents: view.ask_residents(EXTENSION),
+            trigger,
+            estimated_tokens: estimate,
+            at_reply: messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count() as u64,
+        };
+        let data = serde_json::to_value(&record)
+            .map_err(|err| StepSignal::Error(HookError::new(err.to_string())))?;
+        view.record(EXTENSION, KIND, data);
+        let mut next = state.clone();
+        next.apply(record);
+        Ok(Some(next))
+    }
+
+    /// The request with the summary in force, when it still holds the task's conversation.
+    fn with_overlay(
+        view: &View<'_>,
+        state: &CompactionState,
+        mut request: ModelRequest,
+    ) -> ModelRequest {
+        if Arc::ptr_eq(&request.messages, &view.core().messages)
+            && let Some(messages) = overlay(view.messages(), view.core().last_user, state)
+        {
+            request.messages = Arc::new(messages);
+        }
+        request
+    }
+}
+
+#[async_trait]
+impl Extension for Compaction {
+    fn name(&self) -> &str {
+        EXTENSION
+    }
+
+    async fn before_model(
+        &self,
+        view: &View<'_>,
+        request: ModelRequest,
+    ) -> Result<ModelRequest, StepSignal> {
+        let state = compaction::read(view as &dyn StateView);
+        let overlaid = Self::with_overlay(view, &state, request.clone());
+        let Some(model) = view.model().filter(|_| self.settings.enabled) else {
+            return Ok(overlaid);
+        };
+        let window = model.context_window();
+        let usable = self.settings.usable(window);
+        let estimate = request_tokens(&overlaid);
+        if estimate < usable {
+            return Ok(overlaid);
+        }
+        let Some(next) = self
+            .compact(view, &state, Trigger::Threshold, estimate, usable / 3)
+            .await?
+        else {
+            if estimate >= window {
+                return Err(StepSignal::TurnFailed {
+                    reason: format!(
+                        "compaction_no_progress: the request is about {estimate} tokens, over the {window}-token context window, and nothing more can be summarised"
+                    ),
+                });
+            }
+            return Ok(overlaid);
+        };
+        let compacted = Self::with_overlay(view, &next, request);
+        let after = request_tokens(&compacted);
+        if after >= window {
+            return Err(StepSignal::TurnFailed {
+                reason: format!(
+                    "compaction_no_progress: the request is still about {after} tokens after compacting, over the {window}-token context window"
+                ),
+            });
+        }
+        Ok(compacted)
+    }
+
+    async fn on_context_overflow(
+        &self,
+        view: &View<'_>,
+        request: &ModelRequest,
+    ) -> Result<bool, StepSignal> {
+        let Some(model) = view.model().filter(|_| self.settings.enabled) else {
+            return Ok(false);
+        };
+        let state = compaction::read(view as &dyn StateView);
+        let usable = self.settings.usable(model.context_window());
+        let made = self
+            .compact(
+                view,
+                &state,
+                Trigger::Overflow,
+                request_tokens(request),
+                usable / 9,
+            )
+            .await?;
+        Ok(made.is_some())
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        match kind {
+            KIND => {
+                let record: Compacted = serde_json::from_value(data.clone())
+                    .map_err(|err| format!("a `{KIND}` record is malformed: {err}"))?;
+                let mut folded: CompactionState = if state.is_null() {
+                    CompactionState::default()
+                } else {
+                    serde_json::from_value(state.clone())
+                        .map_err(|err| format!("the folded compaction state is malformed: {err}"))?
+                };
+                folded.apply(record);
+                *state = serde_json::to_value(&folded).map_err(|err| err.to_string())?;
+                Ok(())
+            }
+            // A summary that covers an erased message would keep what was erased: it is dropped,
+            // and the next request over the threshold summarises afresh.
+            ERASED_KIND => {
+                let erased = data.get("seq").and_then(Value::as_u64);
+                let covers = state
+                    .pointer("/current/keep_from_seq")
+                    .and_then(Value::as_u64)
+                    .zip(erased)
+                    .is_some_and(|(keep, seq)| seq < keep);
+                if covers && let Some(map) = state.as_object_mut() {
+                    map.insert("current".to_owned(), Value::Null);
+                }
+                Ok(())
+            }
+            other => Err(format!("unknown record kind `{other}`")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use noeta_core::records::ToolCall;
+    use serde_json::json;
+
+    fn message(seq: u64, role: Role, text: &str) -> Message {
+        Message::synthetic(seq, role, text)
+    }
+
+    fn conversation() -> Vec<Message> {
+        let mut call = message(2, Role::Assistant, "");
+        call.calls.push(ToolCall {
+            id: "c1".into(),
+            name: "Big".into(),
+            input: json!({}),
+        });
+        vec![
+            message(1, Role::User, "goal"),
+            call,
+            message(3, Role::Tool, &"r".repeat(400)),
+            message(4, Role::Assistant, "looked"),
+            message(5, Role::Tool, &"s".repeat(400)),
+        ]
+    }
+
+    #[test]
+    fn the_usable_window_keeps_a_reserve_for_the_reply() {
+        let default = Settings {
+            enabled: true,
+            reserve_tokens: None,
+        };
+        assert_eq!(default.usable(200_000), 167_000);
+        assert_eq!(default.usable(8_000), 6_000);
+        let set = Settings {
+            enabled: true,
+            reserve_tokens: Some(1_000),
+        };
+        assert_eq!(set.usable(200_000), 199_000);
+        assert_eq!(set.usable(500), 1);
+    }
+
+    #[test]
+    fn the_cut_never_falls_on_a_tool_result_and_must_cover_something_new() {
+        let messages = conversation();
+        let none = CompactionState::default();
+        // A tail of one token keeps only the newest exchange that is not a result.
+        assert_eq!(plan_cut(&messages, &none, 1), Some(3));
+        // A generous tail still cuts past the first message.
+        assert_eq!(plan_cut(&messages, &none, 10_000), Some(1));
+        let mut at = CompactionState::default();
+        at.apply(Compacted {
+            keep_from_seq: 4,
+            covered: 3,
+            summary: "s".into(),
+            lead: Vec::new(),
+            residents: Vec::new(),
+            trigger: Trigger::Threshold,
+            estimated_tokens: 0,
+            at_reply: 1,
+        });
+        assert_eq!(plan_cut(&messages, &at, 1), None, "nothing new to cover");
+    }
+
+    #[test]
+    fn a_transcript_too_big_is_clipped_then_thinned_keeping_the_opening_request() {
+        let mut messages = vec![message(1, Role::User, "the goal")];
+        for seq in 2..40 {
+            messages.push(message(seq, Role::Tool, &"t".repeat(5_000)));
+        }
+        let text = transcript(Some("before"), &messages, 6_000);
+        assert!(
+            text.starts_with("[summary of what came before]\nbefore\n\n[user]\nthe goal\n\n[… "),
+            "{}",
+            &text[..200]
+        );
+        assert!(text.len() < 6_500, "{}", text.len());
+        assert!(text.ends_with(" … [clipped]"));
+    }
+
+    #[test]
+    fn erasing_a_covered_message_drops_the_summary() {
+        let ext = Compaction::new(Settings {
+            enabled: true,
+            reserve_tokens: None,
+        });
+        let mut state = Value::Null;
+        let record = json!({
+            "keep_from_seq": 10, "covered": 5, "summary": "s", "trigger": "threshold",
+            "estimated_tokens": 1, "at_reply": 2
+        });
+        ext.reduce(&mut state, KIND, &record).unwrap();
+        ext.reduce(&mut state, ERASED_KIND, &json!({ "seq": 12 }))
+            .unwrap();
+        assert_eq!(
+            state["current"]["keep_from_seq"], 10,
+            "a later message leaves it"
+        );
+        ext.reduce(&mut state, ERASED_KIND, &json!({ "seq": 3 }))
+            .unwrap();
+        assert_eq!(state["current"], Value::Null);
+        assert_eq!(state["count"], 1);
+        let err = ext
+            .reduce(&mut state, KIND, &json!({ "summary": 1 }))
+            .unwrap_err();
+        assert!(
+            err.starts_with("a `compacted` record is malformed: "),
+            "{err}"
+        );
+        let err = ext
+            .reduce(&mut state, "summarised", &json!({}))
+            .unwrap_err();
+        assert_eq!(err, "unknown record kind `summarised`");
+    }
+}
