@@ -352,6 +352,9 @@ pub struct SessionBuildContext {
     pub config: BTreeMap<String, Value>,
     /// The policy the agent runs under (its pinned identity).
     pub policy: ComponentRef,
+    /// The agent's allow-list of model-visible tool names (`None`: every tool). The session
+    /// build drops pack tools not on it; a pack may also skip building them.
+    pub tools: Option<Vec<String>>,
 }
 
 impl SessionBuildContext {
@@ -363,7 +366,15 @@ impl SessionBuildContext {
             roster: Vec::new(),
             config: BTreeMap::new(),
             policy: crate::policy::minimal_policy_ref(),
+            tools: None,
         }
+    }
+
+    /// Whether the agent's allow-list lets `tool` through (always, without a list).
+    pub fn allows_tool(&self, tool: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|a| a == tool))
     }
 
     /// Whether the agent activates `plugin`.

@@ -417,6 +417,11 @@ pub struct ModelReply {
     pub stop: Option<crate::records::StopReason>,
     /// Token usage.
     pub usage: crate::records::Usage,
+    /// Provider blocks the reply carried besides its text and calls (Anthropic `thinking` and
+    /// `redacted_thinking` blocks, signatures included), opaque to the runtime: recorded with
+    /// the reply and sent back verbatim with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Value>,
 }
 
 /// One capability's hooks, all optional. See the hook table in `docs/hooks.md`.

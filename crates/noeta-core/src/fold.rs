@@ -55,6 +55,10 @@ pub struct Message {
     /// Whether a tool message is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// An assistant message's provider blocks besides text and calls (see
+    /// [`ModelReply::reasoning`](crate::extension::ModelReply::reasoning)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Value>,
     /// The conversation's hash chain through this message: it identifies the whole conversation
     /// up to here, and is computed once, when the message is folded in.
     pub hash: Digest,
@@ -76,6 +80,7 @@ impl Message {
             calls,
             call_id,
             is_error,
+            reasoning: Vec::new(),
             hash: Digest::default(),
         }
     }
@@ -104,6 +109,17 @@ impl Message {
         let call = self.call_id.as_deref().unwrap_or_default().as_bytes();
         let lengths =
             [self.text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
+        let reasoning = if self.reasoning.is_empty() {
+            Vec::new()
+        } else {
+            // Tagged and length-prefixed after the rest, so a message without blocks links as
+            // it always has.
+            let json = serde_json::to_vec(&self.reasoning).unwrap_or_default();
+            let mut part = b"r".to_vec();
+            part.extend_from_slice(&(json.len() as u64).to_le_bytes());
+            part.extend_from_slice(&json);
+            part
+        };
         Digest::blake3(&[
             &previous.0,
             role_tag,
@@ -114,6 +130,7 @@ impl Message {
             &calls_json,
             &lengths[2],
             call,
+            &reasoning,
         ])
     }
 }
@@ -607,19 +624,17 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             calls,
             usage,
             stop,
+            reasoning,
         } => {
             core.last_stop = Some(stop);
             core.model_calls += 1;
             core.usage.input_tokens += usage.input_tokens;
             core.usage.output_tokens += usage.output_tokens;
-            core.push(Message::new(
-                event.seq,
-                Role::Assistant,
-                text,
-                calls,
-                None,
-                false,
-            ));
+            core.usage.cache_read_tokens += usage.cache_read_tokens;
+            core.usage.cache_write_tokens += usage.cache_write_tokens;
+            let mut message = Message::new(event.seq, Role::Assistant, text, calls, None, false);
+            message.reasoning = reasoning;
+            core.push(message);
         }
         CoreRecord::CallStarted {
             call_id,

@@ -146,6 +146,10 @@ pub struct AgentSpec {
     pub content_kinds: Vec<ContentKindIdentity>,
     /// Control tools in `(priority, name)` order.
     pub control_tools: Vec<ControlToolIdentity>,
+    /// The agent's allow-list of model-visible tool names, sorted; `None` keeps every tool.
+    /// Session packs' tools are filtered by it when the session is built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 impl AgentSpec {
@@ -570,11 +574,17 @@ pub fn compile_agent(
         instructions.push_str(text);
     }
 
+    // The allow-list as identity pins it: sorted, each name once.
+    let allowed_tools: Option<Vec<String>> = options.tools.as_ref().map(|names| {
+        let set: BTreeSet<String> = names.iter().cloned().collect();
+        set.into_iter().collect()
+    });
     let ctx = {
         let mut ctx = SessionBuildContext::new(options.name.clone());
         ctx.plugins = activated.iter().cloned().collect();
         ctx.roster = spawnable.clone();
         ctx.config = options.config.clone();
+        ctx.tools = allowed_tools.clone();
         ctx
     };
     let mounted = mount_control_tools(&control_entries, &ctx, &agent, &tools)?;
@@ -593,6 +603,7 @@ pub fn compile_agent(
                 schema_sha256: tool_schema_hash(tool.as_ref()),
             })
             .collect(),
+        allowed_tools,
         plugins: activated.into_iter().collect(),
         spawnable,
         prompt_fragments: fragments

@@ -20,7 +20,8 @@
 //! }
 //! ```
 //!
-//! A turn's `stop` defaults to `tool_use` when it has calls and `end_turn`
+//! A turn may carry `reasoning`, provider blocks kept with the reply (see
+//! `ModelReply::reasoning`). A turn's `stop` defaults to `tool_use` when it has calls and `end_turn`
 //! otherwise; call ids default to `call_<turn>_<index>` (turn counted from 1
 //! over the whole list). An `error` turn (`context_overflow`, `transient`,
 //! `fatal`) fails the next step's model call once (in this process) and is
@@ -109,6 +110,8 @@ struct ScriptTurn {
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<ScriptError>,
+    #[serde(default)]
+    reasoning: Vec<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -270,6 +273,7 @@ impl ScriptedProvider {
             calls: Vec::new(),
             stop: Some(StopReason::EndTurn),
             usage: Usage::default(),
+            reasoning: Vec::new(),
         })
     }
 }
@@ -357,6 +361,7 @@ impl Provider for ScriptedProvider {
             calls,
             stop: Some(stop),
             usage: turn.usage.unwrap_or_default(),
+            reasoning: turn.reasoning.clone(),
         })
     }
 }

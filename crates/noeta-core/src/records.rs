@@ -54,10 +54,20 @@ pub enum StopReason {
 /// Token usage of one model call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Input tokens.
+    /// Input tokens (those read from or written to a prompt cache excluded).
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How a tool call ended.
@@ -128,6 +138,11 @@ pub enum CoreRecord {
         stop: StopReason,
         /// Token usage.
         usage: Usage,
+        /// Provider blocks the reply carried besides its text and calls (Anthropic `thinking` and
+        /// `redacted_thinking` blocks, signatures included), opaque to the runtime: recorded with
+        /// the reply and sent back verbatim with it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<Value>,
     },
     /// The turn-intake hooks ran for the user message at `seq`.
     IntakeDone {

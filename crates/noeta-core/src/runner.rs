@@ -1405,6 +1405,7 @@ impl Claim<'_> {
                 calls: Vec::new(),
                 stop: self.state.core.last_stop,
                 usage: Default::default(),
+                reasoning: last.reasoning.clone(),
             };
             return self.after_reply(&offer, reply).await;
         }
@@ -1522,6 +1523,7 @@ impl Claim<'_> {
                 calls: reply.calls.clone(),
                 stop: reply.stop.unwrap_or(StopReason::EndTurn),
                 usage: reply.usage,
+                reasoning: reply.reasoning.clone(),
             };
             self.commit(vec![composed.to_record(), recorded.to_record()])
                 .await?;

@@ -384,6 +384,7 @@ pub fn build_session(
     ctx.roster = spec.spawnable.clone();
     ctx.config = config.clone();
     ctx.policy = spec.policy.clone();
+    ctx.tools = spec.allowed_tools.clone();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
     for entry in resolution.for_surface("session_pack") {
         let Resolved::SessionPack(factory) = &entry.value else {
@@ -398,10 +399,22 @@ pub fn build_session(
         let pack = catch_unwind(AssertUnwindSafe(|| factory.build(&ctx)))
             .map_err(|payload| fail(format!("panicked: {}", panic_message(payload.as_ref()))))?
             .map_err(fail)?;
-        if !pack.tools.is_empty() {
+        // The agent's tool allow-list holds for pack tools too (a tool flagged
+        // `past_agent_lists` passes it).
+        let tools: Vec<Arc<dyn Tool>> = pack
+            .tools
+            .iter()
+            .filter(|tool| {
+                spec.allowed_tools.as_ref().is_none_or(|allowed| {
+                    allowed.iter().any(|a| a == tool.name()) || tool.flags().past_agent_lists
+                })
+            })
+            .cloned()
+            .collect();
+        if !tools.is_empty() {
             extensions.push(Arc::new(OfferTools {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                tools: pack.tools.clone(),
+                tools,
             }));
         }
         extensions.extend(pack.extensions.iter().cloned());
@@ -561,6 +574,7 @@ pub fn bare_session(name: &str, instructions: &str) -> Session {
             prompt_fragments: Vec::new(),
             content_kinds: Vec::new(),
             control_tools: Vec::new(),
+            allowed_tools: None,
         },
         extensions,
         policy: minimal_policy(),

@@ -2188,6 +2188,69 @@ mod from_plugins {
         }
     }
 
+    /// A pack mounting two tools, noting the allow-list it was built with.
+    struct TwoTools(Arc<Mutex<Option<Option<Vec<String>>>>>);
+
+    impl noeta_core::SessionPackFactory for TwoTools {
+        fn build(
+            &self,
+            ctx: &noeta_core::SessionBuildContext,
+        ) -> Result<noeta_core::PackContribution, String> {
+            *self.0.lock().unwrap() = Some(ctx.tools.clone());
+            let mut pack = noeta_core::PackContribution::empty();
+            pack.tools = vec![
+                Arc::new(crate::support::EchoTool::new("Echo")),
+                Arc::new(crate::support::EchoTool::new("Shout")),
+            ];
+            Ok(pack)
+        }
+    }
+
+    #[test]
+    fn the_agents_tool_allow_list_filters_pack_tools_and_is_part_of_its_identity() {
+        let seen = Arc::new(Mutex::new(None));
+        let pack = TwoTools(seen.clone());
+        let pack = Arc::new(pack);
+        let set = crate::support::load(&[PluginSource::Linked(
+            Manifest::new("packed")
+                .with("session_pack", "two", "priority = 100")
+                .linked(
+                    "noeta-packed",
+                    ResolveWith(move |_: &noeta_core::ResolveRequest<'_>| {
+                        Ok(Resolved::SessionPack(pack.clone()))
+                    }),
+                ),
+        )]);
+        let offered = |options: &noeta_core::AgentOptions| -> (Vec<String>, String) {
+            let compiled = compile(&set, options).unwrap();
+            let session = build_session(&set, &compiled, &Default::default(), None).unwrap();
+            let task_id = task("offer");
+            let state = noeta_core::fold::TaskState::default();
+            let view = View::new(&task_id, "main", &state, &[], &session.extensions);
+            let names = session
+                .extensions
+                .iter()
+                .flat_map(|e| e.tools(&view).unwrap())
+                .map(|t| t.name().to_owned())
+                .collect();
+            (names, compiled.spec.identity_hash())
+        };
+        let all = agent("main", &["packed"]);
+        let (names, open) = offered(&all);
+        assert_eq!(names, ["Echo", "Shout"]);
+        assert_eq!(*seen.lock().unwrap(), Some(None));
+        let mut listed = all.clone();
+        listed.tools = Some(vec!["Shout".into(), "Read".into(), "Shout".into()]);
+        let (names, limited) = offered(&listed);
+        assert_eq!(names, ["Shout"]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            Some(Some(vec!["Read".to_owned(), "Shout".to_owned()])),
+            "packs see the list sorted, once each"
+        );
+        assert_ne!(open, limited, "the allow-list is identity-bearing");
+    }
+
     #[test]
     fn a_reminder_provider_runs_at_its_seam_and_is_folded_back_not_asked_again() {
         let calls = Arc::new(AtomicUsize::new(0));
@@ -2600,6 +2663,45 @@ fn a_fork_continues_the_conversation_with_what_continue_state_keeps() {
     );
     let source = block_on(rt.load(&s, &a)).unwrap();
     assert_eq!(source.core.messages.len(), 2, "the source is untouched");
+}
+
+#[test]
+fn reasoning_blocks_are_recorded_with_the_reply_and_kept_in_its_message() {
+    let h = Harness::new();
+    let thinking = json!([{ "type": "thinking", "thinking": "check a.txt", "signature": "sig" }]);
+    let rt = h.runtime(json!([
+        { "text": "", "reasoning": thinking, "calls": [call("Echo", json!({ "text": "a" }))] },
+        { "text": "done" }
+    ]));
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("Echo"))])]);
+    let t = task("thinking");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let reply = h
+        .events(&t)
+        .into_iter()
+        .find(|e| e.record.kind == "assistant_reply")
+        .unwrap();
+    assert_eq!(reply.record.data["reasoning"], thinking);
+    let done = h
+        .events(&t)
+        .into_iter()
+        .filter(|e| e.record.kind == "assistant_reply")
+        .nth(1)
+        .unwrap();
+    assert!(
+        done.record.data.get("reasoning").is_none(),
+        "empty blocks are not written"
+    );
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(
+        serde_json::Value::Array(state.core.messages[1].reasoning.clone()),
+        thinking
+    );
+    // The blocks are part of the message's link in the chain.
+    let mut without = state.core.messages.as_ref().clone();
+    without[1].reasoning.clear();
+    assert_ne!(noeta_core::fold::chain_of(&without), state.core.chain);
 }
 
 #[test]
