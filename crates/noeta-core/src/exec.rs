@@ -424,13 +424,16 @@ fn finish(
     mut child: std::process::Child,
     deadline: Option<Instant>,
     finished: &std::sync::mpsc::Receiver<()>,
+    cancelled: &dyn Fn() -> bool,
 ) -> std::io::Result<(bool, std::process::ExitStatus, bool)> {
     let mut timed_out = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        // A deadline passed, or nobody waits for the result any more (the step was
+        // cancelled): the whole group goes.
+        if deadline.is_some_and(|d| Instant::now() >= d) || cancelled() {
             timed_out = true;
             kill_group(child.id());
             let _ = child.kill();
@@ -445,11 +448,15 @@ fn finish(
     Ok((timed_out, status, complete))
 }
 
-fn run_blocking(command: ExecCommand, cwd: PathBuf) -> Result<ExecOutput, ExecError> {
+fn run_blocking(
+    command: ExecCommand,
+    cwd: PathBuf,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<ExecOutput, ExecError> {
     let (child, job, finished) = start(&command, cwd, command.output_cap.unwrap_or(usize::MAX))?;
     let deadline = command.timeout.map(|t| Instant::now() + t);
     let (timed_out, status, complete) =
-        finish(child, deadline, &finished).map_err(|err| ExecError::Wait {
+        finish(child, deadline, &finished, cancelled).map_err(|err| ExecError::Wait {
             program: command.program.clone(),
             message: err.to_string(),
         })?;
@@ -485,7 +492,8 @@ impl ExecEnv for LocalExecEnv {
         let program = command.program.clone();
         let (done, result) = futures::channel::oneshot::channel();
         std::thread::spawn(move || {
-            let _ = done.send(run_blocking(command, cwd));
+            let output = run_blocking(command, cwd, &|| done.is_canceled());
+            let _ = done.send(output);
         });
         result.await.unwrap_or_else(|_| {
             Err(ExecError::Wait {
@@ -502,7 +510,7 @@ impl ExecEnv for LocalExecEnv {
         let waiter = Arc::clone(&job);
         let deadline = command.timeout.map(|t| Instant::now() + t);
         std::thread::spawn(move || {
-            let status = match finish(child, deadline, &finished) {
+            let status = match finish(child, deadline, &finished, &|| false) {
                 Ok((false, status, complete)) => {
                     if !complete {
                         waiter.append(true, INCOMPLETE.as_bytes());

@@ -364,6 +364,13 @@ impl Folder {
         }
     }
 
+    /// A folder over `extensions` with this folder's plugin-set tag.
+    pub fn rebuilt(&self, extensions: &[Arc<dyn Extension>]) -> Self {
+        let mut folder = Self::new(extensions, "");
+        folder.plugin_set.clone_from(&self.plugin_set);
+        folder
+    }
+
     /// The plugin-set hash snapshots are tagged with.
     pub fn plugin_set(&self) -> &str {
         &self.plugin_set

@@ -46,6 +46,17 @@ pub struct Session {
     pub folder: Folder,
 }
 
+impl Session {
+    /// Appends a host's own extension (a terminal approver, an event printer) to the list and
+    /// rebuilds the folder over it; the plugin-set tag of snapshots is unchanged, since a host
+    /// extension keeps no records of its own.
+    pub fn with_host_extension(mut self, extension: Arc<dyn Extension>) -> Self {
+        self.extensions.push(extension);
+        self.folder = self.folder.rebuilt(&self.extensions);
+        self
+    }
+}
+
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.extensions.iter().map(|e| e.name()).collect();

@@ -3103,6 +3103,21 @@ mod exec_and_post {
         let slow = ExecCommand::new("sleep", ["5"]).with_timeout(Duration::from_millis(100));
         let out = block_on(env.run(&slow)).unwrap();
         assert!(out.timed_out && out.status.is_none());
+        // A run nobody waits for any more (a cancelled step) takes its whole group down.
+        let marker = dir.path().join("still-running");
+        let script = format!("sleep 1 && touch {}", marker.display());
+        let dropped = ExecCommand::new("sh", ["-c", script.as_str()]);
+        {
+            let mut run = Box::pin(env.run(&dropped));
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(std::future::Future::poll(run.as_mut(), &mut cx).is_pending());
+        }
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert!(
+            !marker.exists(),
+            "the command ran on after its run was dropped"
+        );
         let err = block_on(env.run(&ExecCommand::new("pwd", Vec::<String>::new()).in_dir("../..")))
             .unwrap_err();
         assert!(matches!(err, ExecError::OutsideWorkspace { .. }), "{err}");
