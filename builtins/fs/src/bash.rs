@@ -85,6 +85,8 @@ pub(crate) struct Shell {
     pub(crate) allowlist: Vec<String>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) inherit_env: bool,
+    /// Background shells are killed when the task's turn ends (`background_ends_with_turn`).
+    pub(crate) ends_with_turn: bool,
 }
 
 impl Default for Shell {
@@ -94,6 +96,7 @@ impl Default for Shell {
             allowlist: DEFAULT_ALLOWLIST.iter().map(|s| (*s).to_owned()).collect(),
             env: BTreeMap::new(),
             inherit_env: false,
+            ends_with_turn: false,
         }
     }
 }
@@ -199,7 +202,13 @@ impl Shell {
                 "{tool}: no execution environment"
             )));
         };
-        let (cwd, notes) = start_dir(ctx, &workspace);
+        let (cwd, mut notes) = start_dir(ctx, &workspace);
+        if self.ends_with_turn {
+            notes.push(
+                "It will be killed when this turn ends (background_ends_with_turn is on)."
+                    .to_owned(),
+            );
+        }
         let command = match self.plan(tool, line, true)? {
             Planned::Cd(_) => return Err(fail(tool, "`cd` cannot run in the background")),
             Planned::Run(command) => command,

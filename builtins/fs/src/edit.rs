@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::TextDiff;
 
-use crate::paths::{Target, Workspace, fail, numbered};
+use crate::paths::{Target, Workspace, described, fail, numbered};
 use crate::read::{not_text, text_of};
 use crate::registry::{EXTENSION, check_read};
 use crate::settings::{Settings, WriteMode};
@@ -40,10 +40,12 @@ fn write_flags() -> ToolFlags {
     flags
 }
 
-/// Refuses a path outside the `write_path_globs` allow-list.
-fn check_allowed(settings: &Settings, tool: &str, rel: &str) -> Result<(), ToolError> {
+/// Refuses a workspace path outside the `write_path_globs` allow-list (which does not
+/// restrict the write roots).
+fn check_allowed(settings: &Settings, tool: &str, target: &Target) -> Result<(), ToolError> {
+    let rel = &target.rel;
     match &settings.write_globs {
-        Some((set, texts)) if !set.is_match(rel) => Err(fail(
+        Some((set, texts)) if !target.in_write_root && !set.is_match(rel) => Err(fail(
             tool,
             format!(
                 "`{rel}` is not in the paths this agent may write (write_path_globs: {})",
@@ -54,12 +56,18 @@ fn check_allowed(settings: &Settings, tool: &str, rel: &str) -> Result<(), ToolE
     }
 }
 
-/// A unified diff of `before` → `after` for `rel`.
+/// A unified diff of `before` → `after` for `rel` (`a/`, `b/` before a workspace path; an
+/// absolute path as it is).
 fn diff(rel: &str, before: &str, after: &str) -> String {
+    let (old, new) = if rel.starts_with('/') {
+        (rel.to_owned(), rel.to_owned())
+    } else {
+        (format!("a/{rel}"), format!("b/{rel}"))
+    };
     TextDiff::from_lines(before, after)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{rel}"), &format!("b/{rel}"))
+        .header(&old, &new)
         .to_string()
 }
 
@@ -97,11 +105,16 @@ struct EditInput {
 /// The `Edit` tool.
 pub(crate) struct Edit {
     settings: Arc<Settings>,
+    description: String,
 }
 
 impl Edit {
     pub(crate) fn new(settings: Arc<Settings>) -> Self {
-        Self { settings }
+        let description = described(EDIT_DESCRIPTION, &settings.write_roots);
+        Self {
+            settings,
+            description,
+        }
     }
 }
 
@@ -114,7 +127,7 @@ impl Tool for Edit {
     }
 
     fn description(&self) -> &str {
-        EDIT_DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -150,10 +163,10 @@ impl Tool for Edit {
                 "old_string is empty; to create a file or replace it whole, use Write",
             ));
         }
-        let ws = Workspace::of(ctx, EDIT)?;
+        let ws = Workspace::of(ctx, EDIT)?.with_roots(&self.settings.write_roots);
         let target = ws.resolve(EDIT, &input.file_path)?;
         let rel = target.rel.clone();
-        check_allowed(&self.settings, EDIT, &rel)?;
+        check_allowed(&self.settings, EDIT, &target)?;
         let meta = std::fs::metadata(&target.abs).map_err(|_| {
             fail(
                 EDIT,
@@ -254,11 +267,16 @@ struct WriteInput {
 /// The `Write` tool.
 pub(crate) struct Write {
     settings: Arc<Settings>,
+    description: String,
 }
 
 impl Write {
     pub(crate) fn new(settings: Arc<Settings>) -> Self {
-        Self { settings }
+        let description = described(WRITE_DESCRIPTION, &settings.write_roots);
+        Self {
+            settings,
+            description,
+        }
     }
 }
 
@@ -271,7 +289,7 @@ impl Tool for Write {
     }
 
     fn description(&self) -> &str {
-        WRITE_DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -302,10 +320,10 @@ impl Tool for Write {
                 ),
             ));
         }
-        let ws = Workspace::of(ctx, WRITE)?;
+        let ws = Workspace::of(ctx, WRITE)?.with_roots(&self.settings.write_roots);
         let target = ws.resolve(WRITE, &input.file_path)?;
         let rel = target.rel.clone();
-        check_allowed(&self.settings, WRITE, &rel)?;
+        check_allowed(&self.settings, WRITE, &target)?;
         let existing = match std::fs::metadata(&target.abs) {
             Ok(meta) if meta.is_dir() => {
                 return Err(fail(WRITE, format!("`{rel}` is a directory, not a file")));

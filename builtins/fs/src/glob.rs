@@ -1,6 +1,7 @@
 //! `Glob`: files matching a pattern, newest first, over a gitignore-aware walk.
 
 use std::path::{Component, Path};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -10,7 +11,8 @@ use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{Workspace, fail, off_thread, reading_flags};
+use crate::paths::{Workspace, described, fail, off_thread, reading_flags};
+use crate::settings::Settings;
 
 const NAME: &str = "Glob";
 /// The most paths one call lists.
@@ -31,7 +33,20 @@ struct Input {
 }
 
 /// The `Glob` tool.
-pub(crate) struct Glob;
+pub(crate) struct Glob {
+    settings: Arc<Settings>,
+    description: String,
+}
+
+impl Glob {
+    pub(crate) fn new(settings: Arc<Settings>) -> Self {
+        let description = described(DESCRIPTION, &settings.write_roots);
+        Self {
+            settings,
+            description,
+        }
+    }
+}
 
 #[async_trait]
 impl Tool for Glob {
@@ -40,7 +55,7 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> &str {
-        DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -80,7 +95,7 @@ impl Tool for Glob {
             .build()
             .map_err(|err| fail(NAME, format!("invalid pattern `{pattern}`: {err}")))?
             .compile_matcher();
-        let ws = Workspace::of(ctx, NAME)?;
+        let ws = Workspace::of(ctx, NAME)?.with_roots(&self.settings.write_roots);
         let base = ws.resolve(NAME, input.path.as_deref().unwrap_or("."))?;
         match std::fs::metadata(&base.abs) {
             Err(_) => return Ok(ToolOutput::text("No files found")),

@@ -1,9 +1,11 @@
 //! `Grep`: a regex search over the workspace with ripgrep's engine, in-process.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
@@ -13,7 +15,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::glob::walker;
-use crate::paths::{Workspace, fail, off_thread, reading_flags};
+use crate::paths::{Workspace, described, fail, off_thread, reading_flags};
+use crate::settings::Settings;
 
 const NAME: &str = "Grep";
 /// Output entries returned when `head_limit` is not given.
@@ -29,8 +32,9 @@ Search file contents with a regular expression (ripgrep syntax), across the work
 unless `-u` is set; binary files are skipped. Filter files with `glob` (such as `*.rs` or \
 `*.{ts,tsx}`) or `type` (such as `rust`, `py`, `js`). `output_mode` is `files_with_matches` \
 (the default: the paths of matching files), `content` (matching lines, with `-n` line numbers \
-on by default and `-A`/`-B`/`-C` context lines) or `count` (matches per file). `-i` ignores \
-case; `multiline` lets `.` match newlines and patterns span lines. Results are sorted by path; \
+on by default and `-A`/`-B`/`-C` context lines; `-o` prints only the matched parts, each on \
+its own line, and ignores context) or `count` (matches per file). `-i` ignores case; \
+`multiline` lets `.` match newlines and patterns span lines. Results are sorted by path; \
 `head_limit` (default 250, 0 for all) and `offset` page through them.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -54,6 +58,8 @@ struct Input {
     ignore_case: Option<bool>,
     #[serde(rename = "-n")]
     line_numbers: Option<bool>,
+    #[serde(rename = "-o")]
+    only_matching: Option<bool>,
     #[serde(rename = "-u")]
     unrestricted: Option<bool>,
     #[serde(rename = "-A")]
@@ -69,7 +75,20 @@ struct Input {
 }
 
 /// The `Grep` tool.
-pub(crate) struct Grep;
+pub(crate) struct Grep {
+    settings: Arc<Settings>,
+    description: String,
+}
+
+impl Grep {
+    pub(crate) fn new(settings: Arc<Settings>) -> Self {
+        let description = described(DESCRIPTION, &settings.write_roots);
+        Self {
+            settings,
+            description,
+        }
+    }
+}
 
 #[async_trait]
 impl Tool for Grep {
@@ -78,7 +97,7 @@ impl Tool for Grep {
     }
 
     fn description(&self) -> &str {
-        DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -98,6 +117,7 @@ impl Tool for Grep {
                 },
                 "-i": flag("Ignore case"),
                 "-n": flag("Show line numbers (content mode; default true)"),
+                "-o": flag("Show only the matched parts of matching lines, each on its own line (content mode; context flags are ignored)"),
                 "-u": flag("Also search ignored and hidden files"),
                 "-A": count("Lines of context after each match (content mode)"),
                 "-B": count("Lines of context before each match (content mode)"),
@@ -132,7 +152,7 @@ impl Tool for Grep {
                     format!("invalid regular expression `{}`: {err}", input.pattern),
                 )
             })?;
-        let ws = Workspace::of(ctx, NAME)?;
+        let ws = Workspace::of(ctx, NAME)?.with_roots(&self.settings.write_roots);
         let base = ws.resolve(NAME, input.path.as_deref().unwrap_or("."))?;
         let meta = std::fs::metadata(&base.abs)
             .map_err(|_| fail(NAME, format!("`{}` does not exist", base.rel)))?;
@@ -165,8 +185,9 @@ impl Tool for Grep {
             None
         };
         let mode = input.output_mode.unwrap_or(Mode::FilesWithMatches);
+        let only_matching = mode == Mode::Content && input.only_matching.unwrap_or(false);
         let context = input.context.or(input.around).unwrap_or(0);
-        let (before, after) = if mode == Mode::Content {
+        let (before, after) = if mode == Mode::Content && !only_matching {
             (
                 input.before.unwrap_or(context),
                 input.after.unwrap_or(context),
@@ -178,6 +199,7 @@ impl Tool for Grep {
             matcher,
             mode,
             line_numbers: input.line_numbers.unwrap_or(true),
+            only_matching,
             before,
             after,
             multiline,
@@ -212,6 +234,8 @@ struct Search {
     matcher: RegexMatcher,
     mode: Mode,
     line_numbers: bool,
+    /// Content mode prints the matched parts rather than the lines.
+    only_matching: bool,
     before: usize,
     after: usize,
     multiline: bool,
@@ -379,6 +403,33 @@ impl Collect<'_> {
         };
         self.lines.push(line);
     }
+
+    /// The matched parts of `bytes` (the matching lines, the first numbered `first`), each on
+    /// its own line; a part spanning lines (multiline) gives one entry per line, and empty
+    /// parts none.
+    fn parts(&mut self, first: Option<u64>, bytes: &[u8]) -> Result<bool, std::io::Error> {
+        let mut found = Vec::new();
+        self.search
+            .matcher
+            .find_iter(bytes, |m| {
+                found.push(m);
+                true
+            })
+            .map_err(std::io::Error::other)?;
+        for m in found {
+            let line = first
+                .map(|n| n + bytes[..m.start()].iter().filter(|b| **b == b'\n').count() as u64);
+            let part = &bytes[m];
+            let part = part.strip_suffix(b"\n").unwrap_or(part);
+            if part.is_empty() {
+                continue;
+            }
+            for (i, piece) in part.split(|b| *b == b'\n').enumerate() {
+                self.line(line.map(|n| n + i as u64), ':', piece);
+            }
+        }
+        Ok(true)
+    }
 }
 
 impl Sink for Collect<'_> {
@@ -392,6 +443,9 @@ impl Sink for Collect<'_> {
             Mode::Content => {}
         }
         let first = mat.line_number();
+        if self.search.only_matching {
+            return self.parts(first, mat.bytes());
+        }
         for (i, line) in mat.lines().enumerate() {
             self.line(first.map(|n| n + i as u64), ':', line);
         }
@@ -429,6 +483,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}")),
             mode: Mode::Content,
             line_numbers: true,
+            only_matching: false,
             before: 0,
             after: 0,
             multiline: false,

@@ -12,6 +12,10 @@
 //! output is taken line by line by the `fs` extension's reminders ([`Jobs::look`]), which
 //! hold its standard error (and the start of an unfinished line) for `BashOutput`, so no
 //! output is shown twice.
+//!
+//! With `background_ends_with_turn`, the `fs` extension's `before_finish` calls
+//! [`end_with_turn`]: every job of the task still running is killed with its process group and
+//! recorded as `shell_killed`, once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use noeta_core::exec::{ExecJob, JobOutput, JobStatus};
+use noeta_core::extension::View;
 use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use regex::Regex;
 use serde_json::{Value, json};
@@ -46,6 +51,8 @@ pub(crate) struct Jobs {
 struct Entry {
     job: Arc<dyn ExecJob>,
     watch: Option<Watch>,
+    /// It was killed because the task's turn ended.
+    ended_with_turn: bool,
 }
 
 /// What `Monitor` holds of a job it watches: the start of a line not ended yet, and the
@@ -63,6 +70,8 @@ pub(crate) struct Watch {
     stderr_dropped: u64,
     /// `KillShell` stopped it.
     stopped: bool,
+    /// It was killed because the task's turn ended.
+    ended_with_turn: bool,
     /// When the job was first seen ended.
     ended_at: Option<Instant>,
     /// Its end was delivered: nothing more is said.
@@ -79,6 +88,7 @@ impl Watch {
             stderr: Vec::new(),
             stderr_dropped: 0,
             stopped: false,
+            ended_with_turn: false,
             ended_at: None,
             done: false,
         }
@@ -101,6 +111,7 @@ impl Watch {
     /// How the job ended, in words.
     fn ending(&self, status: JobStatus) -> String {
         match status {
+            JobStatus::Killed if self.ended_with_turn => ENDED_WITH_TURN.to_owned(),
             JobStatus::Killed
                 if !self.stopped && self.ended_at.is_some_and(|at| at >= self.deadline) =>
             {
@@ -110,6 +121,9 @@ impl Watch {
         }
     }
 }
+
+/// The status of a job killed because its task's turn ended.
+const ENDED_WITH_TURN: &str = "killed when the turn ended";
 
 /// Bytes of a monitored job's standard error held for `BashOutput`.
 const HELD_CAP: usize = 1024 * 1024;
@@ -161,7 +175,11 @@ impl Jobs {
     ) {
         self.lock().insert(
             (ctx.task_id().to_owned(), id.to_owned()),
-            Entry { job, watch },
+            Entry {
+                job,
+                watch,
+                ended_with_turn: false,
+            },
         );
     }
 
@@ -239,6 +257,25 @@ impl Jobs {
         Some(look)
     }
 
+    /// Kills every job of `task` still running that the end of a turn has not killed yet, and
+    /// gives their ids and jobs, in id order.
+    fn kill_for_turn(&self, task: &str) -> Vec<(String, Arc<dyn ExecJob>)> {
+        let mut killed = Vec::new();
+        for ((t, id), entry) in self.lock().iter_mut() {
+            if t != task || entry.ended_with_turn || entry.job.status() != JobStatus::Running {
+                continue;
+            }
+            entry.ended_with_turn = true;
+            if let Some(watch) = &mut entry.watch {
+                watch.ended_with_turn = true;
+            }
+            entry.job.kill();
+            killed.push((id.clone(), Arc::clone(&entry.job)));
+        }
+        killed.sort_by_key(|(id, _)| crate::monitor::job_number(id));
+        killed
+    }
+
     /// The task's job `id`, or the error the model sees.
     fn find(&self, ctx: &ToolContext, tool: &str, id: &str) -> Result<Arc<dyn ExecJob>, ToolError> {
         if let Some(entry) = self.lock().get(&(ctx.task_id().to_owned(), id.to_owned())) {
@@ -308,6 +345,36 @@ fn describe(status: JobStatus) -> String {
         JobStatus::Running => "running".to_owned(),
         JobStatus::Exited(code) => format!("exited with code {code}"),
         JobStatus::Killed => "killed".to_owned(),
+    }
+}
+
+/// Kills the task's background shells still running as its turn ends, waits (5 s at most)
+/// for them to stop, and records each as `shell_killed`; a shell killed by an earlier call
+/// (a refused end of the same turn) is not killed or recorded again.
+pub(crate) async fn end_with_turn(jobs: &Jobs, view: &View<'_>) {
+    let killed = jobs.kill_for_turn(view.task_id().as_str());
+    if killed.is_empty() {
+        return;
+    }
+    let waited: Vec<Arc<dyn ExecJob>> = killed.iter().map(|(_, job)| Arc::clone(job)).collect();
+    // The thread only waits; should it fail, each status is recorded as it stands.
+    let _ = off_thread("fs", move || {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while waited.iter().any(|j| j.status() == JobStatus::Running) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await;
+    for (id, job) in killed {
+        let status = match job.status() {
+            JobStatus::Killed => ENDED_WITH_TURN.to_owned(),
+            other => describe(other),
+        };
+        view.record(
+            EXTENSION,
+            "shell_killed",
+            json!({ "id": id, "status": status }),
+        );
     }
 }
 

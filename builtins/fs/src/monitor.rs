@@ -320,7 +320,7 @@ fn label_of(description: &str) -> String {
 }
 
 /// The `N` of `bash_N`, for ordering (anything else last).
-fn job_number(id: &str) -> u64 {
+pub(crate) fn job_number(id: &str) -> u64 {
     id.strip_prefix("bash_")
         .and_then(|n| n.parse().ok())
         .unwrap_or(u64::MAX)

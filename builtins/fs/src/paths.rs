@@ -1,6 +1,8 @@
-//! The workspace fence: resolving a tool's path argument inside the workspace root.
+//! The workspace fence: resolving a tool's path argument inside the workspace root, or
+//! inside one of the `write_roots` the file tools may also use.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use noeta_core::{ToolContext, ToolError, ToolFlags};
 
@@ -19,22 +21,36 @@ pub(crate) fn fail(tool: &str, message: impl std::fmt::Display) -> ToolError {
     ToolError::RespondToModel(format!("{tool}: {message}"))
 }
 
-/// The workspace root a call works in.
+/// A directory outside the workspace that the file tools may also use (`write_roots`).
+#[derive(Debug, Clone)]
+pub(crate) struct WriteRoot {
+    /// The directory as the settings name it (absolute).
+    pub(crate) given: PathBuf,
+    /// The directory with every symlink resolved.
+    pub(crate) real: PathBuf,
+}
+
+/// The workspace root a call works in, and the write roots it may also use.
 #[derive(Debug, Clone)]
 pub(crate) struct Workspace {
     /// The root as the execution environment names it.
     given: PathBuf,
     /// The root with every symlink resolved.
     root: PathBuf,
+    /// The write roots (none for the shell).
+    roots: Arc<[WriteRoot]>,
 }
 
-/// A path resolved inside the workspace.
+/// A path resolved inside the workspace or a write root.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     /// The real path (symlinks in its existing part resolved).
     pub(crate) abs: PathBuf,
-    /// The path relative to the workspace root, `/`-separated (`.` for the root itself).
+    /// The path relative to the workspace root, `/`-separated (`.` for the root itself); the
+    /// absolute real path for one in a write root.
     pub(crate) rel: String,
+    /// Whether it is in a write root rather than the workspace.
+    pub(crate) in_write_root: bool,
 }
 
 impl Workspace {
@@ -59,7 +75,47 @@ impl Workspace {
         Ok(Self {
             given: given.to_path_buf(),
             root,
+            roots: Arc::from(Vec::new()),
         })
+    }
+
+    /// The same workspace, with `roots` allowed besides it.
+    pub(crate) fn with_roots(mut self, roots: &Arc<[WriteRoot]>) -> Self {
+        self.roots = Arc::clone(roots);
+        self
+    }
+
+    /// What refusals name as allowed: the workspace, and the write roots when there are any.
+    fn allowed(&self) -> String {
+        let workspace = format!("the workspace `{}`", self.given.display());
+        if self.roots.is_empty() {
+            return workspace;
+        }
+        let roots: Vec<String> = self
+            .roots
+            .iter()
+            .map(|r| format!("`{}`", r.given.display()))
+            .collect();
+        format!("{workspace} and the write roots {}", roots.join(", "))
+    }
+
+    /// The real place `normal` (absolute, normalised) names before its symlinks are
+    /// followed: under the workspace root, else under a write root.
+    fn place(&self, normal: &Path) -> Option<PathBuf> {
+        std::iter::once((&self.given, &self.root))
+            .chain(self.roots.iter().map(|r| (&r.given, &r.real)))
+            .find_map(|(given, real)| {
+                normal
+                    .strip_prefix(real)
+                    .or_else(|_| normal.strip_prefix(given))
+                    .ok()
+                    .map(|rest| real.join(rest))
+            })
+    }
+
+    /// Whether the real path `real` is in the workspace or a write root.
+    fn inside(&self, real: &Path) -> bool {
+        real.starts_with(&self.root) || self.roots.iter().any(|r| real.starts_with(&r.real))
     }
 
     /// The root with every symlink resolved.
@@ -67,21 +123,14 @@ impl Workspace {
         &self.root
     }
 
-    /// Resolves `input` (relative to the root, or absolute inside it); refuses paths outside
-    /// the workspace and symlinks that lead out of it.
+    /// Resolves `input` (relative to the root, or absolute inside it or inside a write root);
+    /// refuses paths outside them and symlinks that lead out of them. A path whose real place
+    /// is in the workspace is the workspace's, however it was named.
     pub(crate) fn resolve(&self, tool: &str, input: &str) -> Result<Target, ToolError> {
         if input.trim().is_empty() {
             return Err(fail(tool, "the path is empty"));
         }
-        let outside = || {
-            fail(
-                tool,
-                format!(
-                    "`{input}` is outside the workspace `{}`",
-                    self.given.display()
-                ),
-            )
-        };
+        let outside = || fail(tool, format!("`{input}` is outside {}", self.allowed()));
         let path = Path::new(input);
         let joined = if path.is_absolute() {
             path.to_path_buf()
@@ -89,13 +138,8 @@ impl Workspace {
             self.root.join(path)
         };
         let normal = normalize(&joined).ok_or_else(outside)?;
-        let rest = normal
-            .strip_prefix(&self.root)
-            .or_else(|_| normal.strip_prefix(&self.given))
-            .map_err(|_| outside())?
-            .to_path_buf();
         // The deepest part that exists is resolved through its symlinks; the rest is new.
-        let mut existing = self.root.join(&rest);
+        let mut existing = self.place(&normal).ok_or_else(outside)?;
         let mut missing: Vec<std::ffi::OsString> = Vec::new();
         while existing.symlink_metadata().is_err() {
             let Some(name) = existing.file_name().map(ToOwned::to_owned) else {
@@ -115,13 +159,13 @@ impl Workspace {
                 ),
             )
         })?;
-        if !real.starts_with(&self.root) {
+        if !self.inside(&real) {
             return Err(fail(
                 tool,
                 format!(
-                    "`{input}` leads through a symlink to `{}`, outside the workspace `{}`",
+                    "`{input}` leads through a symlink to `{}`, outside {}",
                     real.display(),
-                    self.given.display()
+                    self.allowed()
                 ),
             ));
         }
@@ -129,13 +173,21 @@ impl Workspace {
         for name in missing.iter().rev() {
             abs.push(name);
         }
+        let in_write_root = !abs.starts_with(&self.root);
         let rel = self.relative(&abs);
-        Ok(Target { abs, rel })
+        Ok(Target {
+            abs,
+            rel,
+            in_write_root,
+        })
     }
 
-    /// `path` (under the real root) relative to the root, `/`-separated.
+    /// `path` (a real path) relative to the root, `/`-separated; absolute when it is not
+    /// under the root (in a write root).
     pub(crate) fn relative(&self, path: &Path) -> String {
-        let rest = path.strip_prefix(&self.root).unwrap_or(path);
+        let Ok(rest) = path.strip_prefix(&self.root) else {
+            return path.display().to_string();
+        };
         let parts: Vec<String> = rest
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -189,4 +241,19 @@ pub(crate) fn numbered<'a>(first: usize, lines: impl Iterator<Item = &'a str>) -
         out.push_str(&format!("{:>6}\t{line}", first + i));
     }
     out
+}
+
+/// A file tool's description `base`, naming the write roots when there are any.
+pub(crate) fn described(base: &str, roots: &[WriteRoot]) -> String {
+    if roots.is_empty() {
+        return base.to_owned();
+    }
+    let roots: Vec<String> = roots
+        .iter()
+        .map(|r| format!("`{}`", r.real.display()))
+        .collect();
+    format!(
+        "{base} Besides the workspace, files under these directories may be used by absolute path: {}.",
+        roots.join(", ")
+    )
 }

@@ -1,13 +1,17 @@
 //! `Read`: a text file in `cat -n` form, recording its digest in the read registry.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use noeta_core::canonical::sha256_hex;
 use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{Workspace, fail, numbered, reading_flags};
+use crate::notebook;
+use crate::paths::{Workspace, described, fail, numbered, reading_flags};
 use crate::registry::EXTENSION;
+use crate::settings::Settings;
 
 const NAME: &str = "Read";
 /// Lines read when no `limit` is given.
@@ -24,8 +28,10 @@ Read a text file from the workspace. `file_path` is relative to the workspace ro
 inside it). The result is in `cat -n` form: each line starts with its line number and a tab. \
 By default up to 2000 lines are read from the start; use `offset` (the first line, from 1) and \
 `limit` (how many lines) for long files — a file larger than 256 KiB must be read with a \
-`limit`. Lines longer than 2000 characters are clipped. Binary files, images, PDFs and \
-notebooks are not rendered. Read a file before you Edit it or overwrite it with Write.";
+`limit`. Lines longer than 2000 characters are clipped. A Jupyter notebook (`.ipynb`) is shown \
+cell by cell (`--- cell N (code) ---` and its source, then `--- output ---` and its text \
+outputs); offset and limit count those lines. Binary files, images and PDFs are not \
+supported. Read a file before you Edit it or overwrite it with Write.";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +42,20 @@ struct Input {
 }
 
 /// The `Read` tool.
-pub(crate) struct Read;
+pub(crate) struct Read {
+    settings: Arc<Settings>,
+    description: String,
+}
+
+impl Read {
+    pub(crate) fn new(settings: Arc<Settings>) -> Self {
+        let description = described(DESCRIPTION, &settings.write_roots);
+        Self {
+            settings,
+            description,
+        }
+    }
+}
 
 #[async_trait]
 impl Tool for Read {
@@ -45,7 +64,7 @@ impl Tool for Read {
     }
 
     fn description(&self) -> &str {
-        DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -74,7 +93,7 @@ impl Tool for Read {
         if offset == 0 || input.limit == Some(0) {
             return Err(fail(NAME, "offset and limit start at 1"));
         }
-        let ws = Workspace::of(ctx, NAME)?;
+        let ws = Workspace::of(ctx, NAME)?.with_roots(&self.settings.write_roots);
         let target = ws.resolve(NAME, &input.file_path)?;
         let rel = &target.rel;
         let meta = std::fs::metadata(&target.abs)
@@ -85,7 +104,10 @@ impl Tool for Read {
                 format!("`{rel}` is a directory, not a file; use Glob to list its files"),
             ));
         }
-        if input.limit.is_none() && meta.len() > MAX_WHOLE_FILE_BYTES {
+        let is_notebook = notebook::is_notebook(&target.abs);
+        // A notebook's outputs (images above all) make its file far larger than what is shown,
+        // so its rendered text is measured instead, once rendered.
+        if input.limit.is_none() && !is_notebook && meta.len() > MAX_WHOLE_FILE_BYTES {
             return Err(fail(
                 NAME,
                 format!(
@@ -98,8 +120,32 @@ impl Tool for Read {
             .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
         let text = text_of(&bytes).ok_or_else(|| not_text(NAME, rel))?;
         let digest = sha256_hex(&bytes);
+        let mut rendered = None;
+        let mut note = None;
+        if is_notebook && !text.is_empty() {
+            match notebook::render(text) {
+                Ok(cells) => rendered = Some(cells),
+                Err(why) => {
+                    note = Some(format!(
+                        "(`{rel}` is shown as raw text: it is not an nbformat 4 notebook, since {why})"
+                    ));
+                }
+            }
+        }
+        let text = rendered.as_deref().unwrap_or(text);
+        if is_notebook && input.limit.is_none() && text.len() as u64 > MAX_WHOLE_FILE_BYTES {
+            return Err(fail(
+                NAME,
+                format!(
+                    "the notebook `{rel}` comes to {} bytes as shown, more than the {MAX_WHOLE_FILE_BYTES} bytes (256 KiB) read at once; use offset and limit to read part of it",
+                    text.len()
+                ),
+            ));
+        }
         let lines: Vec<&str> = text.lines().collect();
-        let shown = if lines.is_empty() {
+        let shown = if lines.is_empty() && rendered.is_some() {
+            format!("(the notebook `{rel}` has no cells)")
+        } else if lines.is_empty() {
             format!("(the file `{rel}` is empty)")
         } else if offset > lines.len() {
             format!(
@@ -130,6 +176,10 @@ impl Tool for Read {
                 ));
             }
             out
+        };
+        let shown = match note {
+            Some(note) => format!("{shown}\n\n{note}"),
+            None => shown,
         };
         ctx.record(
             EXTENSION,

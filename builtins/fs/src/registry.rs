@@ -17,31 +17,38 @@
 //! A written edit or write moves the file's digest to `after`, so the agent may edit again
 //! without reading the file anew. The state is `{"files": {path: digest}, "cwd": dir,
 //! "jobs": [id], "monitors": {id: description}}`. Before every model request the extension
-//! streams the monitored shells' new lines (`monitor.rs`).
+//! streams the monitored shells' new lines (`monitor.rs`). With `background_ends_with_turn`,
+//! `before_finish` kills the task's background shells still running (`jobs.rs`); it never
+//! refuses the end.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use noeta_core::ToolContext;
-use noeta_core::extension::{Extension, StepSignal, View};
+use noeta_core::extension::{Extension, HookResult, StepSignal, View};
 use noeta_core::records::ERASED_KIND;
 use serde_json::{Map, Value, json};
 
-use crate::jobs::Jobs;
+use crate::jobs::{self, Jobs};
 use crate::monitor;
 use crate::paths::fail;
 
 /// The extension's name; the tools' records live under it.
 pub(crate) const EXTENSION: &str = "fs";
 
-/// Folds the `fs` records and streams the task's monitored shells.
+/// Folds the `fs` records, streams the task's monitored shells and, with
+/// `background_ends_with_turn`, stops its background shells when its turn ends.
 pub(crate) struct FsState {
     jobs: Arc<Jobs>,
+    background_ends_with_turn: bool,
 }
 
 impl FsState {
-    pub(crate) fn new(jobs: Arc<Jobs>) -> Self {
-        Self { jobs }
+    pub(crate) fn new(jobs: Arc<Jobs>, background_ends_with_turn: bool) -> Self {
+        Self {
+            jobs,
+            background_ends_with_turn,
+        }
     }
 }
 
@@ -72,6 +79,14 @@ impl Extension for FsState {
 
     async fn reminders(&self, view: &View<'_>) -> Result<Vec<String>, StepSignal> {
         Ok(monitor::notifications(&self.jobs, view))
+    }
+
+    async fn before_finish(&self, view: &View<'_>) -> HookResult<Option<String>> {
+        // Never refuses: the turn's end is only the moment the shells are stopped.
+        if self.background_ends_with_turn {
+            jobs::end_with_turn(&self.jobs, view).await;
+        }
+        Ok(None)
     }
 
     fn continue_state(&self, state: &Value) -> Value {

@@ -1,9 +1,14 @@
-//! The plugin's settings, `[plugins.fs]`: `write_mode`, `write_path_globs` and the shell's.
+//! The plugin's settings, `[plugins.fs]`: `write_mode`, `write_path_globs`, `write_roots`
+//! and the shell's.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 
 use crate::bash::{Shell, ShellMode};
+use crate::paths::WriteRoot;
 
 /// Whether `Edit` and `Write` change files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,12 +25,13 @@ pub(crate) struct Settings {
     pub(crate) write_mode: WriteMode,
     /// The allow-list of workspace-relative paths the write tools may change (none or empty: any).
     pub(crate) write_globs: Option<(GlobSet, Vec<String>)>,
-    /// How `Bash` runs commands.
+    /// Directories outside the workspace the file tools may also use (canonical).
+    pub(crate) write_roots: Arc<[WriteRoot]>,
+    /// How `Bash` runs commands (and whether background shells end with the turn).
     pub(crate) shell: Shell,
 }
 
-const KEYS: &str =
-    "write_mode, write_path_globs, shell_mode, shell_allowlist, shell_env, shell_env_inherit";
+const KEYS: &str = "write_mode, write_path_globs, write_roots, shell_mode, shell_allowlist, shell_env, shell_env_inherit, background_ends_with_turn";
 
 impl Settings {
     /// Reads `[plugins.fs]` (JSON null when absent); errors name the field and the value.
@@ -33,6 +39,7 @@ impl Settings {
         let mut settings = Self {
             write_mode: WriteMode::DryRun,
             write_globs: None,
+            write_roots: Arc::from(Vec::new()),
             shell: Shell::default(),
         };
         let map = match config {
@@ -89,6 +96,14 @@ impl Settings {
                     // An empty list restricts nothing, as when the key is absent.
                     settings.write_globs = (!texts.is_empty()).then_some((set, texts));
                 }
+                "write_roots" => settings.write_roots = write_roots(value)?.into(),
+                "background_ends_with_turn" => {
+                    settings.shell.ends_with_turn = value.as_bool().ok_or_else(|| {
+                        format!(
+                            "settings [plugins.fs]: background_ends_with_turn `{value}` is not true or false"
+                        )
+                    })?;
+                }
                 "shell_mode" => {
                     settings.shell.mode =
                         value.as_str().and_then(ShellMode::parse).ok_or_else(|| {
@@ -142,6 +157,44 @@ impl Settings {
         }
         Ok(settings)
     }
+}
+
+/// `write_roots`: absolute paths of existing directories, resolved through their symlinks.
+fn write_roots(value: &Value) -> Result<Vec<WriteRoot>, String> {
+    let Some(items) = value.as_array() else {
+        return Err(format!(
+            "settings [plugins.fs]: write_roots `{value}` is not a list of directories"
+        ));
+    };
+    let mut roots = Vec::new();
+    for item in items {
+        let Some(text) = item.as_str() else {
+            return Err(format!(
+                "settings [plugins.fs]: write_roots entry `{item}` is not a string"
+            ));
+        };
+        let given = Path::new(text);
+        if !given.is_absolute() {
+            return Err(format!(
+                "settings [plugins.fs]: write_roots entry `{text}` is not an absolute path"
+            ));
+        }
+        let real = std::fs::canonicalize(given).map_err(|err| {
+            format!(
+                "settings [plugins.fs]: write_roots entry `{text}` is not an existing directory ({err})"
+            )
+        })?;
+        if !real.is_dir() {
+            return Err(format!(
+                "settings [plugins.fs]: write_roots entry `{text}` is not a directory"
+            ));
+        }
+        roots.push(WriteRoot {
+            given: given.to_path_buf(),
+            real,
+        });
+    }
+    Ok(roots)
 }
 
 /// A value as a message quotes it: a string bare, anything else as JSON.

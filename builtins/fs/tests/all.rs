@@ -29,6 +29,9 @@ mod pack;
 #[path = "all/read.rs"]
 mod read;
 #[cfg(test)]
+#[path = "all/roots.rs"]
+mod roots;
+#[cfg(test)]
 #[path = "all/task.rs"]
 mod task;
 #[cfg(test)]

@@ -248,3 +248,73 @@ fn bad_patterns_and_paths_are_errors() {
     );
     assert!(text.starts_with("Grep: "), "{text}");
 }
+
+#[test]
+fn only_matching_prints_each_match_on_its_own_line() {
+    let ws = Ws::new();
+    ws.put("ids.txt", "id=7 and id=42\nnone here\nid=3\n");
+    ws.put("z.txt", "ID=9\n");
+    let content = |extra: serde_json::Value| {
+        let mut input = json!({ "pattern": "id=[0-9]+", "output_mode": "content", "-o": true });
+        input
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        ok(&ws, "Grep", input)
+    };
+    assert_eq!(
+        content(json!({})),
+        "ids.txt:1:id=7\nids.txt:1:id=42\nids.txt:3:id=3"
+    );
+    assert_eq!(
+        content(json!({ "-n": false })),
+        "ids.txt:id=7\nids.txt:id=42\nids.txt:id=3"
+    );
+    assert_eq!(
+        content(json!({ "-i": true })),
+        "ids.txt:1:id=7\nids.txt:1:id=42\nids.txt:3:id=3\nz.txt:1:ID=9"
+    );
+    assert_eq!(
+        content(json!({ "path": "ids.txt", "pattern": "[0-9]+$" })),
+        "ids.txt:1:42\nids.txt:3:3"
+    );
+}
+
+#[test]
+fn only_matching_ignores_context_and_other_modes() {
+    let ws = sample();
+    assert_eq!(
+        ok(
+            &ws,
+            "Grep",
+            json!({ "pattern": "TODO:? ?", "path": "b.txt", "output_mode": "content", "-o": true, "-C": 2, "-A": 1 })
+        ),
+        "b.txt:2:TODO: \nb.txt:5:TODO "
+    );
+    assert_eq!(
+        ok(&ws, "Grep", json!({ "pattern": "TODO", "-o": true })),
+        "Found 2 files\na.rs\nb.txt"
+    );
+    assert_eq!(
+        ok(
+            &ws,
+            "Grep",
+            json!({ "pattern": "TODO", "output_mode": "count", "-o": true })
+        ),
+        "Found 3 matches in 2 files\na.rs:1\nb.txt:2"
+    );
+}
+
+#[test]
+fn only_matching_with_multiline_numbers_each_line_of_a_match() {
+    let ws = Ws::new();
+    ws.put("m.txt", "a start\nmiddle\nend b\nstart end\n");
+    assert_eq!(
+        ok(
+            &ws,
+            "Grep",
+            json!({ "pattern": "start.*?end", "multiline": true, "output_mode": "content", "-o": true })
+        ),
+        "m.txt:1:start\nm.txt:2:middle\nm.txt:3:end\nm.txt:4:start end"
+    );
+}

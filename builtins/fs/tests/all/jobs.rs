@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::executor::block_on;
 use noeta_core::exec::LocalExecEnv;
+use noeta_core::extension::View;
 use noeta_core::fold::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
@@ -232,5 +233,139 @@ fn unread_output_past_a_mebibyte_is_counted_as_dropped() {
     assert_eq!(
         text,
         "`bash_1`: exited with code 0; no new output\n[51424 bytes of output were dropped before they were read]"
+    );
+}
+
+fn ending_with_turn() -> Value {
+    json!({ "shell_mode": "arbitrary", "background_ends_with_turn": true })
+}
+
+/// Whether process `pid` is gone (5 s at most to go).
+fn gone(pid: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", pid])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        if !alive {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn with_background_ends_with_turn_the_turns_end_kills_its_shells() {
+    let ws = Ws::new();
+    let run = crate::common::run_turns(
+        Some(&ws),
+        ending_with_turn(),
+        &[
+            &[
+                background("sleep 30 & echo $! > sleeper.pid; wait"),
+                call("Bash", json!({ "command": "sleep 0.3" })),
+            ],
+            &[output("bash_1", json!({}))],
+        ],
+        |_| {},
+    );
+    assert_eq!(
+        run.results()[0].0,
+        "Started `bash_1` in the background. Read its output with BashOutput (bash_id `bash_1`); stop it with KillShell.\nIt will be killed when this turn ends (background_ends_with_turn is on)."
+    );
+    let pid = ws.get("sleeper.pid").trim().to_owned();
+    assert!(gone(&pid), "the shell's child {pid} still runs");
+    assert_eq!(
+        run.records("shell_killed"),
+        [json!({ "id": "bash_1", "status": "killed when the turn ended" })]
+    );
+    assert_eq!(run.last().0, "`bash_1`: killed; no new output");
+}
+
+#[cfg(unix)]
+#[test]
+fn by_default_background_shells_outlive_the_turn() {
+    let ws = Ws::new();
+    let run = crate::common::run_turns(
+        Some(&ws),
+        arbitrary(),
+        &[
+            &[background("sleep 30")],
+            &[
+                call("BashOutput", json!({ "bash_id": "bash_1" })),
+                call("KillShell", json!({ "shell_id": "bash_1" })),
+            ],
+        ],
+        |_| {},
+    );
+    let results = run.results();
+    assert_eq!(results[1].0, "`bash_1`: running; no new output");
+    assert_eq!(
+        run.records("shell_killed"),
+        [json!({ "id": "bash_1", "status": "killed" })]
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_refused_end_kills_only_the_shells_not_killed_yet() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use noeta_core::extension::{Extension, HookResult};
+
+    /// Refuses the first end of the turn.
+    struct NotYet(AtomicUsize);
+    #[async_trait]
+    impl Extension for NotYet {
+        fn name(&self) -> &str {
+            "not-yet"
+        }
+        async fn before_finish(&self, _v: &View<'_>) -> HookResult<Option<String>> {
+            Ok((self.0.fetch_add(1, Ordering::SeqCst) == 0).then(|| "Not yet.".to_owned()))
+        }
+    }
+
+    let ws = Ws::new();
+    let step = |input: Value| json!({ "calls": [{ "name": "Bash", "input": input }] });
+    let turns = json!({ "turns": [
+        step(json!({ "command": "sleep 30", "run_in_background": true })),
+        { "text": "done?" },
+        step(json!({ "command": "sleep 31", "run_in_background": true })),
+        { "text": "done" }
+    ]});
+    let provider = ScriptedProvider::from_json(&turns.to_string(), "test").unwrap();
+    let rt = Runtime::new(
+        Arc::new(MemoryEventLog::new(ManualClock::at(0))),
+        Arc::new(MemoryContentStore::new()),
+        Arc::new(provider),
+    )
+    .with_exec_env(Arc::new(LocalExecEnv::new(ws.root())));
+    let mut session = crate::common::session(ending_with_turn()).unwrap();
+    session
+        .extensions
+        .push(Arc::new(NotYet(AtomicUsize::new(0))));
+    let task = TaskId::new("refused").unwrap();
+    block_on(rt.create(&session, &task, "go")).unwrap();
+    block_on(rt.run(&session, &task)).unwrap();
+    let killed: Vec<Value> = block_on(rt.log().read(&task, 0))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.record.extension == "fs" && e.record.kind == "shell_killed")
+        .map(|e| e.record.data.clone())
+        .collect();
+    assert_eq!(
+        killed,
+        [
+            json!({ "id": "bash_1", "status": "killed when the turn ended" }),
+            json!({ "id": "bash_2", "status": "killed when the turn ended" }),
+        ]
     );
 }

@@ -566,6 +566,30 @@ fn kill_shell_stops_a_monitored_shell_and_the_next_step_tells_it_killed_once() {
 }
 
 #[test]
+fn a_monitored_shell_killed_at_the_turns_end_is_told_at_the_next_request() {
+    let ws = Ws::new();
+    let run = crate::common::run_turns(
+        Some(&ws),
+        json!({ "shell_mode": "arbitrary", "background_ends_with_turn": true }),
+        &[&[monitor("sh -c 'sleep 30' & wait", "sleeper")], &[]],
+        |_| {},
+    );
+    assert_eq!(
+        run.records("shell_killed"),
+        [json!({ "id": "bash_1", "status": "killed when the turn ended" })]
+    );
+    assert_eq!(
+        lines_of(&notified(&run)),
+        ["[Monitor bash_1: sleeper] ended: killed when the turn ended"]
+    );
+    assert_eq!(
+        run.records("monitor_ended"),
+        [json!({ "id": "bash_1", "status": "killed when the turn ended" })]
+    );
+    assert_eq!(run.state()["monitors"], json!({}));
+}
+
+#[test]
 fn monitors_share_the_ids_and_the_cap_of_background_shells() {
     let ws = Ws::new();
     let mut calls: Vec<(String, Value)> = (0..7).map(|_| background("sleep 5")).collect();

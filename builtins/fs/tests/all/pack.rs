@@ -41,6 +41,7 @@ fn every_schema_is_a_closed_object_with_its_required_fields() {
                 "-C",
                 "-i",
                 "-n",
+                "-o",
                 "-u",
                 "context",
                 "glob",
@@ -97,6 +98,12 @@ fn every_schema_is_a_closed_object_with_its_required_fields() {
     assert_eq!(
         grep["properties"]["output_mode"]["enum"],
         json!(["files_with_matches", "content", "count"])
+    );
+    assert!(
+        grep["properties"]["-o"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("context flags are ignored")
     );
     let read = &tools[0].input_schema();
     assert_eq!(read["properties"]["offset"]["minimum"], 1);
@@ -155,6 +162,14 @@ fn settings_are_checked_naming_the_field_and_value() {
             json!({ "write_path_globs": ["src/[a"] }),
             "write_path_globs entry `src/[a` is not a valid glob",
         ),
+        (
+            json!({ "background_ends_with_turn": "yes" }),
+            "background_ends_with_turn `\"yes\"` is not true or false",
+        ),
+        (
+            json!({ "write_roots": ["relative/dir"] }),
+            "write_roots entry `relative/dir` is not an absolute path",
+        ),
         (json!("apply"), "expected a table"),
     ];
     for (settings, wanted) in cases {
@@ -164,6 +179,7 @@ fn settings_are_checked_naming_the_field_and_value() {
     }
     session(json!({ "write_mode": "apply", "write_path_globs": ["src/**"] })).unwrap();
     session(json!({ "write_mode": "dry_run" })).unwrap();
+    session(json!({ "background_ends_with_turn": true })).unwrap();
 }
 
 #[test]

@@ -254,3 +254,247 @@ fn without_an_execution_environment_there_is_no_workspace() {
         "{text}"
     );
 }
+
+/// An nbformat 4 notebook with every kind of cell and output.
+fn notebook() -> Value {
+    json!({
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": { "kernelspec": { "name": "python3" } },
+        "cells": [
+            { "cell_type": "markdown", "metadata": {}, "source": ["# Title\n", "Some *notes*."] },
+            {
+                "cell_type": "code",
+                "execution_count": 1,
+                "metadata": {},
+                "source": "import sys\nprint('hi')\nprint('oops', file=sys.stderr)",
+                "outputs": [
+                    { "output_type": "stream", "name": "stdout", "text": ["hi\n"] },
+                    { "output_type": "stream", "name": "stderr", "text": "oops\n" }
+                ]
+            },
+            {
+                "cell_type": "code",
+                "execution_count": 2,
+                "metadata": {},
+                "source": ["df.head()"],
+                "outputs": [{
+                    "output_type": "execute_result",
+                    "execution_count": 2,
+                    "metadata": {},
+                    "data": { "text/plain": ["   a\n", "0  1"], "text/html": "<table></table>" }
+                }]
+            },
+            {
+                "cell_type": "code",
+                "execution_count": 3,
+                "metadata": {},
+                "source": "plot()",
+                "outputs": [{
+                    "output_type": "display_data",
+                    "metadata": {},
+                    "data": { "image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 640x480 with 1 Axes>" }
+                }]
+            },
+            {
+                "cell_type": "code",
+                "execution_count": 4,
+                "metadata": {},
+                "source": "1 / 0",
+                "outputs": [{
+                    "output_type": "error",
+                    "ename": "ZeroDivisionError",
+                    "evalue": "division by zero",
+                    "traceback": ["\u{1b}[0;31mTraceback\u{1b}[0m"]
+                }]
+            },
+            { "cell_type": "code", "execution_count": null, "metadata": {}, "source": "", "outputs": [] },
+            { "cell_type": "raw", "metadata": {}, "source": "raw text" }
+        ]
+    })
+}
+
+/// The lines `Read` shows for [`notebook`].
+const RENDERED: [&str; 23] = [
+    "--- cell 1 (markdown) ---",
+    "# Title",
+    "Some *notes*.",
+    "--- cell 2 (code) ---",
+    "import sys",
+    "print('hi')",
+    "print('oops', file=sys.stderr)",
+    "--- output ---",
+    "hi",
+    "oops",
+    "--- cell 3 (code) ---",
+    "df.head()",
+    "--- output ---",
+    "   a",
+    "0  1",
+    "--- cell 4 (code) ---",
+    "plot()",
+    "--- output ---",
+    "<Figure size 640x480 with 1 Axes>",
+    "[image/png output omitted]",
+    "--- cell 5 (code) ---",
+    "1 / 0",
+    "--- output ---",
+];
+
+#[test]
+fn a_notebook_is_rendered_cell_by_cell_and_its_bytes_digest_is_recorded() {
+    let ws = Ws::new();
+    let body = serde_json::to_string_pretty(&notebook()).unwrap();
+    ws.put("nb/analysis.ipynb", &body);
+    let r = run(
+        &ws,
+        &[call("Read", json!({ "file_path": "nb/analysis.ipynb" }))],
+    );
+    let mut lines = RENDERED.to_vec();
+    lines.extend([
+        "ZeroDivisionError: division by zero",
+        "--- cell 6 (code) ---",
+        "--- cell 7 (raw) ---",
+        "raw text",
+    ]);
+    assert_eq!(r.last(), (numbered(1, &lines), false));
+    assert_eq!(
+        r.records("read"),
+        [json!({ "path": "nb/analysis.ipynb", "digest": sha256_hex(body.as_bytes()) })]
+    );
+}
+
+#[test]
+fn offset_and_limit_count_a_notebooks_rendered_lines() {
+    let ws = Ws::new();
+    ws.put("a.ipynb", notebook().to_string());
+    assert_eq!(
+        ok(
+            &ws,
+            "Read",
+            json!({ "file_path": "a.ipynb", "offset": 11, "limit": 5 })
+        ),
+        numbered(11, &RENDERED[10..15])
+    );
+    assert_eq!(
+        ok(&ws, "Read", json!({ "file_path": "a.ipynb", "offset": 30 })),
+        "(offset 30 is past the end of `a.ipynb`, which has 27 lines)"
+    );
+    ws.put(
+        "empty.ipynb",
+        r#"{"nbformat": 4, "nbformat_minor": 5, "cells": []}"#,
+    );
+    assert_eq!(
+        ok(&ws, "Read", json!({ "file_path": "empty.ipynb" })),
+        "(the notebook `empty.ipynb` has no cells)"
+    );
+}
+
+#[test]
+fn a_notebook_read_first_can_be_edited_as_its_json() {
+    let ws = Ws::new();
+    let body = serde_json::to_string_pretty(&notebook()).unwrap();
+    ws.put("a.ipynb", &body);
+    let r = run_in(
+        Some(&ws),
+        json!({ "write_mode": "apply" }),
+        &[
+            call("Read", json!({ "file_path": "a.ipynb" })),
+            call(
+                "Edit",
+                json!({ "file_path": "a.ipynb", "old_string": "plot()", "new_string": "plot(df)" }),
+            ),
+            call(
+                "Read",
+                json!({ "file_path": "a.ipynb", "offset": 17, "limit": 1 }),
+            ),
+        ],
+    );
+    let results = r.results();
+    assert!(results.iter().all(|(_, e)| !e), "{results:?}");
+    assert_eq!(results[2].0, numbered(17, &["plot(df)"]));
+    assert_eq!(ws.get("a.ipynb"), body.replace("plot()", "plot(df)"));
+}
+
+#[test]
+fn an_invalid_notebook_is_shown_as_raw_text_with_a_note() {
+    let ws = Ws::new();
+    ws.put("broken.ipynb", "{\"cells\": [\n");
+    ws.put("old.ipynb", "{\"nbformat\": 3, \"worksheets\": []}\n");
+    let r = run(
+        &ws,
+        &[
+            call("Read", json!({ "file_path": "broken.ipynb" })),
+            call("Read", json!({ "file_path": "old.ipynb" })),
+        ],
+    );
+    let results = r.results();
+    let (broken, is_error) = &results[0];
+    assert!(!is_error);
+    let raw = numbered(1, &["{\"cells\": ["]);
+    assert!(
+        broken.starts_with(&format!(
+            "{raw}\n\n(`broken.ipynb` is shown as raw text: it is not an nbformat 4 notebook, since it is not valid JSON: "
+        )),
+        "{broken}"
+    );
+    assert_eq!(
+        results[1],
+        (
+            format!(
+                "{}\n\n(`old.ipynb` is shown as raw text: it is not an nbformat 4 notebook, since its nbformat is 3, not 4)",
+                numbered(1, &["{\"nbformat\": 3, \"worksheets\": []}"])
+            ),
+            false
+        )
+    );
+    assert_eq!(r.records("read").len(), 2);
+}
+
+#[test]
+fn a_notebooks_size_limit_counts_what_is_shown_not_its_images() {
+    let ws = Ws::new();
+    let image = "A".repeat(400_000);
+    let pictured = json!({
+        "nbformat": 4,
+        "cells": [{
+            "cell_type": "code",
+            "source": "plot()",
+            "outputs": [{ "output_type": "display_data", "data": { "image/png": image } }]
+        }]
+    });
+    ws.put("pictured.ipynb", pictured.to_string());
+    assert_eq!(
+        ok(&ws, "Read", json!({ "file_path": "pictured.ipynb" })),
+        numbered(
+            1,
+            &[
+                "--- cell 1 (code) ---",
+                "plot()",
+                "--- output ---",
+                "[image/png output omitted]"
+            ]
+        )
+    );
+    let long: String = (0..30_000).map(|i| format!("row {i:05}\n")).collect();
+    let wordy = json!({
+        "nbformat": 4,
+        "cells": [{ "cell_type": "markdown", "source": long }]
+    });
+    ws.put("wordy.ipynb", wordy.to_string());
+    let shown = long.len() + "--- cell 1 (markdown) ---\n".len() - 1;
+    assert_eq!(
+        err(&ws, "Read", json!({ "file_path": "wordy.ipynb" })),
+        format!(
+            "Read: the notebook `wordy.ipynb` comes to {shown} bytes as shown, more than the 262144 bytes (256 KiB) read at once; use offset and limit to read part of it"
+        )
+    );
+    assert_eq!(
+        ok(
+            &ws,
+            "Read",
+            json!({ "file_path": "wordy.ipynb", "offset": 2, "limit": 1 })
+        ),
+        numbered(2, &["row 00000"])
+    );
+}
