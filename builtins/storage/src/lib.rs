@@ -1,6 +1,24 @@
 //! The `storage` built-in plugin: event-log and content stores (SQLite, PostgreSQL), chosen by URL scheme.
+//!
+//! [`SqliteStore`] keeps every task's event log, leases, snapshots and content
+//! bodies in one SQLite file (WAL, `synchronous=FULL`), with the semantics of
+//! the kernel's in-memory reference store. [`open_store`] picks a store from a
+//! URL: `memory:`, `sqlite:PATH`, or `<workspace>/.noeta/noeta.db` when none is
+//! given. The plugin itself contributes nothing: a store is wired by the host,
+//! not mounted by an agent.
+
+mod error;
+mod schema;
+mod sqlite;
+mod url;
+mod worker;
 
 use noeta_core::{LinkedPlugin, RefTable};
+
+pub use error::OpenError;
+pub use schema::SCHEMA_VERSION;
+pub use sqlite::SqliteStore;
+pub use url::{KNOWN_SCHEMES, StoreUrl, Stores, open_store};
 
 /// The plugin: its embedded manifest and its resolver.
 pub fn plugin() -> LinkedPlugin {

@@ -1,0 +1,166 @@
+//! Provider configuration, and how unset values are read from the environment.
+
+use std::time::Duration;
+
+use crate::open::ProviderSetupError;
+
+/// How to reach and drive a model provider. Anything left `None` comes from the environment
+/// (see `AnthropicProvider::from_env`, `OpenAiProvider::from_env`) or a documented default.
+///
+/// Build one from the default and set what you need:
+/// `ProviderConfig { model: Some("…".into()), ..ProviderConfig::default() }`. Its `Debug` form
+/// hides the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// The model; each provider has a documented default.
+    pub model: Option<String>,
+    /// The API key; without it the provider's key variable is read.
+    pub api_key: Option<String>,
+    /// The API base URL; without it the provider's base-URL variable, then its default.
+    pub base_url: Option<String>,
+    /// How many times a transient failure is retried (so at most `max_retries + 1` attempts).
+    pub max_retries: u32,
+    /// The first backoff step: attempt `n` waits up to `min(retry_base_delay · 2ⁿ,
+    /// retry_max_delay)`, with equal jitter.
+    pub retry_base_delay: Duration,
+    /// The longest backoff step.
+    pub retry_max_delay: Duration,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+    /// How long the response may go quiet: before its headers, and between two stream events.
+    pub idle_timeout: Duration,
+    /// Anthropic extended thinking: the token budget, off when `None`.
+    pub thinking_budget: Option<u32>,
+    /// The output-token limit sent with each request, instead of the catalog's.
+    pub max_output_tokens: Option<u32>,
+    /// The context window reported to the runner, instead of the catalog's (for local models).
+    pub context_window: Option<u64>,
+    /// OpenAI `reasoning_effort`, sent verbatim when set.
+    pub reasoning_effort: Option<String>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            model: None,
+            api_key: None,
+            base_url: None,
+            max_retries: 8,
+            retry_base_delay: Duration::from_secs(1),
+            retry_max_delay: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            thinking_budget: None,
+            max_output_tokens: None,
+            context_window: None,
+            reasoning_effort: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(hidden)"))
+            .field("base_url", &self.base_url)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("thinking_budget", &self.thinking_budget)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("context_window", &self.context_window)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .finish()
+    }
+}
+
+/// A lookup of environment variables (the process environment, or a table in tests).
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, as an [`EnvLookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A trimmed, non-empty value.
+pub(crate) fn present(value: Option<&str>) -> Option<String> {
+    value
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The configured value, else the variable's (blank counts as unset, as the SDKs read it).
+pub(crate) fn setting(given: Option<&str>, env: EnvLookup<'_>, variable: &str) -> Option<String> {
+    present(given).or_else(|| present(env(variable).as_deref()))
+}
+
+/// A base URL checked to be http(s), without trailing slashes (a trailing slash is tolerated,
+/// as the official SDKs tolerate it).
+pub(crate) fn base_url(url: &str) -> Result<String, ProviderSetupError> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let invalid = |reason: String| ProviderSetupError::BaseUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let parsed = reqwest::Url::parse(trimmed).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(invalid(format!(
+            "the scheme must be http or https, not `{}`",
+            parsed.scheme()
+        )));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid("a base URL takes no query or fragment".to_owned()));
+    }
+    Ok(trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_lose_trailing_slashes_and_must_be_http() {
+        assert_eq!(
+            base_url("https://api.openai.com/v1/").unwrap(),
+            "https://api.openai.com/v1"
+        );
+        assert_eq!(
+            base_url(" http://localhost:11434/v1// ").unwrap(),
+            "http://localhost:11434/v1"
+        );
+        let err = base_url("ftp://example.com").unwrap_err().to_string();
+        assert!(err.contains("ftp://example.com"), "{err}");
+        assert!(err.contains("http or https"), "{err}");
+        assert!(base_url("not a url").is_err());
+    }
+
+    #[test]
+    fn the_debug_form_hides_the_key() {
+        let config = ProviderConfig {
+            api_key: Some("sk-secret".to_owned()),
+            ..ProviderConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-secret"), "{shown}");
+        assert!(shown.contains("(hidden)"), "{shown}");
+    }
+
+    #[test]
+    fn blank_settings_count_as_unset() {
+        let env = |name: &str| (name == "KEY").then(|| "  from-env ".to_owned());
+        assert_eq!(
+            setting(Some("given"), &env, "KEY").as_deref(),
+            Some("given")
+        );
+        assert_eq!(
+            setting(Some("  "), &env, "KEY").as_deref(),
+            Some("from-env")
+        );
+        assert_eq!(setting(None, &env, "OTHER"), None);
+    }
+}

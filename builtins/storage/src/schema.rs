@@ -1,0 +1,212 @@
+//! The SQLite file: connection settings, the version-1 schema, and recognising a noeta store on open.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use crate::error::OpenError;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The value of `format` in `noeta_meta` that marks a noeta store.
+pub(crate) const FORMAT: &str = "noeta-store";
+
+/// How long a statement waits for another connection's write lock before failing.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The name SQLite and the errors use for a database held in memory.
+pub(crate) const MEMORY_NAME: &str = ":memory:";
+
+/// Version 1. Every `u64` of the store API (sequence numbers, epochs, times, lengths) is kept
+/// in an `INTEGER` column as its two's-complement `i64` bit pattern, so even `u64::MAX` round-trips.
+const CREATE_V1: &str = "
+CREATE TABLE noeta_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE tasks (
+    task_no          INTEGER PRIMARY KEY,
+    id               TEXT NOT NULL UNIQUE,
+    parent_no        INTEGER REFERENCES tasks (task_no),
+    created_ms       INTEGER NOT NULL,
+    epoch            INTEGER NOT NULL DEFAULT 0,
+    lease_worker     TEXT,
+    lease_expires_ms INTEGER,
+    CHECK ((lease_worker IS NULL) = (lease_expires_ms IS NULL))
+) STRICT;
+
+CREATE TABLE events (
+    task_no   INTEGER NOT NULL REFERENCES tasks (task_no),
+    seq       INTEGER NOT NULL CHECK (seq >= 1),
+    extension TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    data      TEXT NOT NULL,
+    message   TEXT,
+    PRIMARY KEY (task_no, seq)
+) STRICT;
+
+CREATE TABLE snapshots (
+    task_no    INTEGER PRIMARY KEY REFERENCES tasks (task_no),
+    seq        INTEGER NOT NULL,
+    plugin_set TEXT NOT NULL,
+    state      TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE content (
+    sha256 TEXT PRIMARY KEY NOT NULL,
+    len    INTEGER NOT NULL,
+    body   BLOB NOT NULL
+) STRICT;
+";
+
+/// Opens (creating when missing) the database file at `path`, its directory included.
+pub(crate) fn open_file(path: &Path) -> Result<Connection, OpenError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| OpenError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    let conn = Connection::open(path).map_err(|e| sqlite_error(path, e))?;
+    prepare(conn, path, true)
+}
+
+/// Opens a fresh database held in memory.
+pub(crate) fn open_memory() -> Result<Connection, OpenError> {
+    let path = Path::new(MEMORY_NAME);
+    let conn = Connection::open_in_memory().map_err(|e| sqlite_error(path, e))?;
+    prepare(conn, path, false)
+}
+
+fn sqlite_error(path: &Path, source: rusqlite::Error) -> OpenError {
+    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
+        OpenError::NotAStore {
+            path: path.to_owned(),
+            reason: "it is not an SQLite database".to_owned(),
+        }
+    } else {
+        OpenError::Sqlite {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Applies the durability settings, then finds or creates the schema.
+fn prepare(mut conn: Connection, path: &Path, file: bool) -> Result<Connection, OpenError> {
+    let err = |e| sqlite_error(path, e);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    // The first statement that reads the file: one that is not SQLite fails here.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(err)?;
+    if file && !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenError::Settings {
+            path: path.to_owned(),
+            reason: format!("SQLite kept journal mode `{mode}` instead of switching to `wal`"),
+        });
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(err)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(err)?;
+    if inspect(&conn, path)? == Found::Empty {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        // Another connection may have created the schema since the first look.
+        if inspect(&tx, path)? == Found::Empty {
+            tx.execute_batch(CREATE_V1).map_err(err)?;
+            let version = SCHEMA_VERSION.to_string();
+            tx.execute(
+                "INSERT INTO noeta_meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
+                [FORMAT, version.as_str()],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+    }
+    Ok(conn)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// No tables at all: a new file.
+    Empty,
+    /// A noeta store of this build's schema version.
+    Current,
+}
+
+fn inspect(conn: &Connection, path: &Path) -> Result<Found, OpenError> {
+    let err = |e| sqlite_error(path, e);
+    let not_a_store = |reason: String| OpenError::NotAStore {
+        path: path.to_owned(),
+        reason,
+    };
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'noeta_meta')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(err)?;
+    if !has_meta {
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(err)?;
+        return if tables == 0 {
+            Ok(Found::Empty)
+        } else {
+            Err(not_a_store(format!(
+                "it is an SQLite database with {tables} other table(s) and no `noeta_meta` table"
+            )))
+        };
+    }
+    let meta: BTreeMap<String, String> = conn
+        .prepare("SELECT key, value FROM noeta_meta")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
+        })
+        .map_err(err)?;
+    match meta.get("format").map(String::as_str) {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(not_a_store(format!(
+                "its `noeta_meta` table names format `{other}`, not `{FORMAT}`"
+            )));
+        }
+        None => {
+            return Err(not_a_store(
+                "its `noeta_meta` table has no `format` row".to_owned(),
+            ));
+        }
+    }
+    let raw = meta.get("schema_version").map_or("", String::as_str);
+    let version: u32 = raw.parse().map_err(|_| {
+        not_a_store(format!(
+            "its `noeta_meta` table has schema version `{raw}`, which is not a number"
+        ))
+    })?;
+    if version > SCHEMA_VERSION {
+        return Err(OpenError::NewerSchema {
+            path: path.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < SCHEMA_VERSION {
+        return Err(not_a_store(format!(
+            "schema version {version} is older than any this build knows (oldest {SCHEMA_VERSION})"
+        )));
+    }
+    Ok(Found::Current)
+}
