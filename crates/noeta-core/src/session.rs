@@ -384,6 +384,19 @@ pub fn build_session(
     config: &BTreeMap<String, Value>,
     default_policy: Option<Arc<dyn Policy>>,
 ) -> Result<Session, SessionError> {
+    build_session_resolved(set, compiled, config, config, default_policy)
+}
+
+/// [`build_session`] for settings holding secret references: the plugin pins hash `config` as
+/// written (so a pin never depends on a secret), while the packs get `resolved`, the same
+/// settings with each reference replaced by its secret.
+pub fn build_session_resolved(
+    set: &PluginSet,
+    compiled: &CompiledAgent,
+    config: &BTreeMap<String, Value>,
+    resolved: &BTreeMap<String, Value>,
+    default_policy: Option<Arc<dyn Policy>>,
+) -> Result<Session, SessionError> {
     let spec = compiled.spec.clone();
     let resolution = &compiled.resolution;
     let mut extensions: Vec<Arc<dyn Extension>> = vec![Arc::new(CoreEntry {
@@ -393,7 +406,7 @@ pub fn build_session(
     let mut ctx = SessionBuildContext::new(spec.name.clone());
     ctx.plugins = spec.plugins.clone();
     ctx.roster = spec.spawnable.clone();
-    ctx.config = config.clone();
+    ctx.config = resolved.clone();
     ctx.policy = spec.policy.clone();
     ctx.tools = spec.allowed_tools.clone();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();

@@ -1,0 +1,466 @@
+//! Agent files: Markdown with YAML frontmatter under `~/.noeta/agents/` and
+//! `<workspace>/.noeta/agents/`, each defining one agent.
+//!
+//! ```text
+//! ---
+//! name: reviewer
+//! description: Reviews a change
+//! plugins:
+//!   - fs
+//!   - web: { max_results: 3 }
+//! tools: [Read, Grep, Glob]
+//! agents: [explore]
+//! ---
+//! You review changes. …
+//! ```
+//!
+//! The body is the agent's instructions. Every agent built from a file keeps `react`'s
+//! `tool_search` and `structured_output`: `react` is always on and cannot be switched off, and
+//! an allow-list in `tools` always lets `ToolSearch` and `structured_output` through.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use noeta_core::AgentOptions;
+use serde_json::{Map, Value};
+
+use crate::host::HostPaths;
+use noeta_builtin_react::{STRUCTURED_OUTPUT, TOOL_SEARCH};
+
+use crate::settings::{SettingsError, merge_value, short};
+
+/// The model-visible tools `react` brings to every agent built from a file; an allow-list in
+/// `tools` always includes them.
+pub const AGENT_FILE_TOOLS: [&str; 2] = ["ToolSearch", "structured_output"];
+
+const FRONTMATTER: &str = "the frontmatter";
+const KNOWN_KEYS: &str = "name, description, plugins, tools, agents";
+
+/// One agent file, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFile {
+    /// The file.
+    pub path: PathBuf,
+    /// `name`, by default the file stem.
+    pub name: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// The plugins it activates, in the order written, each once.
+    pub plugins: Vec<String>,
+    /// Parameters given in `plugins` (`- name: { params }`), by plugin.
+    pub params: BTreeMap<String, Value>,
+    /// `tools`: an allow-list of model-visible tool names, as written.
+    pub tools: Option<Vec<String>>,
+    /// `agents`: the child agents of its roster.
+    pub agents: Vec<String>,
+    /// The body: the agent's instructions.
+    pub instructions: String,
+}
+
+impl AgentFile {
+    /// Reads and parses one agent file.
+    pub fn read(path: &Path) -> Result<Self, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            file: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses the text of the agent file at `path` (which gives the default name and names the
+    /// file in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, SettingsError> {
+        let file = path.display().to_string();
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let (frontmatter, body) = split_frontmatter(text, &file)?;
+        let mut agent = AgentFile {
+            path: path.to_owned(),
+            name: path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            description: None,
+            plugins: Vec::new(),
+            params: BTreeMap::new(),
+            tools: None,
+            agents: Vec::new(),
+            instructions: body.trim_start_matches(['\r', '\n']).trim_end().to_owned(),
+        };
+        if let Some(yaml) = frontmatter {
+            agent.read_frontmatter(yaml, &file)?;
+        }
+        if agent.name.is_empty() {
+            return Err(wrong_type(&file, "name", "a non-empty agent name", "\"\""));
+        }
+        Ok(agent)
+    }
+
+    fn read_frontmatter(&mut self, yaml: &str, file: &str) -> Result<(), SettingsError> {
+        let value: yaml_serde::Value = yaml_serde::from_str(yaml).map_err(|err| {
+            let (line, column) = err
+                .location()
+                // The YAML starts on the file's second line, after the opening `---`.
+                .map_or((0, 0), |l| (l.line() + 1, l.column()));
+            let message = err.to_string();
+            let message = match message.rfind(" at line ") {
+                Some(cut) if err.location().is_some() => message[..cut].to_owned(),
+                _ => message,
+            };
+            SettingsError::Yaml {
+                file: file.to_owned(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        let mapping = match value {
+            yaml_serde::Value::Null => return Ok(()),
+            yaml_serde::Value::Mapping(mapping) => mapping,
+            other => {
+                return Err(SettingsError::WrongType {
+                    file: file.to_owned(),
+                    table: "the file".to_owned(),
+                    key: "frontmatter".to_owned(),
+                    expected: "a mapping of keys",
+                    value: short(&render(&other)),
+                });
+            }
+        };
+        for (key, value) in &mapping {
+            let Some(key) = key.as_str() else {
+                return Err(unknown(file, &render(key)));
+            };
+            match key {
+                "name" => match value.as_str() {
+                    Some(name) if !name.trim().is_empty() => self.name = name.trim().to_owned(),
+                    _ => {
+                        return Err(wrong_type(
+                            file,
+                            key,
+                            "a non-empty agent name",
+                            &render(value),
+                        ));
+                    }
+                },
+                "description" => match value {
+                    yaml_serde::Value::Null => {}
+                    yaml_serde::Value::String(s) => self.description = Some(s.clone()),
+                    other => return Err(wrong_type(file, key, "a string", &render(other))),
+                },
+                "plugins" => self.read_plugins(value, file)?,
+                "tools" => {
+                    self.tools = match value {
+                        yaml_serde::Value::Null => None,
+                        // `tools: Read, Grep` as Claude Code writes it.
+                        yaml_serde::Value::String(s) => Some(
+                            s.split(',')
+                                .map(str::trim)
+                                .filter(|t| !t.is_empty())
+                                .map(str::to_owned)
+                                .collect(),
+                        ),
+                        other => Some(names(file, key, other)?),
+                    };
+                }
+                "agents" => {
+                    self.agents = match value {
+                        yaml_serde::Value::Null => Vec::new(),
+                        other => names(file, key, other)?,
+                    };
+                }
+                _ => return Err(unknown(file, key)),
+            }
+        }
+        Ok(())
+    }
+
+    fn read_plugins(&mut self, value: &yaml_serde::Value, file: &str) -> Result<(), SettingsError> {
+        let items = match value {
+            yaml_serde::Value::Null => return Ok(()),
+            yaml_serde::Value::Sequence(items) => items,
+            other => {
+                return Err(wrong_type(
+                    file,
+                    "plugins",
+                    "a list of plugin names or one-key maps `name: {params}`",
+                    &render(other),
+                ));
+            }
+        };
+        let expected = "a plugin name or a one-key map `name: {params}`";
+        for (index, item) in items.iter().enumerate() {
+            let key = format!("plugins[{index}]");
+            let (name, params) = match item {
+                yaml_serde::Value::String(name) if !name.trim().is_empty() => {
+                    (name.trim().to_owned(), None)
+                }
+                yaml_serde::Value::Mapping(map) if map.len() == 1 => {
+                    let Some((name, params)) = map.iter().next() else {
+                        return Err(wrong_type(file, &key, expected, &render(item)));
+                    };
+                    let Some(name) = name.as_str().filter(|n| !n.trim().is_empty()) else {
+                        return Err(wrong_type(file, &key, expected, &render(item)));
+                    };
+                    let name = name.trim().to_owned();
+                    let params = match params {
+                        yaml_serde::Value::Null => Map::new(),
+                        yaml_serde::Value::Mapping(_) => {
+                            match yaml_to_json(params, file, &format!("{key}.{name}"))? {
+                                Value::Object(map) => map,
+                                _ => Map::new(),
+                            }
+                        }
+                        other => {
+                            return Err(wrong_type(
+                                file,
+                                &format!("{key}.{name}"),
+                                "a map of parameters",
+                                &render(other),
+                            ));
+                        }
+                    };
+                    if params.contains_key("enabled") {
+                        return Err(SettingsError::UnknownKey {
+                            file: file.to_owned(),
+                            table: FRONTMATTER.to_owned(),
+                            key: format!("{key}.{name}.enabled"),
+                            expected: "plugin parameters; list a plugin to activate it, leave it out not to",
+                        });
+                    }
+                    (name, Some(params))
+                }
+                _ => return Err(wrong_type(file, &key, expected, &render(item))),
+            };
+            // `tool_search` and `structured_output` come with `react`; they take no item params.
+            if name == TOOL_SEARCH || name == STRUCTURED_OUTPUT {
+                if params.as_ref().is_some_and(|p| !p.is_empty()) {
+                    return Err(wrong_type(
+                        file,
+                        &format!("{key}.{name}"),
+                        "a bare name (it comes with `react`; set `structured_output_schema` in `react`'s parameters)",
+                        &render(item),
+                    ));
+                }
+                continue;
+            }
+            if !self.plugins.contains(&name) {
+                self.plugins.push(name.clone());
+            }
+            if let Some(params) = params.filter(|p| !p.is_empty()) {
+                merge_value(
+                    self.params.entry(name).or_insert(Value::Null),
+                    Value::Object(params),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent's options: name, instructions, plugins, roster, the allow-list (always with
+    /// [`AGENT_FILE_TOOLS`]) and the file's plugin parameters as `config`. Apply settings with
+    /// [`crate::Settings::apply_to`], which merges these parameters over `[plugins.*]`.
+    pub fn options(&self) -> AgentOptions {
+        let mut options = AgentOptions::named(self.name.clone());
+        options.instructions = self.instructions.clone();
+        options.plugins = self.plugins.clone();
+        options.agents = self.agents.clone();
+        options.tools = self.tools.as_ref().map(|tools| {
+            let mut tools = tools.clone();
+            for tool in AGENT_FILE_TOOLS {
+                if !tools.iter().any(|t| t == tool) {
+                    tools.push(tool.to_owned());
+                }
+            }
+            tools
+        });
+        options.config = self.params.clone();
+        options
+    }
+}
+
+/// The directories agent files are read from, lowest first: `~/.noeta/agents`, then
+/// `<workspace>/.noeta/agents` (once, when the workspace is the home directory).
+pub fn agent_file_dirs(paths: &HostPaths) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = paths
+        .user_dir()
+        .map(|d| d.join("agents"))
+        .into_iter()
+        .collect();
+    let project = paths.workspace.join(".noeta").join("agents");
+    if !dirs.contains(&project) {
+        dirs.push(project);
+    }
+    dirs
+}
+
+/// Reads every `*.md` in the user's and the project's agent directories (missing directories
+/// hold none). A project file wins over a user file of the same agent name; two files of one
+/// directory with one name are an error. Sorted by agent name.
+pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsError> {
+    let mut agents: BTreeMap<String, AgentFile> = BTreeMap::new();
+    for dir in agent_file_dirs(paths) {
+        let mut here: BTreeMap<String, AgentFile> = BTreeMap::new();
+        for path in markdown_files(&dir)? {
+            let agent = AgentFile::read(&path)?;
+            if let Some(first) = here.get(&agent.name) {
+                return Err(SettingsError::DuplicateAgent {
+                    name: agent.name.clone(),
+                    first: first.path.display().to_string(),
+                    second: path.display().to_string(),
+                });
+            }
+            here.insert(agent.name.clone(), agent);
+        }
+        agents.extend(here);
+    }
+    Ok(agents.into_values().collect())
+}
+
+/// The `*.md` files directly in `dir`, sorted (none when `dir` does not exist).
+fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, SettingsError> {
+    let read_err = |source| SettingsError::Read {
+        file: dir.display().to_string(),
+        source,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(read_err(err)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(read_err)?.path();
+        if path.extension().is_some_and(|e| e == "md") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Splits `---` frontmatter off: `(Some(yaml), body)`, the YAML starting on the file's second
+/// line, or `(None, text)` when the text does not open with a `---` line.
+fn split_frontmatter<'t>(
+    text: &'t str,
+    file: &str,
+) -> Result<(Option<&'t str>, &'t str), SettingsError> {
+    let mut lines = text.split_inclusive('\n');
+    let Some(first) = lines.next() else {
+        return Ok((None, text));
+    };
+    if first.trim_end() != "---" {
+        return Ok((None, text));
+    }
+    let start = first.len();
+    let mut offset = start;
+    for line in lines {
+        if line.trim_end() == "---" {
+            let yaml = &text[start..offset];
+            let body = &text[offset + line.len()..];
+            return Ok((Some(yaml), body));
+        }
+        offset += line.len();
+    }
+    Err(SettingsError::UnclosedFrontmatter {
+        file: file.to_owned(),
+    })
+}
+
+fn unknown(file: &str, key: &str) -> SettingsError {
+    SettingsError::UnknownKey {
+        file: file.to_owned(),
+        table: FRONTMATTER.to_owned(),
+        key: key.to_owned(),
+        expected: KNOWN_KEYS,
+    }
+}
+
+fn wrong_type(file: &str, key: &str, expected: &'static str, value: &str) -> SettingsError {
+    SettingsError::WrongType {
+        file: file.to_owned(),
+        table: FRONTMATTER.to_owned(),
+        key: key.to_owned(),
+        expected,
+        value: short(value),
+    }
+}
+
+/// A YAML value on one line, for an error message.
+fn render(value: &yaml_serde::Value) -> String {
+    match value {
+        yaml_serde::Value::String(s) => format!("{s:?}"),
+        other => yaml_to_json(other, "", "")
+            .map(|v| v.to_string())
+            .or_else(|_| yaml_serde::to_string(other).map(|s| s.trim().to_owned()))
+            .unwrap_or_else(|_| "a value".to_owned()),
+    }
+}
+
+/// A list of names (`tools`, `agents`).
+fn names(file: &str, key: &str, value: &yaml_serde::Value) -> Result<Vec<String>, SettingsError> {
+    let expected = "a list of names";
+    let yaml_serde::Value::Sequence(items) = value else {
+        return Err(wrong_type(file, key, expected, &render(value)));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            item.as_str()
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().to_owned())
+                .ok_or_else(|| wrong_type(file, &format!("{key}[{i}]"), "a name", &render(item)))
+        })
+        .collect()
+}
+
+/// A YAML value as JSON; `key` is where it sits, for errors.
+fn yaml_to_json(value: &yaml_serde::Value, file: &str, key: &str) -> Result<Value, SettingsError> {
+    Ok(match value {
+        yaml_serde::Value::Null => Value::Null,
+        yaml_serde::Value::Bool(b) => Value::Bool(*b),
+        yaml_serde::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .ok_or_else(|| wrong_type(file, key, "a finite number", &n.to_string()))?
+            }
+        }
+        yaml_serde::Value::String(s) => Value::String(s.clone()),
+        yaml_serde::Value::Sequence(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| yaml_to_json(item, file, &format!("{key}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        yaml_serde::Value::Mapping(map) => {
+            let mut object = Map::new();
+            for (k, v) in map {
+                let Some(k) = k.as_str() else {
+                    return Err(wrong_type(
+                        file,
+                        key,
+                        "a map with string keys",
+                        &format!("{k:?}"),
+                    ));
+                };
+                object.insert(k.to_owned(), yaml_to_json(v, file, &format!("{key}.{k}"))?);
+            }
+            Value::Object(object)
+        }
+        yaml_serde::Value::Tagged(tagged) => {
+            return Err(wrong_type(
+                file,
+                key,
+                "an untagged value",
+                &format!("!{}", tagged.tag),
+            ));
+        }
+    })
+}

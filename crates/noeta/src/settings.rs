@@ -1,0 +1,1234 @@
+//! Layered settings (`config.toml` from the machine, the user and the project, then flags) and
+//! secret references.
+//!
+//! Layers, lowest first: the machine file [`MACHINE_SETTINGS`], the user's
+//! `~/.noeta/config.toml`, the project's `<workspace>/.noeta/config.toml`, then a [`Settings`]
+//! value the CLI builds from its flags. `[plugins.<name>]` tables merge key by key (nested
+//! tables recursively, arrays replace), `[agents.<name>] add_plugins` lists are unioned, and
+//! the machine layer's `[policy]` overrides every other layer.
+//!
+//! Parameters are kept as written: a secret reference (`{env:NAME}`, `{keyring:service/user}`)
+//! stays a reference in [`Settings::config`], so plugin pins hash the reference and never the
+//! secret. [`resolve_secrets`] replaces references with their secrets when a plugin instance
+//! is built.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use noeta_core::{AgentOptions, PluginSet, SourceKind};
+use serde_json::{Map, Value};
+
+use crate::host::{ALWAYS_ON, HostError, HostOptions, HostPaths, non_removable};
+
+/// Where the machine settings live (the path is injectable through [`SettingsFiles::machine`]).
+pub const MACHINE_SETTINGS: &str = "/etc/noeta/config.toml";
+
+/// The origin named in errors about settings built from command-line flags.
+pub const FLAGS_ORIGIN: &str = "command-line flags";
+
+/// The agent key of `[agents."*"]`: additions for every agent.
+pub const EVERY_AGENT: &str = "*";
+
+/// The names that come with `react` and so can never be turned off by settings or agent files.
+pub const REACT_PARTS: [&str; 3] = [
+    "react",
+    noeta_builtin_react::TOOL_SEARCH,
+    noeta_builtin_react::STRUCTURED_OUTPUT,
+];
+
+/// The settings layer a text comes from. Only [`Layer::Machine`] may hold `[policy]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// `/etc/noeta/config.toml`.
+    Machine,
+    /// `~/.noeta/config.toml`.
+    User,
+    /// `<workspace>/.noeta/config.toml`.
+    Project,
+    /// Settings the CLI builds from its flags, merged last.
+    Flags,
+}
+
+/// The three settings files, lowest layer first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsFiles {
+    /// The machine file (normally [`MACHINE_SETTINGS`]).
+    pub machine: PathBuf,
+    /// `~/.noeta/config.toml` (none without a home directory).
+    pub user: Option<PathBuf>,
+    /// `<workspace>/.noeta/config.toml`.
+    pub project: PathBuf,
+}
+
+impl SettingsFiles {
+    /// The files of a host: the machine file at [`MACHINE_SETTINGS`], the user's and the project's.
+    pub fn new(paths: &HostPaths) -> Self {
+        Self {
+            machine: PathBuf::from(MACHINE_SETTINGS),
+            user: paths.user_dir().map(|d| d.join("config.toml")),
+            project: paths.workspace.join(".noeta").join("config.toml"),
+        }
+    }
+
+    /// The same files with the machine file at `path`.
+    pub fn with_machine(mut self, path: impl Into<PathBuf>) -> Self {
+        self.machine = path.into();
+        self
+    }
+}
+
+/// Why settings or agent files could not be read. Every message names the file (or
+/// [`FLAGS_ORIGIN`]); messages about a key name its table and the key too.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// A file exists but cannot be read.
+    #[error("cannot read {file}: {source}")]
+    Read {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A settings file is not valid TOML.
+    #[error("{file}: invalid TOML at line {line}, column {column}: {message}")]
+    Toml {
+        /// The file.
+        file: String,
+        /// The line (1-based).
+        line: usize,
+        /// The column (1-based, in characters).
+        column: usize,
+        /// What TOML says.
+        message: String,
+    },
+    /// An agent file's frontmatter is not valid YAML.
+    #[error("{file}: invalid YAML frontmatter at line {line}, column {column}: {message}")]
+    Yaml {
+        /// The file.
+        file: String,
+        /// The line in the file (1-based; 0 when YAML gives none).
+        line: usize,
+        /// The column (1-based; 0 when YAML gives none).
+        column: usize,
+        /// What YAML says.
+        message: String,
+    },
+    /// An agent file opens a frontmatter with `---` and never closes it.
+    #[error("{file}: the frontmatter opened by `---` on line 1 has no closing `---` line")]
+    UnclosedFrontmatter {
+        /// The file.
+        file: String,
+    },
+    /// A table or key nobody reads.
+    #[error("{file}: unknown key `{key}` in {table} (known: {expected})")]
+    UnknownKey {
+        /// The file.
+        file: String,
+        /// The table (`[agents.main]`, `the top level`, `the frontmatter`).
+        table: String,
+        /// The key.
+        key: String,
+        /// The keys that are read there.
+        expected: &'static str,
+    },
+    /// A key holds a value of the wrong type.
+    #[error("{file}: `{key}` in {table} must be {expected}, not {value}")]
+    WrongType {
+        /// The file.
+        file: String,
+        /// The table.
+        table: String,
+        /// The key (with an index for a list item: `add_plugins[1]`).
+        key: String,
+        /// What it must be.
+        expected: &'static str,
+        /// The value found, as written.
+        value: String,
+    },
+    /// `[policy]` outside the machine settings.
+    #[error(
+        "{file}: [policy] is only read from the machine settings ({MACHINE_SETTINGS}); `allowed_plugins` and `blocked_plugins` cannot be set by a user, a project or a flag"
+    )]
+    PolicyOutsideMachine {
+        /// The file.
+        file: String,
+    },
+    /// A setting would turn off a plugin that cannot be turned off.
+    #[error(
+        "{file}: `{key}` in {table} would turn off `{plugin}`, which cannot be disabled: {why}"
+    )]
+    NonRemovable {
+        /// The file.
+        file: String,
+        /// The table.
+        table: String,
+        /// The key.
+        key: &'static str,
+        /// The plugin.
+        plugin: String,
+        /// Why it must stay.
+        why: String,
+    },
+    /// Two agent files in one directory define one agent name.
+    #[error("agent `{name}` is defined by both {first} and {second}")]
+    DuplicateAgent {
+        /// The name.
+        name: String,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+}
+
+/// Why `name` can never be turned off, when it cannot.
+pub(crate) fn why_non_removable(name: &str) -> Option<String> {
+    if let Some(why) = non_removable().remove(name) {
+        return Some(why);
+    }
+    REACT_PARTS
+        .contains(&name)
+        .then(|| format!("`{name}` comes with the always-on `react` plugin"))
+}
+
+/// Merged settings: plugin parameters, on/off switches, per-agent additions and machine policy.
+///
+/// Build it with [`Settings::load`] (files plus flags) or [`Settings::parse`]; for flags, start
+/// from [`Settings::default`] and use [`Settings::set_param`], [`Settings::set_enabled`] and
+/// [`Settings::add_plugin`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    /// `[plugins.<name>]` parameters (without `enabled`), as written.
+    plugins: BTreeMap<String, Map<String, Value>>,
+    /// `[plugins.<name>] enabled`, the last layer's word.
+    switches: BTreeMap<String, bool>,
+    /// `[agents.<name>] add_plugins`: for each agent, the added plugins and their parameters.
+    agents: BTreeMap<String, BTreeMap<String, Map<String, Value>>>,
+    /// Machine `[policy] allowed_plugins`.
+    allowed: Option<BTreeSet<String>>,
+    /// Machine `[policy] blocked_plugins`.
+    blocked: BTreeSet<String>,
+}
+
+const TOP_KEYS: &str = "plugins, agents, policy";
+const AGENT_KEYS: &str = "add_plugins";
+const POLICY_KEYS: &str = "allowed_plugins, blocked_plugins";
+
+impl Settings {
+    /// Reads the three files of `files` (a missing file is an empty layer) and merges `flags` last.
+    pub fn load(files: &SettingsFiles, flags: &Settings) -> Result<Self, SettingsError> {
+        let mut settings = Self::read(&files.machine, Layer::Machine)?;
+        if let Some(user) = &files.user {
+            settings.merge(Self::read(user, Layer::User)?);
+        }
+        // A workspace that is the home directory has one file for both layers.
+        if files.user.as_deref() != Some(files.project.as_path()) {
+            settings.merge(Self::read(&files.project, Layer::Project)?);
+        }
+        settings.merge(flags.clone());
+        Ok(settings)
+    }
+
+    /// Reads one settings file as `layer`; a missing file is an empty layer.
+    pub fn read(path: &Path, layer: Layer) -> Result<Self, SettingsError> {
+        let file = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &file, layer),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(SettingsError::Read { file, source }),
+        }
+    }
+
+    /// Parses the text of one layer; `origin` (a path, or [`FLAGS_ORIGIN`]) names it in errors.
+    pub fn parse(text: &str, origin: &str, layer: Layer) -> Result<Self, SettingsError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let table: toml::Table = toml::from_str(text).map_err(|err| {
+            let (line, column) = err
+                .span()
+                .map_or((0, 0), |span| line_column(text, span.start));
+            SettingsError::Toml {
+                file: origin.to_owned(),
+                line,
+                column,
+                message: err.message().trim().to_owned(),
+            }
+        })?;
+        let mut settings = Self::default();
+        let at = Origin { file: origin };
+        for (key, value) in &table {
+            match key.as_str() {
+                "plugins" => settings.parse_plugins(&at, value)?,
+                "agents" => settings.parse_agents(&at, value)?,
+                "policy" if layer == Layer::Machine => settings.parse_policy(&at, value)?,
+                "policy" => {
+                    return Err(SettingsError::PolicyOutsideMachine {
+                        file: origin.to_owned(),
+                    });
+                }
+                _ => return Err(at.unknown("the top-level table", key, TOP_KEYS)),
+            }
+        }
+        Ok(settings)
+    }
+
+    fn parse_plugins(&mut self, at: &Origin<'_>, value: &toml::Value) -> Result<(), SettingsError> {
+        let plugins = as_table(at, "the top-level table", "plugins", value)?;
+        for (name, value) in plugins {
+            let table_name = table_label(&["plugins", name]);
+            let table = as_table(at, "[plugins]", name, value)?;
+            let mut params = Map::new();
+            for (key, value) in table {
+                if key == "enabled" {
+                    let Some(enabled) = value.as_bool() else {
+                        return Err(at.wrong_type(&table_name, key, "true or false", value));
+                    };
+                    if !enabled && let Some(why) = why_non_removable(name) {
+                        return Err(at.non_removable(&table_name, "enabled", name, why));
+                    }
+                    self.switches.insert(name.clone(), enabled);
+                } else {
+                    params.insert(key.clone(), toml_to_json(at, &table_name, key, value)?);
+                }
+            }
+            merge_params(self.plugins.entry(name.clone()).or_default(), params);
+        }
+        Ok(())
+    }
+
+    fn parse_agents(&mut self, at: &Origin<'_>, value: &toml::Value) -> Result<(), SettingsError> {
+        let agents = as_table(at, "the top-level table", "agents", value)?;
+        for (agent, value) in agents {
+            let table_name = table_label(&["agents", agent]);
+            let table = as_table(at, "[agents]", agent, value)?;
+            for (key, value) in table {
+                if key != "add_plugins" {
+                    return Err(at.unknown(&table_name, key, AGENT_KEYS));
+                }
+                let Some(items) = value.as_array() else {
+                    return Err(at.wrong_type(
+                        &table_name,
+                        key,
+                        "a list of plugin names or one-key tables `{ name = { params } }`",
+                        value,
+                    ));
+                };
+                let added = self.agents.entry(agent.clone()).or_default();
+                for (index, item) in items.iter().enumerate() {
+                    let item_key = format!("add_plugins[{index}]");
+                    let (name, params) = add_plugins_item(at, &table_name, &item_key, item)?;
+                    merge_params(added.entry(name).or_default(), params);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_policy(&mut self, at: &Origin<'_>, value: &toml::Value) -> Result<(), SettingsError> {
+        let table = as_table(at, "the top-level table", "policy", value)?;
+        for (key, value) in table {
+            let names = string_list(at, "[policy]", key, value)?;
+            match key.as_str() {
+                "allowed_plugins" => {
+                    let allowed = self.allowed.get_or_insert_with(BTreeSet::new);
+                    allowed.extend(names);
+                }
+                "blocked_plugins" => {
+                    for name in &names {
+                        if let Some(why) = why_non_removable(name) {
+                            return Err(at.non_removable("[policy]", "blocked_plugins", name, why));
+                        }
+                    }
+                    self.blocked.extend(names);
+                }
+                _ => return Err(at.unknown("[policy]", key, POLICY_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges a later layer over this one: parameters key by key (nested objects recursively,
+    /// arrays and other values replace), `enabled` by the later word, `add_plugins` unioned.
+    /// Policy lists can only come from the machine layer; two allow-lists keep the names in both.
+    pub fn merge(&mut self, later: Settings) {
+        for (name, params) in later.plugins {
+            merge_params(self.plugins.entry(name).or_default(), params);
+        }
+        self.switches.extend(later.switches);
+        for (agent, added) in later.agents {
+            let mine = self.agents.entry(agent).or_default();
+            for (plugin, params) in added {
+                merge_params(mine.entry(plugin).or_default(), params);
+            }
+        }
+        if let Some(later_allowed) = later.allowed {
+            self.allowed = Some(match self.allowed.take() {
+                Some(mine) => mine.intersection(&later_allowed).cloned().collect(),
+                None => later_allowed,
+            });
+        }
+        self.blocked.extend(later.blocked);
+    }
+
+    /// Sets one parameter of a plugin (a flag). `key = "enabled"` takes a boolean and switches
+    /// the plugin like [`Settings::set_enabled`].
+    pub fn set_param(
+        &mut self,
+        plugin: &str,
+        key: &str,
+        value: Value,
+    ) -> Result<(), SettingsError> {
+        if key == "enabled" {
+            let Some(enabled) = value.as_bool() else {
+                return Err(SettingsError::WrongType {
+                    file: FLAGS_ORIGIN.to_owned(),
+                    table: table_label(&["plugins", plugin]),
+                    key: key.to_owned(),
+                    expected: "true or false",
+                    value: short(&value.to_string()),
+                });
+            };
+            return self.set_enabled(plugin, enabled);
+        }
+        let mut params = Map::new();
+        params.insert(key.to_owned(), value);
+        merge_params(self.plugins.entry(plugin.to_owned()).or_default(), params);
+        Ok(())
+    }
+
+    /// Turns a plugin on or off for every agent (a flag). `react` and its parts are refused.
+    pub fn set_enabled(&mut self, plugin: &str, enabled: bool) -> Result<(), SettingsError> {
+        if !enabled && let Some(why) = why_non_removable(plugin) {
+            return Err(SettingsError::NonRemovable {
+                file: FLAGS_ORIGIN.to_owned(),
+                table: table_label(&["plugins", plugin]),
+                key: "enabled",
+                plugin: plugin.to_owned(),
+                why,
+            });
+        }
+        self.switches.insert(plugin.to_owned(), enabled);
+        Ok(())
+    }
+
+    /// Adds a plugin to an agent (`*` for every agent), like `add_plugins` (a flag).
+    pub fn add_plugin(&mut self, agent: &str, plugin: &str) {
+        self.agents
+            .entry(agent.to_owned())
+            .or_default()
+            .entry(plugin.to_owned())
+            .or_default();
+    }
+
+    /// The merged parameters of one plugin (without `enabled`), as written.
+    pub fn params(&self, plugin: &str) -> Option<&Map<String, Value>> {
+        self.plugins.get(plugin)
+    }
+
+    /// The merged `[plugins.*]` parameters of every plugin that is on, as JSON objects, with
+    /// secret references as written. Plugins whose table holds nothing but `enabled` are absent.
+    pub fn config(&self) -> BTreeMap<String, Value> {
+        self.plugins
+            .iter()
+            .filter(|(name, params)| !params.is_empty() && self.is_enabled(name))
+            .map(|(name, params)| (name.clone(), Value::Object(params.clone())))
+            .collect()
+    }
+
+    /// Whether `name` may be on: not switched off by `enabled = false`, not blocked, and (under
+    /// an allow-list) allowed or always on.
+    pub fn is_enabled(&self, name: &str) -> bool {
+        self.is_permitted(name) && self.switches.get(name) != Some(&false)
+    }
+
+    /// Whether machine policy lets `name` be on (whatever the other layers say).
+    pub fn is_permitted(&self, name: &str) -> bool {
+        if self.blocked.contains(name) {
+            return false;
+        }
+        self.allowed
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(name) || ALWAYS_ON.contains(&name))
+    }
+
+    /// Every plugin these settings name that is off: `enabled = false` and blocked plugins.
+    /// Under an allow-list, anything not allowed is off too (see [`Settings::is_enabled`]).
+    pub fn disabled(&self) -> BTreeSet<String> {
+        let named = self
+            .switches
+            .keys()
+            .chain(&self.blocked)
+            .chain(self.plugins.keys())
+            .chain(self.agents.values().flat_map(BTreeMap::keys));
+        named.filter(|n| !self.is_enabled(n)).cloned().collect()
+    }
+
+    /// The machine allow-list, if the machine settings give one.
+    pub fn allowed_plugins(&self) -> Option<&BTreeSet<String>> {
+        self.allowed.as_ref()
+    }
+
+    /// The machine block-list.
+    pub fn blocked_plugins(&self) -> &BTreeSet<String> {
+        &self.blocked
+    }
+
+    /// The plugins `add_plugins` adds to `agent` (its own table's and `*`'s), sorted, before
+    /// policy and switches are applied.
+    pub fn added_plugins(&self, agent: &str) -> Vec<String> {
+        let mut names = BTreeSet::new();
+        for key in [EVERY_AGENT, agent] {
+            if let Some(added) = self.agents.get(key) {
+                names.extend(added.keys().cloned());
+            }
+        }
+        names.into_iter().collect()
+    }
+
+    /// Applies the settings to one agent's options: adds `add_plugins` for its name and `*`
+    /// after its own plugins, drops every plugin that is off, and sets `config` to the merged
+    /// `[plugins.*]` parameters, then `add_plugins` parameters (`*`, then the agent's), then
+    /// the parameters the options already carry (an agent file's), each merged key by key
+    /// over the one before. Returns the plugins it dropped from the activation list.
+    pub fn apply_to(&self, options: &mut AgentOptions) -> Vec<String> {
+        let mut plugins: Vec<String> = Vec::new();
+        for name in options
+            .plugins
+            .iter()
+            .cloned()
+            .chain(self.added_plugins(&options.name))
+        {
+            if !plugins.contains(&name) {
+                plugins.push(name);
+            }
+        }
+        let (kept, dropped): (Vec<String>, Vec<String>) =
+            plugins.into_iter().partition(|name| self.is_enabled(name));
+        options.plugins = kept;
+
+        let mut config = self.config();
+        for key in [EVERY_AGENT, options.name.as_str()] {
+            let Some(added) = self.agents.get(key) else {
+                continue;
+            };
+            for (plugin, params) in added {
+                if !params.is_empty() {
+                    merge_value(
+                        config.entry(plugin.clone()).or_insert(Value::Null),
+                        Value::Object(params.clone()),
+                    );
+                }
+            }
+        }
+        for (plugin, value) in std::mem::take(&mut options.config) {
+            merge_value(config.entry(plugin).or_insert(Value::Null), value);
+        }
+        config.retain(|name, _| self.is_enabled(name));
+        options.config = config;
+        dropped
+    }
+
+    /// Applies the load gates these settings can express to a host's options: built-ins that
+    /// are off join `disabled_builtins`; under a machine allow-list only allowed third-party
+    /// plugins that are not off may load (`enabled`). Third-party plugins switched off or
+    /// blocked without an allow-list need their names: [`Settings::load_host`] does both.
+    pub fn apply_to_host(&self, options: &mut HostOptions) {
+        for name in crate::builtins::NAMES {
+            if !self.is_enabled(name) {
+                options.disabled_builtins.insert(name.to_owned());
+            }
+        }
+        if let Some(allowed) = &self.allowed {
+            let permitted: BTreeSet<String> = allowed
+                .iter()
+                .filter(|name| self.is_enabled(name))
+                .cloned()
+                .collect();
+            options.enabled = Some(match options.enabled.take() {
+                Some(enabled) => enabled.intersection(&permitted).cloned().collect(),
+                None => permitted,
+            });
+        }
+    }
+
+    /// Loads the host's plugin set with these settings' gates: [`Settings::apply_to_host`],
+    /// then, when a third-party plugin that is off was loaded anyway, a second load whose
+    /// `enabled` list holds only the third-party plugins that are on. No plugin code runs in
+    /// either load.
+    pub fn load_host(
+        &self,
+        paths: &HostPaths,
+        options: &HostOptions,
+    ) -> Result<PluginSet, HostError> {
+        let mut options = options.clone();
+        self.apply_to_host(&mut options);
+        let set = crate::host::load(paths, &options)?;
+        let third_party: Vec<&str> = set
+            .plugins()
+            .filter(|p| p.source != SourceKind::Builtin)
+            .map(|p| p.name())
+            .collect();
+        if third_party.iter().all(|name| self.is_enabled(name)) {
+            return Ok(set);
+        }
+        let on: BTreeSet<String> = third_party
+            .into_iter()
+            .filter(|name| self.is_enabled(name))
+            .map(str::to_owned)
+            .collect();
+        options.enabled = Some(match options.enabled.take() {
+            Some(enabled) => enabled.intersection(&on).cloned().collect(),
+            None => on,
+        });
+        crate::host::load(paths, &options)
+    }
+}
+
+/// The file a value comes from, for errors.
+struct Origin<'a> {
+    file: &'a str,
+}
+
+impl Origin<'_> {
+    fn unknown(&self, table: &str, key: &str, expected: &'static str) -> SettingsError {
+        SettingsError::UnknownKey {
+            file: self.file.to_owned(),
+            table: table.to_owned(),
+            key: key.to_owned(),
+            expected,
+        }
+    }
+
+    fn wrong_type(
+        &self,
+        table: &str,
+        key: &str,
+        expected: &'static str,
+        value: &toml::Value,
+    ) -> SettingsError {
+        SettingsError::WrongType {
+            file: self.file.to_owned(),
+            table: table.to_owned(),
+            key: key.to_owned(),
+            expected,
+            value: short(&value.to_string()),
+        }
+    }
+
+    fn non_removable(
+        &self,
+        table: &str,
+        key: &'static str,
+        plugin: &str,
+        why: String,
+    ) -> SettingsError {
+        SettingsError::NonRemovable {
+            file: self.file.to_owned(),
+            table: table.to_owned(),
+            key,
+            plugin: plugin.to_owned(),
+            why,
+        }
+    }
+}
+
+/// One-line, bounded rendering of a value for an error message.
+pub(crate) fn short(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 80 {
+        let cut: String = line.chars().take(77).collect();
+        format!("{cut}...")
+    } else {
+        line
+    }
+}
+
+/// `[plugins.fs]`, `[agents."*"]`: a TOML table header, quoting keys that are not bare.
+fn table_label(parts: &[&str]) -> String {
+    let keys: Vec<String> = parts
+        .iter()
+        .map(|part| {
+            let bare = !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if bare {
+                (*part).to_owned()
+            } else {
+                format!("{part:?}")
+            }
+        })
+        .collect();
+    format!("[{}]", keys.join("."))
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn as_table<'v>(
+    at: &Origin<'_>,
+    table: &str,
+    key: &str,
+    value: &'v toml::Value,
+) -> Result<&'v toml::Table, SettingsError> {
+    value
+        .as_table()
+        .ok_or_else(|| at.wrong_type(table, key, "a table", value))
+}
+
+fn string_list(
+    at: &Origin<'_>,
+    table: &str,
+    key: &str,
+    value: &toml::Value,
+) -> Result<Vec<String>, SettingsError> {
+    let expected = "a list of plugin names";
+    let items = value
+        .as_array()
+        .ok_or_else(|| at.wrong_type(table, key, expected, value))?;
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| at.wrong_type(table, key, expected, value))
+        })
+        .collect()
+}
+
+/// One `add_plugins` item: a name, or a one-key table `{ name = { params } }`.
+fn add_plugins_item(
+    at: &Origin<'_>,
+    table: &str,
+    key: &str,
+    item: &toml::Value,
+) -> Result<(String, Map<String, Value>), SettingsError> {
+    let expected = "a plugin name or a one-key table `{ name = { params } }`";
+    if let Some(name) = item.as_str() {
+        return Ok((name.to_owned(), Map::new()));
+    }
+    let Some(single) = item.as_table().filter(|t| t.len() == 1) else {
+        return Err(at.wrong_type(table, key, expected, item));
+    };
+    let Some((name, params)) = single.iter().next() else {
+        return Err(at.wrong_type(table, key, expected, item));
+    };
+    let Some(params) = params.as_table() else {
+        return Err(at.wrong_type(table, key, expected, item));
+    };
+    let mut map = Map::new();
+    for (param, value) in params {
+        if param == "enabled" {
+            return Err(at.unknown(
+                table,
+                &format!("{key}.{name}.enabled"),
+                "plugin parameters; switch a plugin off with `[plugins.<name>] enabled = false`",
+            ));
+        }
+        let path = format!("{key}.{name}.{param}");
+        map.insert(param.clone(), toml_to_json(at, table, &path, value)?);
+    }
+    Ok((name.clone(), map))
+}
+
+/// A TOML value as JSON (a date or time becomes its TOML text; a non-finite float is refused).
+fn toml_to_json(
+    at: &Origin<'_>,
+    table: &str,
+    key: &str,
+    value: &toml::Value,
+) -> Result<Value, SettingsError> {
+    Ok(match value {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or_else(|| at.wrong_type(table, key, "a finite number", value))?,
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| toml_to_json(at, table, &format!("{key}[{i}]"), item))
+                .collect::<Result<_, _>>()?,
+        ),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| {
+                    Ok((
+                        k.clone(),
+                        toml_to_json(at, table, &format!("{key}.{k}"), v)?,
+                    ))
+                })
+                .collect::<Result<_, SettingsError>>()?,
+        ),
+    })
+}
+
+/// Merges `later` over `base` key by key: objects recursively, anything else replaces.
+pub(crate) fn merge_params(base: &mut Map<String, Value>, later: Map<String, Value>) {
+    for (key, value) in later {
+        match base.get_mut(&key) {
+            Some(existing) => merge_value(existing, value),
+            None => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Merges `later` over `base`: two objects key by key, otherwise `later` replaces `base`.
+pub(crate) fn merge_value(base: &mut Value, later: Value) {
+    match (base, later) {
+        (Value::Object(base), Value::Object(later)) => merge_params(base, later),
+        (base, later) => *base = later,
+    }
+}
+
+// --- Secrets -----------------------------------------------------------------------------------
+
+/// A secret reference: a whole string parameter `{env:NAME}` or `{keyring:service/user}`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SecretRef {
+    /// `{env:NAME}`: the environment variable `NAME`.
+    Env(String),
+    /// `{keyring:service/user}`: the OS keyring entry of `service` and `user`.
+    Keyring {
+        /// The keyring service.
+        service: String,
+        /// The keyring user.
+        user: String,
+    },
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretRef::Env(name) => write!(f, "{{env:{name}}}"),
+            SecretRef::Keyring { service, user } => write!(f, "{{keyring:{service}/{user}}}"),
+        }
+    }
+}
+
+impl SecretRef {
+    /// Reads a string parameter: `None` when it is no reference, `Err` (what is wrong) when it
+    /// has a reference's shape but not its parts.
+    pub fn parse(text: &str) -> Option<Result<Self, &'static str>> {
+        let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+        let (scheme, rest) = inner.split_once(':')?;
+        let malformed = |why| Some(Err(why));
+        match scheme {
+            "env" => {
+                if rest.is_empty() || rest.contains(['=', '\0', '{', '}']) {
+                    malformed("expected `{env:NAME}` with a variable name (no `=`, braces or NUL)")
+                } else {
+                    Some(Ok(SecretRef::Env(rest.to_owned())))
+                }
+            }
+            "keyring" => match rest.split_once('/') {
+                Some((service, user)) if !service.is_empty() && !user.is_empty() => {
+                    Some(Ok(SecretRef::Keyring {
+                        service: service.to_owned(),
+                        user: user.to_owned(),
+                    }))
+                }
+                _ => malformed("expected `{keyring:service/user}` with a service and a user"),
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Whether a string parameter is a secret reference (well formed or not).
+pub fn is_secret_ref(text: &str) -> bool {
+    SecretRef::parse(text).is_some()
+}
+
+/// A secret value. Its `Debug` never shows it; read it with [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// What a [`SecretStore`] says about one reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretLookup {
+    /// The secret.
+    Found(Secret),
+    /// The store handles this kind of reference and has no such secret.
+    Missing,
+    /// The store does not handle this kind of reference.
+    Unsupported,
+    /// The store failed; the text names the problem and never holds a secret.
+    Failed(String),
+}
+
+/// Where secrets come from: the environment, the OS keyring, a test map.
+pub trait SecretStore: Send + Sync {
+    /// Looks `reference` up.
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup;
+}
+
+/// Where a reference sits: `for plugin `p`, key `a.b``.
+fn place(plugin: Option<&str>, key: &str) -> String {
+    match (plugin, key.is_empty()) {
+        (Some(plugin), false) => format!(" for plugin `{plugin}`, key `{key}`"),
+        (Some(plugin), true) => format!(" for plugin `{plugin}`"),
+        (None, false) => format!(" at key `{key}`"),
+        (None, true) => String::new(),
+    }
+}
+
+fn missing_message(reference: &SecretRef, plugin: Option<&str>, key: &str) -> String {
+    let place = place(plugin, key);
+    match reference {
+        SecretRef::Env(name) => {
+            format!(
+                "environment variable `{name}` is not set (or empty), needed by `{reference}`{place}"
+            )
+        }
+        SecretRef::Keyring { service, user } => format!(
+            "the keyring has no entry for service `{service}`, user `{user}`, needed by `{reference}`{place}"
+        ),
+    }
+}
+
+/// Why a secret reference could not be resolved. Messages name the reference, the plugin and
+/// the key, and never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// A string shaped like a reference whose parts are wrong.
+    #[error("malformed secret reference `{reference}`{}: {problem}", place(plugin.as_deref(), key))]
+    Malformed {
+        /// The string as written.
+        reference: String,
+        /// The plugin whose parameters hold it, when known.
+        plugin: Option<String>,
+        /// The key path inside the value (`auth.token`, `headers[0]`).
+        key: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// The store has no such secret (an unset variable).
+    #[error("{}", missing_message(reference, plugin.as_deref(), key))]
+    Missing {
+        /// The reference.
+        reference: SecretRef,
+        /// The plugin, when known.
+        plugin: Option<String>,
+        /// The key path.
+        key: String,
+    },
+    /// No configured store handles this kind of reference.
+    #[error(
+        "`{reference}`{} needs a secret store for it and none is configured (the OS keyring is not built in; use `{{env:NAME}}`)",
+        place(plugin.as_deref(), key)
+    )]
+    Unsupported {
+        /// The reference.
+        reference: SecretRef,
+        /// The plugin, when known.
+        plugin: Option<String>,
+        /// The key path.
+        key: String,
+    },
+    /// The store failed.
+    #[error("cannot read `{reference}`{}: {problem}", place(plugin.as_deref(), key))]
+    Failed {
+        /// The reference.
+        reference: SecretRef,
+        /// The plugin, when known.
+        plugin: Option<String>,
+        /// The key path.
+        key: String,
+        /// The store's problem.
+        problem: String,
+    },
+}
+
+/// Replaces every secret reference inside `value` (recursively) with its secret from `store`.
+/// Call it when a plugin instance is built; keep the value as written for anything hashed.
+pub fn resolve_secrets(value: &Value, store: &dyn SecretStore) -> Result<Value, SecretError> {
+    resolve_at(value, store, None, String::new())
+}
+
+/// [`resolve_secrets`] for the parameters of `plugin`, whose name errors then give.
+pub fn resolve_plugin_secrets(
+    plugin: &str,
+    params: &Value,
+    store: &dyn SecretStore,
+) -> Result<Value, SecretError> {
+    resolve_at(params, store, Some(plugin), String::new())
+}
+
+/// [`resolve_plugin_secrets`] for every plugin of a config map (an [`AgentOptions::config`]).
+pub fn resolve_config(
+    config: &BTreeMap<String, Value>,
+    store: &dyn SecretStore,
+) -> Result<BTreeMap<String, Value>, SecretError> {
+    config
+        .iter()
+        .map(|(plugin, params)| {
+            Ok((
+                plugin.clone(),
+                resolve_plugin_secrets(plugin, params, store)?,
+            ))
+        })
+        .collect()
+}
+
+fn resolve_at(
+    value: &Value,
+    store: &dyn SecretStore,
+    plugin: Option<&str>,
+    key: String,
+) -> Result<Value, SecretError> {
+    let join = |key: &str, part: &str| {
+        if key.is_empty() {
+            part.to_owned()
+        } else {
+            format!("{key}.{part}")
+        }
+    };
+    Ok(match value {
+        Value::String(text) => match SecretRef::parse(text) {
+            None => value.clone(),
+            Some(Err(problem)) => {
+                return Err(SecretError::Malformed {
+                    reference: text.clone(),
+                    plugin: plugin.map(str::to_owned),
+                    key,
+                    problem,
+                });
+            }
+            Some(Ok(reference)) => {
+                let plugin = plugin.map(str::to_owned);
+                match store.lookup(&reference) {
+                    SecretLookup::Found(secret) => Value::String(secret.0),
+                    SecretLookup::Missing => {
+                        return Err(SecretError::Missing {
+                            reference,
+                            plugin,
+                            key,
+                        });
+                    }
+                    SecretLookup::Unsupported => {
+                        return Err(SecretError::Unsupported {
+                            reference,
+                            plugin,
+                            key,
+                        });
+                    }
+                    SecretLookup::Failed(problem) => {
+                        return Err(SecretError::Failed {
+                            reference,
+                            plugin,
+                            key,
+                            problem,
+                        });
+                    }
+                }
+            }
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| resolve_at(item, store, plugin, format!("{key}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), resolve_at(v, store, plugin, join(&key, k))?)))
+                .collect::<Result<_, SecretError>>()?,
+        ),
+        Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
+    })
+}
+
+type EnvLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+/// Secrets from environment variables (`{env:NAME}`); `{keyring:…}` is unsupported. An empty
+/// variable counts as unset.
+#[derive(Clone, Default)]
+pub struct EnvSecrets {
+    lookup: Option<Arc<EnvLookup>>,
+}
+
+impl EnvSecrets {
+    /// Reads the process environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads variables through `lookup` instead of the process environment (for tests and
+    /// embedders).
+    pub fn with_lookup(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self {
+            lookup: Some(Arc::new(lookup)),
+        }
+    }
+}
+
+impl fmt::Debug for EnvSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = if self.lookup.is_some() {
+            "lookup"
+        } else {
+            "process environment"
+        };
+        f.debug_struct("EnvSecrets")
+            .field("source", &source)
+            .finish()
+    }
+}
+
+impl SecretStore for EnvSecrets {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        let SecretRef::Env(name) = reference else {
+            return SecretLookup::Unsupported;
+        };
+        let value = match &self.lookup {
+            Some(lookup) => lookup(name),
+            None => match std::env::var(name) {
+                Ok(value) => Some(value),
+                Err(std::env::VarError::NotPresent) => None,
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return SecretLookup::Failed(format!(
+                        "environment variable `{name}` is not valid UTF-8"
+                    ));
+                }
+            },
+        };
+        match value {
+            Some(value) if !value.is_empty() => SecretLookup::Found(Secret(value)),
+            _ => SecretLookup::Missing,
+        }
+    }
+}
+
+/// An in-memory store of both kinds, for tests. Its `Debug` lists names, never values.
+#[derive(Clone, Default)]
+pub struct MockSecrets {
+    env: BTreeMap<String, Secret>,
+    keyring: BTreeMap<(String, String), Secret>,
+}
+
+impl MockSecrets {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a variable for `{env:NAME}`.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(name.into(), Secret::new(value));
+        self
+    }
+
+    /// Adds a keyring entry for `{keyring:service/user}`.
+    pub fn keyring(
+        mut self,
+        service: impl Into<String>,
+        user: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.keyring
+            .insert((service.into(), user.into()), Secret::new(value));
+        self
+    }
+}
+
+impl fmt::Debug for MockSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keyring: Vec<String> = self
+            .keyring
+            .keys()
+            .map(|(service, user)| format!("{service}/{user}"))
+            .collect();
+        f.debug_struct("MockSecrets")
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("keyring", &keyring)
+            .finish()
+    }
+}
+
+impl SecretStore for MockSecrets {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        let found = match reference {
+            SecretRef::Env(name) => self.env.get(name),
+            SecretRef::Keyring { service, user } => {
+                self.keyring.get(&(service.clone(), user.clone()))
+            }
+        };
+        found.map_or(SecretLookup::Missing, |s| SecretLookup::Found(s.clone()))
+    }
+}
+
+/// Several stores asked in order: the first secret found wins; a store's failure stops the
+/// search; the reference is missing if any store handles its kind, unsupported otherwise.
+#[derive(Clone, Default)]
+pub struct SecretChain {
+    stores: Vec<Arc<dyn SecretStore>>,
+}
+
+impl SecretChain {
+    /// An empty chain (every reference unsupported).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a store after the ones already there.
+    pub fn with(mut self, store: Arc<dyn SecretStore>) -> Self {
+        self.stores.push(store);
+        self
+    }
+}
+
+impl fmt::Debug for SecretChain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretChain")
+            .field("stores", &self.stores.len())
+            .finish()
+    }
+}
+
+impl SecretStore for SecretChain {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        let mut answer = SecretLookup::Unsupported;
+        for store in &self.stores {
+            match store.lookup(reference) {
+                SecretLookup::Unsupported => {}
+                SecretLookup::Missing => answer = SecretLookup::Missing,
+                found_or_failed => return found_or_failed,
+            }
+        }
+        answer
+    }
+}
