@@ -83,7 +83,10 @@ fn the_default_agent_compiles_with_the_always_on_builtins() {
     expected.extend(noeta::DEFAULT_PLUGINS);
     expected.sort_unstable();
     assert_eq!(agent.spec.plugins, expected);
-    assert_eq!(noeta::DEFAULT_PLUGINS, ["fs", "web"]);
+    assert_eq!(
+        noeta::DEFAULT_PLUGINS,
+        ["ask_user_question", "fs", "todo_write", "web"]
+    );
     assert!(agent.spec.spawnable.is_empty());
 }
 

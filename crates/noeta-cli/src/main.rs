@@ -1,4 +1,11 @@
-//! The `noeta` command: lists the surface registry, lists and checks plugins, and manages plugin trust.
+//! The `noeta` command: runs agent tasks (`run`, `chat`, `resume`, `answer`), shows them
+//! (`tasks`, `log`), reports the setup (`doctor`), lists the surface registry, lists and checks
+//! plugins, and manages plugin trust.
+
+mod agent;
+mod interact;
+mod output;
+mod tasks;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,8 +33,90 @@ struct Cli {
     command: Command,
 }
 
+/// The flags every task-running command takes.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct RunFlags {
+    /// The model provider: `anthropic`, `openai` or `scripted:FILE` (default: the first with a key set)
+    #[arg(long)]
+    provider: Option<String>,
+    /// The model (default: the provider's own default)
+    #[arg(long)]
+    model: Option<String>,
+    /// The agent to run (default `main`)
+    #[arg(long)]
+    agent: Option<String>,
+    /// `default`, `acceptEdits`, `bypassPermissions` or `plan` (kebab-case works too)
+    #[arg(long = "permission-mode", value_name = "MODE")]
+    permission_mode: Option<String>,
+    /// The store: `sqlite:PATH` or `memory:` (default `.noeta/noeta.db` in the workspace)
+    #[arg(long)]
+    store: Option<String>,
+    /// Print events as JSON lines on stdout
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Start a task in the current directory and run it, showing what the agent does
+    Run {
+        /// What the agent is to do
+        goal: Option<String>,
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// A conversation: one task, one turn per message, with slash commands
+    Chat {
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// Carry on with a task that was interrupted or waits for an answer
+    Resume {
+        /// The task's id
+        task: Option<String>,
+        /// The latest task of this workspace's store
+        #[arg(long)]
+        last: bool,
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// The tasks in the store
+    Tasks {
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// One JSON object per task
+        #[arg(long)]
+        json: bool,
+    },
+    /// A task's events, readable (or as JSON lines)
+    Log {
+        /// The task's id
+        task: String,
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// One JSON object per event
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer what a task waits for: a permission ask (`--allow`/`--deny`) or a question
+    Answer {
+        /// The task's id
+        task: String,
+        /// Allow the call that asks permission
+        #[arg(long, conflicts_with = "deny")]
+        allow: bool,
+        /// Deny the call that asks permission
+        #[arg(long)]
+        deny: bool,
+        /// The answer to a question (JSON, or plain text); asked at the terminal when left out
+        answer: Option<String>,
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// What is configured, what is missing, and every plugin that failed to load
+    Doctor,
     /// Print the surface registry: every surface with its plane, scope, collision key, ordering and binding
     Surfaces {
         /// Print JSON on stdout
@@ -94,9 +183,62 @@ fn render_error(err: &anyhow::Error) -> String {
     text
 }
 
+fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::AgentArgs> {
+    Ok(agent::AgentArgs {
+        provider: flags.provider,
+        model: flags.model,
+        agent: flags.agent,
+        permission_mode: flags
+            .permission_mode
+            .as_deref()
+            .map(agent::permission_mode)
+            .transpose()?,
+        store: flags.store,
+        json: flags.json,
+        plugin_dirs,
+    })
+}
+
+/// Runs an async command on a runtime of its own.
+fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(work)
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let paths = HostPaths::from_env().context("cannot determine the current directory")?;
+    let dirs = cli.plugin_dirs;
     match cli.command {
+        Command::Run { goal, flags } => {
+            let args = agent_args(flags, dirs)?;
+            block(tasks::run(&paths, &args, goal))
+        }
+        Command::Chat { flags } => {
+            let args = agent_args(flags, dirs)?;
+            block(tasks::chat(&paths, &args))
+        }
+        Command::Resume { task, last, flags } => {
+            let args = agent_args(flags, dirs)?;
+            block(tasks::resume(&paths, &args, task.as_deref(), last))
+        }
+        Command::Tasks { store, json } => block(tasks::tasks(&paths, store.as_deref(), json)),
+        Command::Log { task, store, json } => {
+            block(tasks::log(&paths, store.as_deref(), &task, json))
+        }
+        Command::Answer {
+            task,
+            allow,
+            deny,
+            answer,
+            flags,
+        } => {
+            let args = agent_args(flags, dirs)?;
+            block(tasks::answer(&paths, &args, &task, allow, deny, answer))
+        }
+        Command::Doctor => doctor(&paths, dirs),
         Command::Surfaces { json } => {
             let registry = noeta_core::standard_registry();
             if json {
@@ -110,7 +252,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             command: PluginsCommand::List { json },
         } => {
             let options = HostOptions {
-                paths: cli.plugin_dirs,
+                paths: dirs,
                 ..HostOptions::default()
             };
             let set = noeta::load(&paths, &options)?;
@@ -133,7 +275,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
         } => {
             let mut options = HostOptions {
-                paths: cli.plugin_dirs,
+                paths: dirs,
                 strict,
                 ..HostOptions::default()
             };
@@ -159,6 +301,83 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `noeta doctor`: the workspace, the store, the model keys, and the plugins with every
+/// problem loading them; exit 1 when something is missing or broken.
+fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
+    let mut ok = true;
+    println!("workspace: {}", paths.workspace.display());
+    match &paths.home {
+        Some(home) => println!("home: {}", home.display()),
+        None => println!("home: none ($HOME is unset): no user plugins, settings or trust store"),
+    }
+    let store = paths.workspace.join(".noeta").join("noeta.db");
+    println!(
+        "store: {} ({})",
+        store.display(),
+        if store.exists() {
+            "exists"
+        } else {
+            "created on the first run"
+        }
+    );
+    for (name, key, base) in [
+        ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ] {
+        let has_key = std::env::var(key).is_ok_and(|v| !v.is_empty());
+        let base = std::env::var(base).ok().filter(|v| !v.is_empty());
+        println!(
+            "provider {name}: {}{}",
+            if has_key {
+                format!("{key} is set")
+            } else {
+                format!("{key} is not set")
+            },
+            base.map(|b| format!(", base URL {b}")).unwrap_or_default()
+        );
+    }
+    match noeta::backends::detect_from_env() {
+        Some(name) => println!("model: `noeta run` uses {name}"),
+        None => {
+            ok = false;
+            println!(
+                "model: none configured — set ANTHROPIC_API_KEY or OPENAI_API_KEY, or pass --provider scripted:FILE"
+            );
+        }
+    }
+    let options = HostOptions {
+        paths: dirs,
+        ..HostOptions::default()
+    };
+    match noeta::load(paths, &options) {
+        Ok(set) => {
+            println!("plugins: {} loaded", set.plugins().count());
+            for warning in set.warnings() {
+                println!("warning: {warning}");
+            }
+            for problem in set.problems() {
+                ok = false;
+                println!("problem: {problem}");
+            }
+            if let Err(err) = set.merged() {
+                ok = false;
+                for collision in &err.collisions {
+                    println!("problem: {collision}");
+                }
+            }
+        }
+        Err(err) => {
+            ok = false;
+            println!("plugins: cannot load: {err}");
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn pretty(value: &Value) -> String {

@@ -8,8 +8,8 @@ use noeta_core::{
     PluginSource, SurfaceRegistry, TrustError, TrustStore, load_plugins, standard_registry,
 };
 
-/// The plugins an agent activates when its options name none.
-pub const DEFAULT_PLUGINS: [&str; 2] = ["fs", "web"];
+/// The plugins the interim default agent `main` activates (on top of [`ALWAYS_ON`]).
+pub const DEFAULT_PLUGINS: [&str; 4] = ["ask_user_question", "fs", "todo_write", "web"];
 
 /// Built-ins active for every agent: guards and observers of governance are
 /// process-wide anyway; the host-wired built-ins are backends.
@@ -134,6 +134,17 @@ pub enum HostError {
     /// An agent's session cannot be built.
     #[error(transparent)]
     Session(#[from] noeta_core::session::SessionError),
+    /// A secret reference in the settings cannot be resolved.
+    #[error(transparent)]
+    Secret(#[from] crate::settings::SecretError),
+    /// No agent has this name.
+    #[error("no agent named `{name}` (known: {known})")]
+    UnknownAgent {
+        /// The name asked for.
+        name: String,
+        /// The known names.
+        known: String,
+    },
     /// An extension failed while a listing asked it for its part.
     #[error("listing: {0}")]
     Listing(String),
@@ -196,9 +207,65 @@ pub fn build_session(
     )
 }
 
+/// [`build_session`] over settings that may hold secret references (`{env:NAME}`,
+/// `{keyring:service/user}`): the plugin pins hash the references, the plugins' packs get the
+/// secrets, resolved from `secrets` now, when their instances are built.
+pub fn build_session_with_secrets(
+    set: &PluginSet,
+    compiled: &noeta_core::CompiledAgent,
+    config: &std::collections::BTreeMap<String, serde_json::Value>,
+    secrets: &dyn crate::settings::SecretStore,
+) -> Result<noeta_core::session::Session, HostError> {
+    let resolved = crate::settings::resolve_config(config, secrets)?;
+    Ok(noeta_core::session::build_session_resolved(
+        set,
+        compiled,
+        config,
+        &resolved,
+        Some(noeta_builtin_react::default_policy()),
+    )?)
+}
+
+/// The options of the agent called `name`: `main` is the interim default agent, any other name
+/// an `agent` contribution of a loaded plugin (an unknown name lists the known ones).
+pub fn agent_options(
+    set: &PluginSet,
+    merged: &noeta_core::Merged,
+    name: &str,
+) -> Result<AgentOptions, HostError> {
+    if name == "main" {
+        return Ok(default_agent());
+    }
+    let entries = merged.for_surface("agent");
+    let Some(entry) = entries.iter().find(|e| e.contribution.name == name) else {
+        let mut known: Vec<&str> = entries
+            .iter()
+            .map(|e| e.contribution.name.as_str())
+            .filter(|n| !n.starts_with("__"))
+            .collect();
+        known.insert(0, "main");
+        return Err(HostError::UnknownAgent {
+            name: name.to_owned(),
+            known: known.join(", "),
+        });
+    };
+    match set.resolve_contribution(&entry.plugin, "agent", name) {
+        Ok(noeta_core::Resolved::Agent(def)) => Ok(AgentOptions::from_definition(&def)),
+        Ok(_) => Err(HostError::Listing(format!(
+            "agent `{name}` of plugin `{}` does not resolve to an agent definition",
+            entry.plugin
+        ))),
+        Err(err) => Err(HostError::Listing(err.to_string())),
+    }
+}
+
 /// The interim default agent `main`, activating [`DEFAULT_PLUGINS`].
 pub fn default_agent() -> AgentOptions {
     let mut options = AgentOptions::named("main");
+    options.instructions = MAIN_INSTRUCTIONS.to_owned();
     options.plugins = DEFAULT_PLUGINS.iter().map(|s| (*s).to_owned()).collect();
     options
 }
+
+/// The interim default agent's instructions (the official presets replace them).
+pub const MAIN_INSTRUCTIONS: &str = "You are noeta, an agent that works in the user's workspace (the current directory) with the tools you are given. Understand before you change: read the relevant files and search the code first. Keep changes small and focused on what was asked, and check your work (run the tests or the command that shows it works) when you can. For work with several steps, keep a todo list with TodoWrite. When a choice is the user's to make, ask with AskUserQuestion rather than guess. Tools that change files or run commands may need the user's permission; a denied call is the user's answer, so do not try to get around it. End with a short account of what you did and what is left.";

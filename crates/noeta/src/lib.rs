@@ -6,11 +6,20 @@
 //! `noeta-core`. Hosts that link their own third-party plugin crates pass them
 //! in [`HostOptions::linked`].
 
+pub mod agent_files;
+pub mod backends;
 pub mod builtins;
 mod host;
 pub mod listing;
+pub mod settings;
 
+pub use agent_files::{AgentFile, load_agent_files};
 pub use host::{
-    ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, activation_rules, build_session,
-    default_agent, load, non_removable, sources,
+    ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
+    activation_rules, agent_options, build_session, build_session_with_secrets, default_agent,
+    load, non_removable, sources,
+};
+pub use settings::{
+    EnvSecrets, Layer, MockSecrets, SecretError, SecretStore, Settings, SettingsError,
+    SettingsFiles, resolve_secrets,
 };

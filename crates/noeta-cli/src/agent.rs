@@ -1,0 +1,243 @@
+//! Running agents from the command line: the plugin set, the agent's session, the store, the
+//! model and the runtime, put together for one workspace.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use noeta::{HostOptions, HostPaths, Settings, SettingsFiles};
+use noeta_core::exec::LocalExecEnv;
+use noeta_core::provider::Provider;
+use noeta_core::runner::Runtime;
+use noeta_core::session::Session;
+use noeta_core::store::{ContentStore, EventLog, SystemClock, TaskId};
+use serde_json::json;
+
+use crate::interact::Approver;
+use crate::output::Printer;
+
+/// The permission modes, as Claude Code users type them (kebab-case accepted too).
+pub(crate) const PERMISSION_MODES: [&str; 4] =
+    ["default", "acceptEdits", "bypassPermissions", "plan"];
+
+/// `--permission-mode` in its canonical spelling.
+pub(crate) fn permission_mode(text: &str) -> Result<String> {
+    let canonical = match text {
+        "default" => "default",
+        "acceptEdits" | "accept-edits" => "acceptEdits",
+        "bypassPermissions" | "bypass-permissions" => "bypassPermissions",
+        "plan" => "plan",
+        other => bail!(
+            "--permission-mode `{other}` is not one of {} (kebab-case spellings such as `accept-edits` work too)",
+            PERMISSION_MODES.join(", ")
+        ),
+    };
+    Ok(canonical.to_owned())
+}
+
+/// What the task-running commands share.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AgentArgs {
+    /// `--provider`: `anthropic`, `openai` or `scripted:FILE`.
+    pub(crate) provider: Option<String>,
+    /// `--model`.
+    pub(crate) model: Option<String>,
+    /// `--agent` (default `main`).
+    pub(crate) agent: Option<String>,
+    /// `--permission-mode`, canonical.
+    pub(crate) permission_mode: Option<String>,
+    /// `--store` URL.
+    pub(crate) store: Option<String>,
+    /// `--json`: events as JSON lines.
+    pub(crate) json: bool,
+    /// `--plugin-dir`.
+    pub(crate) plugin_dirs: Vec<PathBuf>,
+}
+
+/// How to reach the model when nothing says.
+const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or pass --provider anthropic|openai|scripted:FILE (examples/demo/script.json runs offline)";
+
+/// The runtime and session of one agent in one workspace.
+pub(crate) struct AgentHost {
+    /// The runtime.
+    pub(crate) runtime: Runtime,
+    /// The agent's session.
+    pub(crate) session: Session,
+    /// The store's events (for listings).
+    pub(crate) log: Arc<dyn EventLog>,
+    /// Prints what happens.
+    pub(crate) printer: Arc<Printer>,
+}
+
+/// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
+pub(crate) fn open_store(
+    paths: &HostPaths,
+    url: Option<&str>,
+) -> Result<(Arc<dyn EventLog>, Arc<dyn ContentStore>)> {
+    let stores = noeta::backends::open_store(url, &paths.workspace, Arc::new(SystemClock))
+        .with_context(|| {
+            format!(
+                "cannot open the store{}",
+                url.map(|u| format!(" `{u}`")).unwrap_or_default()
+            )
+        })?;
+    Ok((stores.log, stores.content))
+}
+
+/// The model: `--provider`, else the first provider with a key in the environment.
+pub(crate) fn open_model(args: &AgentArgs) -> Result<Arc<dyn Provider>> {
+    let spec = match &args.provider {
+        Some(spec) => spec.clone(),
+        None => match noeta::backends::detect_from_env() {
+            Some(name) => name.to_owned(),
+            None => bail!("{NO_MODEL}"),
+        },
+    };
+    let mut config = noeta::backends::ProviderConfig::default();
+    config.model.clone_from(&args.model);
+    noeta::backends::open_provider(&spec, config)
+        .with_context(|| format!("cannot set up provider `{spec}`"))
+}
+
+/// The worker name of this machine's command line: the same across runs, so a run that was
+/// killed can be resumed at once (its lease is this worker's).
+fn worker() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "local".to_owned());
+    format!("cli@{host}")
+}
+
+/// The command line's own defaults, under every settings file: writes applied and any shell
+/// command allowed, each risky call asked about first (the permission mode decides which).
+fn defaults() -> Result<Settings> {
+    let mut settings = Settings::default();
+    settings.set_param("fs", "write_mode", json!("apply"))?;
+    settings.set_param("fs", "shell_mode", json!("arbitrary"))?;
+    Ok(settings)
+}
+
+/// The flags as the last settings layer.
+fn flags(args: &AgentArgs) -> Result<Settings> {
+    let mut flags = Settings::default();
+    if let Some(mode) = &args.permission_mode {
+        flags.set_param("governance", "permission_mode", json!(mode))?;
+    }
+    Ok(flags)
+}
+
+/// The settings of a run: the command line's defaults, then the machine, user and project
+/// `config.toml`, then the flags.
+pub(crate) fn settings(paths: &HostPaths, args: &AgentArgs) -> Result<Settings> {
+    let mut settings = defaults()?;
+    settings.merge(Settings::load(&SettingsFiles::new(paths), &flags(args)?)?);
+    Ok(settings)
+}
+
+impl AgentHost {
+    /// Loads the settings and the plugins, compiles the agent, opens the store and the model.
+    pub(crate) fn open(paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
+        let settings = settings(paths, args)?;
+        let options = HostOptions {
+            paths: args.plugin_dirs.clone(),
+            ..HostOptions::default()
+        };
+        let set = settings.load_host(paths, &options)?;
+        for warning in set.warnings() {
+            eprintln!("warning: {warning}");
+        }
+        let merged = set.merged()?;
+        let name = args.agent.as_deref().unwrap_or("main");
+        let files = noeta::load_agent_files(paths)?;
+        let mut agent = match files.iter().find(|f| f.name == name) {
+            Some(file) => file.options(),
+            None => noeta::agent_options(&set, &merged, name)?,
+        };
+        for dropped in settings.apply_to(&mut agent) {
+            eprintln!(
+                "warning: plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
+            );
+        }
+        let compiled =
+            noeta_core::compile_agent(&set, &merged, &agent, &noeta::activation_rules())?;
+        let printer = Arc::new(Printer::new(args.json));
+        let session = noeta::build_session_with_secrets(
+            &set,
+            &compiled,
+            &agent.config,
+            &noeta::EnvSecrets::new(),
+        )?
+        .with_host_extension(printer.clone())
+        .with_host_extension(Arc::new(Approver::new(printer.clone())));
+        let (log, content) = open_store(paths, args.store.as_deref())?;
+        let model = open_model(args)?;
+        let sink = printer.clone();
+        let runtime = Runtime::new(log.clone(), content.clone(), model)
+            .with_worker(worker())
+            .with_exec_env(Arc::new(LocalExecEnv::new(&paths.workspace)))
+            .with_progress(Arc::new(move |call, text| sink.progress(call, text)));
+        Ok(Self {
+            runtime,
+            session,
+            log,
+            printer,
+        })
+    }
+}
+
+/// A new task id: the time it was made and a few characters to keep two made in one second apart.
+pub(crate) fn new_task_id() -> Result<TaskId> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    let salt = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    Ok(TaskId::new(format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}-{salt:04x}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    ))?)
+}
+
+/// The calendar date of a day count since 1970-01-01 (proleptic Gregorian).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_become_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_789), (2026, 12, 2));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn permission_modes_take_both_spellings_and_name_a_bad_one() {
+        assert_eq!(permission_mode("accept-edits").unwrap(), "acceptEdits");
+        assert_eq!(
+            permission_mode("bypassPermissions").unwrap(),
+            "bypassPermissions"
+        );
+        let err = permission_mode("yolo").unwrap_err().to_string();
+        assert!(err.starts_with("--permission-mode `yolo` is not one of default, acceptEdits, bypassPermissions, plan"), "{err}");
+    }
+}

@@ -1,0 +1,267 @@
+//! What a run shows as it happens: the assistant's text, each tool call and its outcome, live
+//! tool output, and a ticking indicator while a call takes long. With `--json`, every event as
+//! one JSON line on stdout instead.
+//!
+//! The printer is an extension the command line appends to the agent's session: its
+//! `on_event` sees each event right after it is committed, so what is printed is what the log
+//! holds.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::records::{CallOutcome, CoreRecord};
+use noeta_core::store::Event;
+use serde_json::{Value, json};
+
+/// The extension's name.
+pub(crate) const PRINTER: &str = "cli_printer";
+
+/// A call running long enough to show a ticker for.
+const TICK_AFTER: Duration = Duration::from_secs(2);
+
+/// The call in flight, for the ticker.
+#[derive(Default)]
+struct InFlight {
+    call: Option<(String, Instant)>,
+    ticking: bool,
+}
+
+/// Prints a task's events as they are committed.
+pub(crate) struct Printer {
+    json: bool,
+    tty: bool,
+    in_flight: Arc<Mutex<InFlight>>,
+}
+
+impl Printer {
+    /// A printer; `json` prints events as JSON lines.
+    pub(crate) fn new(json: bool) -> Self {
+        let printer = Self {
+            json,
+            tty: std::io::stderr().is_terminal(),
+            in_flight: Arc::new(Mutex::new(InFlight::default())),
+        };
+        if printer.tty && !json {
+            let in_flight = Arc::clone(&printer.in_flight);
+            std::thread::spawn(move || tick(&in_flight));
+        }
+        printer
+    }
+
+    /// Whether events go out as JSON lines.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
+    /// A line of live tool output (not recorded).
+    pub(crate) fn progress(&self, _call: &str, text: &str) {
+        if self.json {
+            line(&json!({ "progress": text }).to_string());
+        } else {
+            self.clear_tick();
+            eprintln!("    {}", text.trim_end());
+        }
+    }
+
+    /// A note of the command line's own, outside the log.
+    pub(crate) fn note(&self, text: &str) {
+        if self.json {
+            line(&json!({ "note": text }).to_string());
+        } else {
+            self.clear_tick();
+            eprintln!("{text}");
+        }
+    }
+
+    fn clear_tick(&self) {
+        let mut flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if flight.ticking {
+            eprint!("\r\x1b[2K");
+            flight.ticking = false;
+        }
+    }
+
+    fn human(&self, event: &Event) {
+        let record = &event.record;
+        if record.extension != "core" {
+            return;
+        }
+        let Some(Ok(parsed)) = CoreRecord::from_record(record) else {
+            return;
+        };
+        match parsed {
+            CoreRecord::AssistantReply { text, calls, .. } => {
+                self.clear_tick();
+                if !text.trim().is_empty() {
+                    println!("{}", text.trim_end());
+                }
+                for call in calls {
+                    eprintln!("● {}({})", call.name, summary(&call.input));
+                }
+            }
+            CoreRecord::CallStarted { call_id, tool, .. } => {
+                let mut flight = self
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                flight.call = Some((format!("{tool} {call_id}"), Instant::now()));
+            }
+            CoreRecord::CallFinished {
+                text,
+                outcome,
+                tool,
+                ..
+            } => {
+                {
+                    let mut flight = self
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    flight.call = None;
+                }
+                self.clear_tick();
+                let mut lines = text.lines();
+                let first = lines.next().unwrap_or("").trim_end();
+                let more = lines.count();
+                let more = if more > 0 {
+                    format!(" (+{more} lines)")
+                } else {
+                    String::new()
+                };
+                let first = clip(first, 160);
+                match outcome {
+                    CallOutcome::Ok => eprintln!("  ⎿ {first}{more}"),
+                    _ => eprintln!("  ⎿ {tool} failed: {first}{more}"),
+                }
+            }
+            CoreRecord::TurnFailed { reason } => {
+                self.clear_tick();
+                eprintln!("✗ the turn failed: {reason}");
+            }
+            CoreRecord::TaskFailed { reason } => {
+                self.clear_tick();
+                eprintln!("✗ the task failed: {reason}");
+            }
+            _ => {}
+        }
+    }
+}
+
+fn line(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// The inputs that say best what a call is about, in order of preference.
+const TELLING: [&str; 8] = [
+    "file_path",
+    "pattern",
+    "command",
+    "path",
+    "url",
+    "query",
+    "description",
+    "prompt",
+];
+
+/// A call's input in a few words: its most telling text value, else its JSON, clipped.
+fn summary(input: &Value) -> String {
+    let first = input
+        .as_object()
+        .and_then(|o| {
+            TELLING
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str))
+                .or_else(|| o.values().find_map(Value::as_str))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| input.to_string());
+    clip(first.lines().next().unwrap_or(""), 80)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let kept: String = text.chars().take(max).collect();
+        format!("{kept}…")
+    }
+}
+
+/// Shows the call in flight, with its time, once it has run for a while.
+fn tick(in_flight: &Mutex<InFlight>) {
+    const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let mut frame = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(120));
+        let mut flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((label, started)) = flight.call.clone() else {
+            continue;
+        };
+        let elapsed = started.elapsed();
+        if elapsed < TICK_AFTER {
+            continue;
+        }
+        frame = (frame + 1) % FRAMES.len();
+        eprint!(
+            "\r\x1b[2K{} {label} ({}s)",
+            FRAMES[frame],
+            elapsed.as_secs()
+        );
+        let _ = std::io::stderr().flush();
+        flight.ticking = true;
+    }
+}
+
+#[async_trait]
+impl Extension for Printer {
+    fn name(&self) -> &str {
+        PRINTER
+    }
+
+    fn on_event(&self, _view: &View<'_>, event: &Event) -> HookResult<()> {
+        if self.json {
+            let value = json!({
+                "seq": event.seq,
+                "extension": event.record.extension,
+                "kind": event.record.kind,
+                "data": event.record.data,
+                "message": event.record.message,
+            });
+            line(&value.to_string());
+        } else {
+            self.human(event);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_summed_up_by_its_first_text_value() {
+        assert_eq!(
+            summary(&json!({ "file_path": "src/main.rs", "limit": 3 })),
+            "src/main.rs"
+        );
+        assert_eq!(summary(&json!({ "n": 3 })), "{\"n\":3}");
+        assert_eq!(
+            summary(&json!({ "glob": "*.rs", "pattern": "fn main" })),
+            "fn main"
+        );
+        assert_eq!(
+            summary(&json!({ "command": "cargo test\n--all" })),
+            "cargo test"
+        );
+        assert_eq!(clip(&"x".repeat(100), 80).chars().count(), 81);
+    }
+}

@@ -1,0 +1,448 @@
+//! The task commands: `run`, `resume`, `chat`, `tasks`, `log`, `answer`.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use noeta::HostPaths;
+use noeta_core::fold::{Role, TaskState, TurnState};
+use noeta_core::records::hydrate;
+use noeta_core::runner::RunOutcome;
+use noeta_core::store::{EventLog, TaskId, TaskInfo};
+use serde_json::{Value, json};
+
+use crate::agent::{AgentArgs, AgentHost, new_task_id, open_store};
+use crate::interact::answer_question;
+
+/// The exit code of a run cut short by Ctrl-C.
+const INTERRUPTED: u8 = 130;
+
+/// Runs `work` until it ends or Ctrl-C; `None` when interrupted (the work is dropped, which
+/// cancels the step in flight: what it committed stays, the rest is redone on resume).
+async fn interruptible<F: Future>(work: F) -> Option<F::Output> {
+    tokio::select! {
+        out = work => Some(out),
+        _ = tokio::signal::ctrl_c() => None,
+    }
+}
+
+/// Runs the task until its turn ends, answering parked questions at the terminal.
+async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
+    loop {
+        let outcome = host
+            .runtime
+            .run(&host.session, task)
+            .await
+            .with_context(|| format!("running task {task}"))?;
+        let RunOutcome::Parked { call_id, question } = &outcome else {
+            return Ok(outcome);
+        };
+        let state = host.runtime.load(&host.session, task).await?;
+        let asks_a_person = state
+            .core
+            .parked
+            .get(call_id)
+            .is_some_and(|p| p.question.is_some() && p.wake.is_none());
+        if !asks_a_person {
+            return Ok(outcome);
+        }
+        let Some(answer) = answer_question(&host.printer, &state, call_id, question) else {
+            return Ok(outcome);
+        };
+        host.runtime
+            .reply(&host.session, task, call_id, answer)
+            .await?;
+    }
+}
+
+/// Prints how a run ended and turns it into an exit code.
+fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitCode {
+    let Some(outcome) = outcome else {
+        host.printer.note(&format!(
+            "interrupted: the step in flight was cancelled; `noeta resume {task}` carries on"
+        ));
+        return ExitCode::from(INTERRUPTED);
+    };
+    let (note, code) = match &outcome {
+        RunOutcome::Ended { .. } => (format!("task {task}: turn ended"), ExitCode::SUCCESS),
+        RunOutcome::Parked { call_id, question } => (
+            format!(
+                "task {task} waits for an answer about call {call_id}: {question}\n  answer it with `noeta answer {task} …`, then `noeta resume {task}`"
+            ),
+            ExitCode::from(2),
+        ),
+        RunOutcome::TurnFailed { reason } => (
+            format!("task {task}: the turn failed: {reason}"),
+            ExitCode::FAILURE,
+        ),
+        RunOutcome::TaskFailed { reason } => {
+            (format!("task {task} failed: {reason}"), ExitCode::FAILURE)
+        }
+        RunOutcome::Idle => (format!("task {task}: nothing to do"), ExitCode::SUCCESS),
+        _ => (format!("task {task}: {outcome:?}"), ExitCode::SUCCESS),
+    };
+    if host.printer.json() {
+        host.printer.note(&note);
+    } else {
+        eprintln!("{note}");
+    }
+    code
+}
+
+/// `noeta run [GOAL]`.
+pub(crate) async fn run(
+    paths: &HostPaths,
+    args: &AgentArgs,
+    goal: Option<String>,
+) -> Result<ExitCode> {
+    let goal = match goal {
+        Some(goal) if !goal.trim().is_empty() => goal,
+        _ => bail!(
+            "give the task's goal: `noeta run \"fix the failing test\"` (or `noeta chat` for a conversation)"
+        ),
+    };
+    let host = AgentHost::open(paths, args)?;
+    let task = new_task_id()?;
+    host.runtime
+        .create(&host.session, &task, &goal)
+        .await
+        .with_context(|| format!("creating task {task}"))?;
+    host.printer.note(&format!("task {task}"));
+    let outcome = match interruptible(drive(&host, &task)).await {
+        Some(result) => Some(result?),
+        None => None,
+    };
+    Ok(report(&host, &task, outcome))
+}
+
+/// The id of the latest task in the store (`--last`), or the one given, checked to exist.
+async fn pick_task(log: &dyn EventLog, id: Option<&str>, last: bool) -> Result<TaskId> {
+    let tasks = log.tasks().await?;
+    match (id, last) {
+        (Some(id), _) => {
+            let task = TaskId::new(id)?;
+            if !tasks.iter().any(|t| t.id == task) {
+                bail!("no task `{id}` in this store (`noeta tasks` lists them)");
+            }
+            Ok(task)
+        }
+        (None, true) => tasks
+            .iter()
+            .filter(|t| t.parent.is_none())
+            .max_by_key(|t| (t.created_ms, t.id.as_str().to_owned()))
+            .map(|t| t.id.clone())
+            .context("no task in this store yet"),
+        (None, false) => bail!("name the task, or pass --last for the latest"),
+    }
+}
+
+/// `noeta resume TASK | --last`.
+pub(crate) async fn resume(
+    paths: &HostPaths,
+    args: &AgentArgs,
+    id: Option<&str>,
+    last: bool,
+) -> Result<ExitCode> {
+    let host = AgentHost::open(paths, args)?;
+    let task = pick_task(host.log.as_ref(), id, last).await?;
+    host.printer.note(&format!("resuming task {task}"));
+    let outcome = match interruptible(drive(&host, &task)).await {
+        Some(result) => Some(result?),
+        None => None,
+    };
+    Ok(report(&host, &task, outcome))
+}
+
+/// One line from standard input in a blocking thread, so Ctrl-C can interrupt the wait.
+async fn prompt_line(prompt: &str) -> Option<String> {
+    use std::io::Write;
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let read = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+        }
+    });
+    interruptible(read).await.and_then(Result::ok).flatten()
+}
+
+const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
+
+/// `noeta chat`: one task, many turns.
+pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode> {
+    let mut host = AgentHost::open(paths, args)?;
+    let mut task: Option<TaskId> = None;
+    eprintln!("noeta chat — {CHAT_HELP}");
+    loop {
+        let Some(line) = prompt_line("› ").await else {
+            eprintln!();
+            return Ok(ExitCode::SUCCESS);
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(command) = line.strip_prefix('/') {
+            let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
+            match name {
+                "help" => eprintln!("{CHAT_HELP}"),
+                "exit" | "quit" => return Ok(ExitCode::SUCCESS),
+                "tasks" => print_tasks(host.log.as_ref()).await?,
+                "reload-plugins" => {
+                    host = AgentHost::open(paths, args)?;
+                    eprintln!("plugins reloaded");
+                }
+                _ => {
+                    let Some(task) = &task else {
+                        eprintln!("no task yet: say something first");
+                        continue;
+                    };
+                    match host
+                        .runtime
+                        .run_command(&host.session, task, name, rest)
+                        .await
+                    {
+                        Ok(text) => println!("{text}"),
+                        Err(err) => eprintln!("{err}"),
+                    }
+                }
+            }
+            continue;
+        }
+        let current = match &task {
+            Some(task) => {
+                host.runtime.send(&host.session, task, line).await?;
+                task.clone()
+            }
+            None => {
+                let id = new_task_id()?;
+                host.runtime.create(&host.session, &id, line).await?;
+                eprintln!("task {id}");
+                task = Some(id.clone());
+                id
+            }
+        };
+        match interruptible(drive(&host, &current)).await {
+            Some(Ok(RunOutcome::Ended { .. } | RunOutcome::Idle)) => {}
+            Some(Ok(other)) => {
+                report(&host, &current, Some(other));
+            }
+            Some(Err(err)) => eprintln!("error: {err:#}"),
+            None => {
+                eprintln!("interrupted: the step was cancelled (Ctrl-C again, or Ctrl-D, to leave)")
+            }
+        }
+    }
+}
+
+/// How a task stands, from its folded state.
+fn status(state: &TaskState) -> String {
+    if let Some(reason) = &state.core.task_failed {
+        return format!("failed: {reason}");
+    }
+    match &state.core.turn {
+        TurnState::Ended { .. } => "turn ended".to_owned(),
+        TurnState::Parked { question, .. } => format!("waiting: {question}"),
+        TurnState::Failed { reason } => format!("turn failed: {reason}"),
+        TurnState::Running => "running (or interrupted)".to_owned(),
+        _ => "idle".to_owned(),
+    }
+}
+
+/// Folds a task with the kernel's fold alone: the conversation and the turn, which is what
+/// listings show (extension records are not folded, their reducers are not loaded).
+async fn core_state(
+    log: &dyn EventLog,
+    content: &dyn noeta_core::store::ContentStore,
+    task: &TaskId,
+) -> Result<TaskState> {
+    let mut events = Vec::new();
+    for event in log.read(task, 0).await? {
+        events.push(hydrate(event, content).await?);
+    }
+    Ok(noeta_core::fold::Folder::new(&[], "listing").fold(&events)?)
+}
+
+async fn print_tasks(log: &dyn EventLog) -> Result<()> {
+    let mut tasks: Vec<TaskInfo> = log.tasks().await?;
+    tasks.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
+    for t in tasks {
+        let parent = t
+            .parent
+            .map(|p| format!("  child of {p}"))
+            .unwrap_or_default();
+        println!("{}  {} event(s){parent}", t.id, t.head);
+    }
+    Ok(())
+}
+
+/// `noeta tasks`.
+pub(crate) async fn tasks(
+    paths: &HostPaths,
+    store: Option<&str>,
+    json_out: bool,
+) -> Result<ExitCode> {
+    let (log, content) = open_store(paths, store)?;
+    let mut list = log.tasks().await?;
+    list.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
+    let mut rows = Vec::new();
+    for info in &list {
+        let state = core_state(log.as_ref(), content.as_ref(), &info.id).await?;
+        let goal = state
+            .core
+            .messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text.lines().next().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        rows.push((
+            info,
+            status(&state),
+            goal,
+            state.core.agent.clone().unwrap_or_default(),
+        ));
+    }
+    if json_out {
+        for (info, status, goal, agent) in rows {
+            println!(
+                "{}",
+                json!({
+                    "id": info.id.as_str(),
+                    "parent": info.parent.as_ref().map(TaskId::as_str),
+                    "agent": agent,
+                    "events": info.head,
+                    "created_ms": info.created_ms,
+                    "status": status,
+                    "goal": goal,
+                })
+            );
+        }
+    } else if rows.is_empty() {
+        eprintln!("no tasks in this store yet");
+    } else {
+        for (info, status, goal, agent) in rows {
+            let goal: String = goal.chars().take(60).collect();
+            println!("{}  {agent}  {status}  {goal}", info.id);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `noeta log TASK [--json]`.
+pub(crate) async fn log(
+    paths: &HostPaths,
+    store: Option<&str>,
+    id: &str,
+    json_out: bool,
+) -> Result<ExitCode> {
+    let (log, content) = open_store(paths, store)?;
+    let task = pick_task(log.as_ref(), Some(id), false).await?;
+    for event in log.read(&task, 0).await? {
+        let event = hydrate(event, content.as_ref()).await?;
+        let record = &event.record;
+        if json_out {
+            println!(
+                "{}",
+                json!({
+                    "seq": event.seq,
+                    "extension": record.extension,
+                    "kind": record.kind,
+                    "data": record.data,
+                    "message": record.message,
+                })
+            );
+            continue;
+        }
+        println!(
+            "{:>5}  {}/{}  {}",
+            event.seq,
+            record.extension,
+            record.kind,
+            readable(&record.data)
+        );
+        if let Some(message) = &record.message {
+            for line in message.lines().take(5) {
+                println!("       │ {line}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A record's data on one line, long strings clipped.
+fn readable(data: &Value) -> String {
+    fn clip(value: &Value) -> Value {
+        match value {
+            Value::String(s) if s.chars().count() > 120 => Value::String(format!(
+                "{}… ({} chars)",
+                s.chars().take(120).collect::<String>(),
+                s.chars().count()
+            )),
+            Value::Array(items) => Value::Array(items.iter().map(clip).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), clip(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    clip(data).to_string()
+}
+
+/// `noeta answer TASK [CALL] (--allow | --deny | ANSWER)`: answers what a task waits for.
+pub(crate) async fn answer(
+    paths: &HostPaths,
+    args: &AgentArgs,
+    id: &str,
+    allow: bool,
+    deny: bool,
+    text: Option<String>,
+) -> Result<ExitCode> {
+    let host = AgentHost::open(paths, args)?;
+    let task = pick_task(host.log.as_ref(), Some(id), false).await?;
+    let state = host.runtime.load(&host.session, &task).await?;
+    let TurnState::Parked { call_id, question } = &state.core.turn else {
+        bail!("task {task} waits for no answer ({})", status(&state));
+    };
+    let tool_question = state
+        .core
+        .parked
+        .get(call_id)
+        .is_some_and(|p| p.question.is_some());
+    if tool_question {
+        let answer = match text {
+            Some(text) => serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+            None => match answer_question(&host.printer, &state, call_id, question) {
+                Some(answer) => answer,
+                None => bail!("no answer given for call {call_id}: {question}"),
+            },
+        };
+        host.runtime
+            .reply(&host.session, &task, call_id, answer)
+            .await?;
+    } else {
+        let allow = match (allow, deny) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => bail!("call {call_id} asks permission ({question}): pass --allow or --deny"),
+        };
+        host.runtime
+            .answer(&host.session, &task, call_id, allow)
+            .await?;
+    }
+    eprintln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_clipped_in_the_readable_log() {
+        let text = readable(&json!({ "text": "a".repeat(200), "n": 1 }));
+        assert!(text.contains("… (200 chars)"), "{text}");
+        assert!(text.contains("\"n\":1"));
+    }
+}

@@ -1,0 +1,429 @@
+//! End-to-end tests of `noeta run`, `resume`, `tasks`, `log` and `answer` through the real
+//! binary, with a scripted model, a SQLite store in a temporary workspace, and answers given
+//! on standard input.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+struct Env {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        let workspace = root.path().join("workspace");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&workspace).unwrap();
+        Self {
+            _root: root,
+            home,
+            workspace,
+        }
+    }
+
+    /// Writes a model script into the workspace; returns the `--provider` value.
+    fn script(&self, turns: Value) -> String {
+        let path = self.workspace.join("script.json");
+        std::fs::write(&path, json!({ "turns": turns }).to_string()).unwrap();
+        format!("scripted:{}", path.display())
+    }
+
+    /// Runs the binary with `stdin` piped in (closed at once when `None`).
+    fn noeta(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.noeta_with(args, stdin, &[])
+    }
+
+    /// The same, with extra environment variables.
+    fn noeta_with(&self, args: &[&str], stdin: Option<&str>, vars: &[(&str, &str)]) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_noeta"))
+            .args(args)
+            .envs(vars.iter().copied())
+            .env("HOME", &self.home)
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .current_dir(&self.workspace)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn call(name: &str, input: Value) -> Value {
+    json!({ "calls": [{ "name": name, "input": input }] })
+}
+
+/// The task id `noeta run` announced.
+fn task_of(out: &Output) -> String {
+    let err = text(&out.stderr);
+    err.lines()
+        .find_map(|l| {
+            l.strip_prefix("task ")
+                .map(|rest| rest.split([' ', ':']).next().unwrap().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no task id in: {err}"))
+}
+
+#[test]
+fn without_a_key_or_a_provider_one_message_says_how_to_configure_a_model() {
+    let env = Env::new();
+    let out = env.noeta(&["run", "hello"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("error: no model is configured: set ANTHROPIC_API_KEY"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
+    let env = Env::new();
+    std::fs::write(env.workspace.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let provider = env.script(json!([
+        call("Read", json!({ "file_path": "notes.txt" })),
+        { "text": "The notes say alpha and beta." }
+    ]));
+    let out = env.noeta(
+        &["run", "--provider", &provider, "what do the notes say?"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "The notes say alpha and beta.\n");
+    let err = text(&out.stderr);
+    assert!(err.contains("● Read(notes.txt)"), "{err}");
+    assert!(err.contains("⎿      1\talpha (+1 lines)"), "{err}");
+    assert!(env.workspace.join(".noeta/noeta.db").exists());
+
+    let task = task_of(&out);
+    let listed = env.noeta(&["tasks"], None);
+    let listed = text(&listed.stdout);
+    assert!(listed.starts_with(&task), "{listed}");
+    assert!(
+        listed.contains("main  turn ended  what do the notes say?"),
+        "{listed}"
+    );
+
+    let log = env.noeta(&["log", &task, "--json"], None);
+    let kinds: Vec<String> = text(&log.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(kinds.contains(&"call_finished".to_owned()), "{kinds:?}");
+    assert_eq!(kinds.last().unwrap(), "turn_ended");
+    let readable = text(&env.noeta(&["log", &task], None).stdout);
+    assert!(readable.contains("core/user_message"), "{readable}");
+
+    let missing = env.noeta(&["log", "no-such-task"], None);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        text(&missing.stderr)
+            .contains("no task `no-such-task` in this store (`noeta tasks` lists them)"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
+
+#[test]
+fn json_mode_prints_every_event_as_a_json_line() {
+    let env = Env::new();
+    let provider = env.script(json!([{ "text": "hi" }]));
+    let out = env.noeta(
+        &[
+            "run",
+            "--provider",
+            &provider,
+            "--store",
+            "memory:",
+            "--json",
+            "say hi",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["kind"] == "assistant_reply" && l["data"]["text"] == "hi")
+    );
+    assert!(lines.iter().any(|l| l["kind"] == "turn_ended"));
+}
+
+#[test]
+fn a_write_asks_permission_answered_on_stdin() {
+    for (answer, written) in [("y\n", true), ("n\n", false), ("always\n", true)] {
+        let env = Env::new();
+        let provider = env.script(json!([
+            call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
+            { "text": "done" }
+        ]));
+        let out = env.noeta(&["run", "--provider", &provider, "write it"], Some(answer));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("? Write wants to run: "), "{err}");
+        assert_eq!(
+            env.workspace.join("out.txt").exists(),
+            written,
+            "{answer}: {err}"
+        );
+    }
+}
+
+#[test]
+fn with_nothing_on_stdin_an_ask_is_denied_at_once() {
+    let env = Env::new();
+    let provider = env.script(json!([
+        call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
+        { "text": "done" }
+    ]));
+    let out = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no answer (standard input is closed): denied"));
+    assert!(!env.workspace.join("out.txt").exists());
+}
+
+#[test]
+fn accept_edits_writes_without_asking_and_plan_refuses_the_write() {
+    for (mode, written) in [("accept-edits", true), ("plan", false)] {
+        let env = Env::new();
+        let provider = env.script(json!([
+            call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
+            { "text": "done" }
+        ]));
+        let out = env.noeta(
+            &[
+                "run",
+                "--provider",
+                &provider,
+                "--permission-mode",
+                mode,
+                "write it",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("wants to run"), "{mode}");
+        assert_eq!(env.workspace.join("out.txt").exists(), written, "{mode}");
+    }
+    let env = Env::new();
+    let out = env.noeta(&["run", "--permission-mode", "yolo", "x"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--permission-mode `yolo` is not one of"));
+}
+
+#[test]
+fn ask_user_question_is_answered_on_stdin_and_the_turn_goes_on() {
+    let env = Env::new();
+    let provider = env.script(json!([
+        call("AskUserQuestion", json!({ "questions": [{
+            "question": "Which colour?", "header": "Colour", "multiSelect": false,
+            "options": [
+                { "label": "Red", "description": "warm" },
+                { "label": "Blue", "description": "cool" }
+            ]
+        }]})),
+        { "text": "Blue it is." }
+    ]));
+    let out = env.noeta(
+        &["run", "--provider", &provider, "pick a colour"],
+        Some("2\n"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Blue it is.\n");
+    let task = task_of(&out);
+    let log = text(&env.noeta(&["log", &task, "--json"], None).stdout);
+    assert!(
+        log.contains(r#""answers":{"Which colour?":"Blue"}"#),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_unanswered_question_parks_and_answer_then_resume_finish_it() {
+    let env = Env::new();
+    let provider = env.script(json!([
+        call("AskUserQuestion", json!({ "questions": [{
+            "question": "Go on?", "header": "Go", "multiSelect": false,
+            "options": [
+                { "label": "Yes", "description": "go on" },
+                { "label": "No", "description": "stop" }
+            ]
+        }]})),
+        { "text": "Going on." }
+    ]));
+    let out = env.noeta(&["run", "--provider", &provider, "ask me"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let task = task_of(&out);
+    assert!(text(&out.stderr).contains(&format!("noeta answer {task}")));
+    let answered = env.noeta(
+        &[
+            "answer",
+            &task,
+            "--provider",
+            &provider,
+            r#"{"answers":{"Go on?":"Yes"}}"#,
+        ],
+        None,
+    );
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+    let resumed = env.noeta(&["resume", "--last", "--provider", &provider], None);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert_eq!(text(&resumed.stdout), "Going on.\n");
+    let unknown = env.noeta(&["resume", "nope", "--provider", &provider], None);
+    assert!(text(&unknown.stderr).contains("no task `nope` in this store"));
+}
+
+#[test]
+fn project_settings_choose_the_permission_mode_and_flags_override_them() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        "[plugins.governance]\npermission_mode = \"acceptEdits\"\n",
+    )
+    .unwrap();
+    let provider = env.script(json!([
+        call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
+        { "text": "done" }
+    ]));
+    let out = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        env.workspace.join("out.txt").exists(),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(env.workspace.join("out.txt")).unwrap();
+    let planned = env.noeta(
+        &[
+            "run",
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "plan",
+            "write it",
+        ],
+        None,
+    );
+    assert!(planned.status.success(), "{}", text(&planned.stderr));
+    assert!(
+        !env.workspace.join("out.txt").exists(),
+        "the flag wins over the file"
+    );
+
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        "[plugins.fs]\nwrite_mode = 3\n",
+    )
+    .unwrap();
+    let bad = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    assert_eq!(bad.status.code(), Some(1));
+    let err = text(&bad.stderr);
+    assert!(err.contains("write_mode"), "{err}");
+}
+
+#[test]
+fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        "[plugins.fs.shell_env]\nAPI_TOKEN = \"{env:NOETA_TEST_SECRET}\"\n",
+    )
+    .unwrap();
+    let provider = env.script(json!([
+        // The script checks the secret by its length: the model never sees its value.
+        call("Bash", json!({ "command": "test ${#API_TOKEN} -eq 15 && echo token-present" })),
+        { "text": "done" }
+    ]));
+    let out = env.noeta_with(
+        &[
+            "run",
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "bypassPermissions",
+            "check",
+        ],
+        None,
+        &[("NOETA_TEST_SECRET", "s3cr3t-value-42")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("token-present"),
+        "{}",
+        text(&out.stderr)
+    );
+    let task = task_of(&out);
+    let log = env.noeta(&["log", &task, "--json"], None);
+    let mut everything = text(&out.stdout) + &text(&out.stderr) + &text(&log.stdout);
+    for entry in std::fs::read_dir(env.workspace.join(".noeta")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            everything.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+        }
+    }
+    assert!(!everything.contains("s3cr3t-value-42"), "the secret leaked");
+    assert!(everything.contains("token-present"));
+
+    let unset = env.noeta(
+        &[
+            "run",
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "bypassPermissions",
+            "check",
+        ],
+        None,
+    );
+    assert_eq!(unset.status.code(), Some(1));
+    assert!(
+        text(&unset.stderr).contains("NOETA_TEST_SECRET"),
+        "{}",
+        text(&unset.stderr)
+    );
+}

@@ -1,0 +1,8 @@
+//! The backends a host picks by name: model providers (`anthropic`, `openai`,
+//! `scripted:FILE`) and stores (`memory:`, `sqlite:PATH`). They are built-in crates with no
+//! surface contributions; hosts reach them here, through the assembly, like every built-in.
+
+pub use noeta_builtin_providers::{
+    ProviderConfig, ProviderSetupError, detect_from_env, model_limits, open_provider,
+};
+pub use noeta_builtin_storage::{KNOWN_SCHEMES, OpenError, SqliteStore, Stores, open_store};
