@@ -17,6 +17,7 @@ fn cargo() -> String {
 pub(crate) fn run(root: &Path) -> Result<()> {
     for (package, bench) in [
         ("noeta", "load"),
+        ("noeta", "sqlite"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
     ] {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use noeta_core::extension::{ModelReply, ModelRequest};
 use noeta_core::fold::{Message, Role};
-use noeta_core::provider::{Provider, ProviderError};
+use noeta_core::provider::{Provider, ProviderError, TextSink};
 use noeta_core::records::{StopReason, ToolCall, Usage};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -14,7 +14,7 @@ use sse_stream::Sse;
 
 use crate::catalog::model_limits;
 use crate::config::{EnvLookup, ProviderConfig, base_url, present, setting};
-use crate::http::{Decoder, Flow, Http, is_overflow, transient};
+use crate::http::{Decoder, Flow, Http, TextOut, is_overflow, transient};
 use crate::open::ProviderSetupError;
 
 /// The model used when none is configured.
@@ -163,6 +163,26 @@ impl AnthropicProvider {
     }
 }
 
+impl AnthropicProvider {
+    /// One streamed call, its text handed to `out` as it arrives.
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        out: TextOut<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        let body =
+            serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
+                message: format!("anthropic: cannot encode the request: {e}"),
+            })?;
+        self.http
+            .stream(&self.url, &self.headers, &body, || StreamDecoder {
+                out,
+                ..StreamDecoder::default()
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
@@ -178,13 +198,15 @@ impl Provider for AnthropicProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
-        let body =
-            serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
-                message: format!("anthropic: cannot encode the request: {e}"),
-            })?;
-        self.http
-            .stream(&self.url, &self.headers, &body, StreamDecoder::default)
-            .await
+        self.send(request, TextOut::default()).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        self.send(request, TextOut(Some(on_text))).await
     }
 }
 
@@ -325,7 +347,9 @@ enum Block {
 
 /// The streamed reply, event by event.
 #[derive(Debug, Default)]
-struct StreamDecoder {
+struct StreamDecoder<'s> {
+    /// Where the text goes as it arrives.
+    out: TextOut<'s>,
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
     stop: Option<String>,
@@ -343,7 +367,7 @@ fn text(value: &Value, key: &str) -> String {
         .to_owned()
 }
 
-impl StreamDecoder {
+impl StreamDecoder<'_> {
     fn usage(&mut self, usage: &Value) {
         if let Some(n) = number(usage, "input_tokens") {
             self.usage.input_tokens = n;
@@ -387,7 +411,10 @@ impl StreamDecoder {
         };
         let piece = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
         match (block, delta.get("type").and_then(Value::as_str)) {
-            (Block::Text(text), Some("text_delta")) => text.push_str(piece("text")),
+            (Block::Text(text), Some("text_delta")) => {
+                self.out.send(piece("text"));
+                text.push_str(piece("text"));
+            }
             (Block::Tool { json, .. } | Block::Other { json, .. }, Some("input_json_delta")) => {
                 json.push_str(piece("partial_json"));
             }
@@ -442,7 +469,7 @@ fn stream_error(data: &Value) -> ProviderError {
     }
 }
 
-impl Decoder for StreamDecoder {
+impl Decoder for StreamDecoder<'_> {
     fn event(&mut self, event: Sse) -> Result<Flow, ProviderError> {
         let Some(data) = event.data.as_deref().filter(|d| !d.trim().is_empty()) else {
             return Ok(Flow::More);

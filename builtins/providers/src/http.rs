@@ -40,6 +40,31 @@ pub(crate) trait Decoder {
     fn finish(self) -> Result<ModelReply, ProviderError>;
 }
 
+/// Where a reply's text goes as it streams in, if anywhere.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct TextOut<'s>(pub(crate) Option<&'s noeta_core::provider::TextSink<'s>>);
+
+impl std::fmt::Debug for TextOut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "TextOut(sink)"
+        } else {
+            "TextOut(none)"
+        })
+    }
+}
+
+impl TextOut<'_> {
+    /// Hands a piece of text on.
+    pub(crate) fn send(&self, text: &str) {
+        if let Some(sink) = self.0
+            && !text.is_empty()
+        {
+            sink(text);
+        }
+    }
+}
+
 /// A transient error.
 pub(crate) fn transient(message: String) -> ProviderError {
     ProviderError::Transient {

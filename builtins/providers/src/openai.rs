@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use noeta_core::extension::{ModelReply, ModelRequest};
 use noeta_core::fold::Role;
-use noeta_core::provider::{Provider, ProviderError};
+use noeta_core::provider::{Provider, ProviderError, TextSink};
 use noeta_core::records::{StopReason, ToolCall, Usage};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -14,7 +14,7 @@ use sse_stream::Sse;
 
 use crate::catalog::{model_limits, tools_without_reasoning};
 use crate::config::{EnvLookup, ProviderConfig, base_url, present, setting};
-use crate::http::{Decoder, Flow, Http, error_details, is_overflow, transient};
+use crate::http::{Decoder, Flow, Http, TextOut, error_details, is_overflow, transient};
 use crate::open::ProviderSetupError;
 
 /// The model used when none is configured.
@@ -143,6 +143,26 @@ impl OpenAiProvider {
     }
 }
 
+impl OpenAiProvider {
+    /// One streamed call, its text handed to `out` as it arrives.
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        out: TextOut<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        let body =
+            serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
+                message: format!("openai: cannot encode the request: {e}"),
+            })?;
+        self.http
+            .stream(&self.url, &self.headers, &body, || StreamDecoder {
+                out,
+                ..StreamDecoder::default()
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
@@ -158,13 +178,15 @@ impl Provider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
-        let body =
-            serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
-                message: format!("openai: cannot encode the request: {e}"),
-            })?;
-        self.http
-            .stream(&self.url, &self.headers, &body, StreamDecoder::default)
-            .await
+        self.send(request, TextOut::default()).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        self.send(request, TextOut(Some(on_text))).await
     }
 }
 
@@ -275,7 +297,9 @@ struct PartialCall {
 
 /// The streamed reply, chunk by chunk.
 #[derive(Debug, Default)]
-struct StreamDecoder {
+struct StreamDecoder<'s> {
+    /// Where the text goes as it arrives.
+    out: TextOut<'s>,
     text: String,
     calls: BTreeMap<u64, PartialCall>,
     finish: Option<String>,
@@ -301,9 +325,10 @@ fn stream_error(data: &Value) -> ProviderError {
     }
 }
 
-impl StreamDecoder {
+impl StreamDecoder<'_> {
     fn delta(&mut self, delta: &Value) {
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            self.out.send(text);
             self.text.push_str(text);
         }
         let Some(fragments) = delta.get("tool_calls").and_then(Value::as_array) else {
@@ -354,7 +379,7 @@ impl StreamDecoder {
     }
 }
 
-impl Decoder for StreamDecoder {
+impl Decoder for StreamDecoder<'_> {
     fn event(&mut self, event: Sse) -> Result<Flow, ProviderError> {
         let Some(data) = event
             .data

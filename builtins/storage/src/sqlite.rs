@@ -460,9 +460,7 @@ impl EventLog for SqliteStore {
         let task = task.clone();
         let seq = snapshot.seq;
         let plugin_set = snapshot.plugin_set.clone();
-        let state = serde_json::to_string(&snapshot.state).map_err(|e| StoreError::Backend {
-            message: format!("the snapshot of task `{task}` does not serialise: {e}"),
-        })?;
+        let state = snapshot.state.clone();
         self.run(move |conn, _| {
             let tx = write(conn)?;
             let no = task_no(&tx, &task)?;
@@ -496,7 +494,7 @@ impl EventLog for SqliteStore {
                 Ok(Snapshot {
                     seq: uint(seq),
                     plugin_set,
-                    state: json(&state, || format!("the snapshot state of task `{task}`"))?,
+                    state,
                 })
             })
             .transpose()

@@ -175,7 +175,9 @@ impl AgentHost {
         let (log, content) = open_store(paths, args.store.as_deref())?;
         let model = open_model(args)?;
         let sink = printer.clone();
+        let text = printer.clone();
         let runtime = Runtime::new(log.clone(), content.clone(), model)
+            .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
             .with_worker(worker())
             .with_exec_env(Arc::new(LocalExecEnv::new(&paths.workspace)))
             .with_progress(Arc::new(move |call, text| sink.progress(call, text)));

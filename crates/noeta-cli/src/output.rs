@@ -34,6 +34,8 @@ pub(crate) struct Printer {
     json: bool,
     tty: bool,
     in_flight: Arc<Mutex<InFlight>>,
+    /// The text of the reply streaming in now, as printed so far.
+    streamed: Mutex<String>,
 }
 
 impl Printer {
@@ -43,6 +45,7 @@ impl Printer {
             json,
             tty: std::io::stderr().is_terminal(),
             in_flight: Arc::new(Mutex::new(InFlight::default())),
+            streamed: Mutex::new(String::new()),
         };
         if printer.tty && !json {
             let in_flight = Arc::clone(&printer.in_flight);
@@ -54,6 +57,22 @@ impl Printer {
     /// Whether events go out as JSON lines.
     pub(crate) fn json(&self) -> bool {
         self.json
+    }
+
+    /// A piece of the reply streaming in (not recorded: the reply is, once whole).
+    pub(crate) fn text(&self, piece: &str) {
+        if self.json {
+            line(&json!({ "text_delta": piece }).to_string());
+            return;
+        }
+        self.clear_tick();
+        self.streamed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_str(piece);
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(piece.as_bytes());
+        let _ = out.flush();
     }
 
     /// A line of live tool output (not recorded).
@@ -98,8 +117,15 @@ impl Printer {
         match parsed {
             CoreRecord::AssistantReply { text, calls, .. } => {
                 self.clear_tick();
-                if !text.trim().is_empty() {
-                    println!("{}", text.trim_end());
+                let streamed = std::mem::take(
+                    &mut *self.streamed.lock().unwrap_or_else(PoisonError::into_inner),
+                );
+                if streamed.is_empty() {
+                    if !text.trim().is_empty() {
+                        println!("{}", text.trim_end());
+                    }
+                } else if !streamed.ends_with('\n') {
+                    println!();
                 }
                 for call in calls {
                     eprintln!("● {}({})", call.name, summary(&call.input));

@@ -145,6 +145,11 @@ pub(crate) async fn resume(
 ) -> Result<ExitCode> {
     let host = AgentHost::open(paths, args)?;
     let task = pick_task(host.log.as_ref(), id, last).await?;
+    if host.log.info(&task).await?.head == 0 {
+        bail!(
+            "task {task} was {NEVER_STARTED}: there is nothing to resume; start it again with `noeta run`"
+        );
+    }
     host.printer.note(&format!("resuming task {task}"));
     let outcome = match interruptible(drive(&host, &task)).await {
         Some(result) => Some(result?),
@@ -237,8 +242,14 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
     }
 }
 
+/// What a task whose log is empty is: one whose run stopped before its goal was recorded.
+const NEVER_STARTED: &str = "never started (stopped before its goal was recorded)";
+
 /// How a task stands, from its folded state.
 fn status(state: &TaskState) -> String {
+    if state.seq == 0 {
+        return NEVER_STARTED.to_owned();
+    }
     if let Some(reason) = &state.core.task_failed {
         return format!("failed: {reason}");
     }

@@ -79,9 +79,24 @@ fn a_run_killed_anywhere_is_resumed_to_the_end_with_no_effect_twice_and_no_gap()
         let _ = child.kill();
         let _ = child.wait();
 
-        let listed = output(&workspace, &home, &["tasks", "--json"]);
-        if text(&listed.stdout).trim().is_empty() {
-            // Killed before the task was created: there is nothing to resume; start it afresh.
+        let listed = text(&output(&workspace, &home, &["tasks", "--json"]).stdout);
+        let never_started = listed.contains("never started");
+        if listed.trim().is_empty() || never_started {
+            // Killed before the goal was recorded: there is nothing to resume (`resume` says
+            // so); start it afresh.
+            if never_started {
+                let refused = output(
+                    &workspace,
+                    &home,
+                    &[&["resume", "--last"], &flags[..]].concat(),
+                );
+                assert!(
+                    text(&refused.stderr).contains("there is nothing to resume"),
+                    "{}",
+                    text(&refused.stderr)
+                );
+                std::fs::remove_dir_all(workspace.join(".noeta")).unwrap();
+            }
             let fresh = output(&workspace, &home, &[&["run"], &flags[..], &["go"]].concat());
             assert!(fresh.status.success(), "{}", text(&fresh.stderr));
         } else {

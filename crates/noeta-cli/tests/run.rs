@@ -427,3 +427,36 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
         text(&unset.stderr)
     );
 }
+
+#[test]
+fn a_task_stopped_before_its_goal_was_recorded_is_listed_as_such_and_not_resumed() {
+    let env = Env::new();
+    {
+        let stores = noeta::backends::open_store(
+            None,
+            &env.workspace,
+            std::sync::Arc::new(noeta_core::store::SystemClock),
+        )
+        .unwrap();
+        let task = noeta_core::store::TaskId::new("empty-1").unwrap();
+        let made = stores.log.create_task(&task, None);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(made)
+            .unwrap();
+    }
+    let listed = text(&env.noeta(&["tasks"], None).stdout);
+    assert!(
+        listed.contains("empty-1    never started (stopped before its goal was recorded)"),
+        "{listed}"
+    );
+    let provider = env.script(json!([{ "text": "x" }]));
+    let out = env.noeta(&["resume", "--last", "--provider", &provider], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("task empty-1 was never started (stopped before its goal was recorded): there is nothing to resume; start it again with `noeta run`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

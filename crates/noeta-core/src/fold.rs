@@ -393,7 +393,7 @@ impl Folder {
     pub fn restore(&self, snapshot: Option<&Snapshot>) -> Option<TaskState> {
         snapshot
             .filter(|s| s.plugin_set == self.plugin_set)
-            .and_then(|s| serde_json::from_value::<TaskState>(s.state.clone()).ok())
+            .and_then(|s| serde_json::from_str::<TaskState>(&s.state).ok())
             .filter(|state| Some(state.seq) == snapshot.map(|s| s.seq))
     }
 
@@ -425,7 +425,7 @@ impl Folder {
         Snapshot {
             seq: state.seq,
             plugin_set: self.plugin_set.clone(),
-            state: serde_json::to_value(state).unwrap_or(Value::Null),
+            state: serde_json::to_string(state).unwrap_or_default(),
         }
     }
 

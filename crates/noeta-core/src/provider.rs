@@ -85,7 +85,25 @@ pub trait Provider: Send + Sync {
 
     /// One model call.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError>;
+
+    /// One model call whose reply text is also handed to `on_text` piece by piece as it
+    /// arrives (for display only: the reply returned is what counts). A provider that does not
+    /// stream hands the whole text over once.
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        let reply = self.complete(request).await?;
+        if !reply.text.is_empty() {
+            on_text(&reply.text);
+        }
+        Ok(reply)
+    }
 }
+
+/// Receives a reply's text as it streams in.
+pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -324,6 +324,10 @@ impl Spawner for ClaimSpawner {
     }
 }
 
+/// A run that ends this many events after the task's last snapshot writes a new one: often
+/// enough that a load folds a short tail, rarely enough that short turns do not pay for it.
+pub const SNAPSHOT_EVERY: u64 = 128;
+
 /// Runs tasks against one store and one provider.
 pub struct Runtime {
     log: Arc<dyn EventLog>,
@@ -332,6 +336,8 @@ pub struct Runtime {
     worker: String,
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
+    text: Option<Arc<crate::provider::TextSink<'static>>>,
+    snapshot_every: u64,
     pool: bool,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
     inbox: Inbox,
@@ -401,6 +407,8 @@ impl Runtime {
             worker: "local".to_owned(),
             lease_ttl_ms: 60_000,
             progress: None,
+            text: None,
+            snapshot_every: SNAPSHOT_EVERY,
             pool: false,
             exec: None,
             inbox: Inbox::default(),
@@ -471,6 +479,20 @@ impl Runtime {
         }
         claim.release().await?;
         Ok(count)
+    }
+
+    /// Writes a snapshot when a run ends at least `events` events after the last one (1: after
+    /// every run).
+    pub fn with_snapshot_every(mut self, events: u64) -> Self {
+        self.snapshot_every = events.max(1);
+        self
+    }
+
+    /// Receives the text of each step's reply as it streams in (not recorded; the reply is,
+    /// once whole).
+    pub fn with_text_sink(mut self, sink: Arc<crate::provider::TextSink<'static>>) -> Self {
+        self.text = Some(sink);
+        self
     }
 
     /// Receives tools' live output.
@@ -871,6 +893,7 @@ impl Runtime {
             task: task.clone(),
             lease: Arc::new(Mutex::new(lease)),
             refusals: trailing(&events, "claim_refused"),
+            snapshot_seq: state.seq - events.len() as u64,
             state: Arc::new(state),
             stable: None,
             residents: None,
@@ -922,7 +945,9 @@ impl Runtime {
         let outcome = claim.drive().await;
         match outcome {
             Ok(outcome) => {
-                claim.snapshot().await;
+                if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
+                    claim.snapshot().await;
+                }
                 claim.release().await?;
                 Ok(outcome)
             }
@@ -955,6 +980,8 @@ struct Claim<'s> {
     lease: Arc<Mutex<Lease>>,
     /// Claims refused in a row just before this one (a missing plugin).
     refusals: usize,
+    /// The sequence number the task's latest snapshot reaches (0: none).
+    snapshot_seq: u64,
     state: Arc<TaskState>,
     /// The stable prefix as last sent (system text, tool schemas, entries) and its hash.
     stable: Option<StableKey>,
@@ -1491,7 +1518,15 @@ impl Claim<'_> {
                 }
             }
             let hashes = self.segment_hashes(&request);
-            let answer = self.rt.provider.complete(&request).await;
+            let answer = match &self.rt.text {
+                Some(sink) => {
+                    self.rt
+                        .provider
+                        .complete_streaming(&request, sink.as_ref())
+                        .await
+                }
+                None => self.rt.provider.complete(&request).await,
+            };
             let reply = match answer {
                 Ok(reply) => reply,
                 Err(ProviderError::ContextOverflow { message }) => {

@@ -188,8 +188,9 @@ pub struct Snapshot {
     pub seq: u64,
     /// A hash of the plugin set that folded it; a different set ignores the snapshot.
     pub plugin_set: String,
-    /// The folded state.
-    pub state: Value,
+    /// The folded state as JSON text (parsed straight into the state when it is restored,
+    /// never through a JSON tree: a long task's state is megabytes).
+    pub state: String,
 }
 
 /// A body in the content store, addressed by its SHA-256.

@@ -729,3 +729,25 @@ fn a_base_url_that_is_not_http_is_refused() {
     .unwrap_err();
     assert!(error.to_string().contains("file:///tmp/socket"), "{error}");
 }
+
+#[tokio::test]
+async fn streamed_text_reaches_the_sink_piece_by_piece_and_the_reply_is_whole() {
+    let server = MockServer::start(vec![Reply::events(&[
+        start(json!({"input_tokens": 3, "output_tokens": 1})),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Hel"})),
+        delta(0, json!({"type": "text_delta", "text": "lo."})),
+        block_stop(0),
+        message_delta("end_turn", 2),
+        stop(),
+    ])])
+    .await;
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let sink = |text: &str| pieces.lock().unwrap().push(text.to_owned());
+    let reply = provider(&server)
+        .complete_streaming(&hello(), &sink)
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Hello.");
+    assert_eq!(*pieces.lock().unwrap(), ["Hel", "lo."]);
+}

@@ -555,3 +555,23 @@ fn openai_itself_needs_a_key_and_names_the_variable() {
         assert!(error.to_string().contains("OPENAI_API_KEY"), "{error}");
     }
 }
+
+#[tokio::test]
+async fn streamed_text_reaches_the_sink_piece_by_piece_and_the_reply_is_whole() {
+    let server = MockServer::start(vec![Reply::chunks(&[
+        chunk(json!({"role": "assistant", "content": ""}), None),
+        chunk(json!({"content": "Hel"}), None),
+        chunk(json!({"content": "lo."}), None),
+        chunk(json!({}), Some("stop")),
+        usage_chunk(10, 2, 0),
+    ])])
+    .await;
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let sink = |text: &str| pieces.lock().unwrap().push(text.to_owned());
+    let reply = provider(&server)
+        .complete_streaming(&hello(), &sink)
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Hello.");
+    assert_eq!(*pieces.lock().unwrap(), ["Hel", "lo."]);
+}

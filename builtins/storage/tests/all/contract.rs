@@ -90,7 +90,7 @@ fn outcomes(log: &dyn EventLog, content: &dyn ContentStore, clock: &ManualClock)
     let snap = Snapshot {
         seq: 2,
         plugin_set: "p".to_owned(),
-        state: json!({ "x": [1, 2.5, "three"] }),
+        state: json!({ "x": [1, 2.5, "three"] }).to_string(),
     };
     out.push(format!("{:?}", block_on(log.put_snapshot(&a, &snap))));
     out.push(format!("{:?}", block_on(log.put_snapshot(&missing, &snap))));
@@ -236,7 +236,7 @@ fn numbers_at_the_edge_of_u64_round_trip() {
     let top = Snapshot {
         seq: u64::MAX,
         plugin_set: "p".to_owned(),
-        state: json!(1),
+        state: json!(1).to_string(),
     };
     block_on(store.put_snapshot(&task, &top)).unwrap();
     let lower = Snapshot {

@@ -19,7 +19,7 @@ fn everything_written_is_read_back_after_reopening() {
     let snap = Snapshot {
         seq: 3,
         plugin_set: "set".to_owned(),
-        state: json!({ "folded": [1, 2, 3] }),
+        state: json!({ "folded": [1, 2, 3] }).to_string(),
     };
     block_on(store.put_snapshot(&lease.task, &snap)).unwrap();
     let body = block_on(store.put("text/plain", b"a long tool output")).unwrap();

@@ -69,7 +69,7 @@ fn a_writer_killed_mid_transaction_leaves_the_committed_events_only() {
     let snap = Snapshot {
         seq: 3,
         plugin_set: "p".to_owned(),
-        state: json!({ "n": 3 }),
+        state: json!({ "n": 3 }).to_string(),
     };
     block_on(store.put_snapshot(&lease.task, &snap)).unwrap();
     let body = block_on(store.put("text/plain", b"kept")).unwrap();

@@ -237,7 +237,7 @@ async fn snapshots(log: &dyn EventLog, prefix: &str) -> Outcome {
     let newer = Snapshot {
         seq: 7,
         plugin_set: "p".to_owned(),
-        state: json!({"a": 1}),
+        state: json!({"a": 1}).to_string(),
     };
     let older = Snapshot {
         seq: 3,

@@ -1276,9 +1276,33 @@ impl Extension for Counter {
 }
 
 #[test]
-fn a_snapshot_plus_tail_folds_to_the_same_bytes_and_another_plugin_set_ignores_it() {
+fn a_run_writes_a_snapshot_only_once_enough_events_came_after_the_last() {
     let h = Harness::new();
     let rt = h.runtime(json!([{ "text": "a" }, { "text": "b" }]));
+    let s = session(vec![]);
+    let t = task("few");
+    block_on(rt.create(&s, &t, "one")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        block_on(h.log.snapshot(&t)).unwrap(),
+        None,
+        "a short run writes none"
+    );
+    let rt = h
+        .runtime(json!([{ "text": "a" }, { "text": "b" }]))
+        .with_snapshot_every(3);
+    block_on(rt.send(&s, &t, "two")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let snapshot = block_on(h.log.snapshot(&t)).unwrap().unwrap();
+    assert_eq!(snapshot.seq, h.events(&t).len() as u64);
+}
+
+#[test]
+fn a_snapshot_plus_tail_folds_to_the_same_bytes_and_another_plugin_set_ignores_it() {
+    let h = Harness::new();
+    let rt = h
+        .runtime(json!([{ "text": "a" }, { "text": "b" }]))
+        .with_snapshot_every(1);
     let s = session(vec![Arc::new(Counter)]);
     let t = task("snap");
     block_on(rt.create(&s, &t, "one")).unwrap();
@@ -2666,6 +2690,27 @@ fn a_fork_continues_the_conversation_with_what_continue_state_keeps() {
 }
 
 #[test]
+fn a_text_sink_sees_each_step_reply_as_it_comes() {
+    let h = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = {
+        let seen = seen.clone();
+        Arc::new(move |piece: &str| seen.lock().unwrap().push(piece.to_owned()))
+    };
+    let rt = h
+        .runtime(json!([
+            { "text": "looking", "calls": [call("Echo", json!({ "text": "a" }))] },
+            { "text": "done" }
+        ]))
+        .with_text_sink(sink);
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("Echo"))])]);
+    let t = task("streamed");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(*seen.lock().unwrap(), ["looking", "done"]);
+}
+
+#[test]
 fn reasoning_blocks_are_recorded_with_the_reply_and_kept_in_its_message() {
     let h = Harness::new();
     let thinking = json!([{ "type": "thinking", "thinking": "check a.txt", "signature": "sig" }]);
@@ -2912,7 +2957,7 @@ fn an_unreadable_snapshot_is_ignored_and_the_log_folded_from_scratch() {
     let broken = noeta_core::store::Snapshot {
         seq: head,
         plugin_set: s.folder.plugin_set().to_owned(),
-        state: json!({"not": "a state"}),
+        state: json!({"not": "a state"}).to_string(),
     };
     block_on(h.log.put_snapshot(&t, &broken)).unwrap();
     block_on(rt.send(&s, &t, "two")).unwrap();
