@@ -1,7 +1,8 @@
 //! Budgets (the `budget` extension): caps on what one task may spend.
 //!
 //! `[plugins.governance] budget` sets any of `max_iterations` (model calls),
-//! `max_tokens` (input plus output tokens over all model calls),
+//! `max_tokens` (input plus output tokens over all model calls), `max_cost_usd`
+//! (what the model calls cost, from the prices their provider reports),
 //! `max_tool_calls` (calls that started), `max_subtasks` (child tasks
 //! spawned) and `max_depth` (how deep below the root a child may be). Every
 //! count comes from the task's log — model calls and tokens from the kernel's
@@ -29,6 +30,8 @@ pub(crate) struct Budget {
     #[serde(default)]
     max_tokens: Option<u64>,
     #[serde(default)]
+    max_cost_usd: Option<f64>,
+    #[serde(default)]
     max_tool_calls: Option<u64>,
     #[serde(default)]
     max_subtasks: Option<u64>,
@@ -41,9 +44,20 @@ impl Budget {
     pub(crate) fn is_set(&self) -> bool {
         self.max_iterations.is_some()
             || self.max_tokens.is_some()
+            || self.max_cost_usd.is_some()
             || self.max_tool_calls.is_some()
             || self.max_subtasks.is_some()
             || self.max_depth.is_some()
+    }
+
+    /// Refuses a cost cap that is not a positive number of dollars.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match self.max_cost_usd {
+            Some(max) if !(max.is_finite() && max > 0.0) => Err(format!(
+                "settings [plugins.governance] budget.max_cost_usd: expected a positive number of US dollars, got `{max}`"
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn counted(view: &View<'_>, key: &str) -> u64 {
@@ -107,6 +121,24 @@ impl Extension for Budget {
             return Err(StepSignal::TurnFailed {
                 reason: format!("budget: the task has used {tokens} tokens (max_tokens = {max})"),
             });
+        }
+        if let Some(max) = self.max_cost_usd {
+            // A call without a price cannot be counted: the cap cannot be kept, so it is not
+            // pretended to be.
+            if core.unpriced_calls > 0 {
+                return Err(StepSignal::TurnFailed {
+                    reason: format!(
+                        "budget: max_cost_usd = {max} is set, but {} model call(s) of this task came without a price (the model is not in the provider's price catalogue; set its price in the provider settings)",
+                        core.unpriced_calls
+                    ),
+                });
+            }
+            let spent = core.usage.cost_micros.unwrap_or(0) as f64 / 1e6;
+            if spent >= max {
+                return Err(StepSignal::TurnFailed {
+                    reason: format!("budget: the task has cost ${spent:.4} (max_cost_usd = {max})"),
+                });
+            }
         }
         Ok(request)
     }

@@ -219,6 +219,7 @@ impl SessionPackFactory for Pack {
         if let Some(guard) = &settings.repetition {
             guard.validate()?;
         }
+        settings.budget.validate()?;
         let start = match settings.permission_mode.as_deref() {
             None => Mode::Default,
             Some(text) => Mode::parse(text).ok_or_else(|| {

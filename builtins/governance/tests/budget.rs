@@ -103,6 +103,55 @@ fn max_tokens_counts_input_and_output_over_the_task() {
     );
 }
 
+#[test]
+fn max_cost_usd_ends_the_turn_once_the_priced_calls_reach_it() {
+    let s = session(json!({"budget": {"max_cost_usd": 0.01}}), &look()).unwrap();
+    let cost = |micros: u64| json!({"input_tokens": 1, "output_tokens": 1, "cost_micros": micros});
+    let rt = scripted(json!({ "turns": [
+        { "calls": [call("Look", json!({}))], "usage": cost(4_000) },
+        { "calls": [call("Look", json!({}))], "usage": cost(7_000) },
+        { "text": "done" }
+    ]}));
+    let t = TaskId::new("cost").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    assert_eq!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::TurnFailed {
+            reason: "budget: the task has cost $0.0110 (max_cost_usd = 0.01)".into()
+        }
+    );
+    assert_eq!(results(&rt, &s, &t), ["Look ran", "Look ran"]);
+}
+
+#[test]
+fn a_cost_cap_with_an_unpriced_model_stops_instead_of_pretending() {
+    let s = session(json!({"budget": {"max_cost_usd": 5}}), &look()).unwrap();
+    let rt = scripted(json!({ "turns": [
+        { "calls": [call("Look", json!({}))] },
+        { "text": "done" }
+    ]}));
+    let t = TaskId::new("unpriced").unwrap();
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    match block_on(rt.run(&s, &t)).unwrap() {
+        RunOutcome::TurnFailed { reason } => assert!(
+            reason.starts_with("budget: max_cost_usd = 5 is set, but 1 model call(s) of this task came without a price"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_cost_cap_that_is_not_a_positive_amount_is_refused() {
+    for bad in [json!(0), json!(-1.5)] {
+        let err = session(json!({"budget": {"max_cost_usd": bad}}), &look()).unwrap_err();
+        assert!(
+            err.to_string().contains("settings [plugins.governance] budget.max_cost_usd: expected a positive number of US dollars"),
+            "{err}"
+        );
+    }
+}
+
 fn delegating(settings: Value) -> noeta_core::session::Session {
     let mut s = session(settings, &[Arc::new(Delegate)]).unwrap();
     s.spec.spawnable = vec!["scout".into()];

@@ -12,7 +12,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 use sse_stream::Sse;
 
-use crate::catalog::model_limits;
+use crate::catalog::{Price, model_limits, model_price};
 use crate::config::{EnvLookup, ProviderConfig, base_url, present, setting};
 use crate::http::{Decoder, Flow, Http, TextOut, is_overflow, transient};
 use crate::open::ProviderSetupError;
@@ -44,6 +44,8 @@ pub struct AnthropicProvider {
     max_tokens: u32,
     context_window: u64,
     thinking_budget: Option<u32>,
+    /// The model's price, when known.
+    price: Option<Price>,
 }
 
 impl AnthropicProvider {
@@ -106,6 +108,7 @@ impl AnthropicProvider {
             http: Http::new("anthropic", &config)?,
             url: format!("{base}/v1/messages"),
             headers,
+            price: config.price.or_else(|| model_price(&model)),
             model,
             max_tokens,
             context_window: config.context_window.unwrap_or(limits.context_window),
@@ -174,12 +177,15 @@ impl AnthropicProvider {
             serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
                 message: format!("anthropic: cannot encode the request: {e}"),
             })?;
-        self.http
+        let mut reply = self
+            .http
             .stream(&self.url, &self.headers, &body, || StreamDecoder {
                 out,
                 ..StreamDecoder::default()
             })
-            .await
+            .await?;
+        reply.usage.cost_micros = self.price.map(|p| p.cost_micros(&reply.usage));
+        Ok(reply)
     }
 }
 

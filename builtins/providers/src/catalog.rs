@@ -1,8 +1,12 @@
-//! The model catalog: context window and output limit by model-name prefix.
+//! The model catalog: context window, output limit and price by model-name prefix.
 //!
 //! The longest matching prefix wins, so `claude-opus-4-6` finds its own entry
 //! before `claude-opus-4`. A model the catalog does not know gets 128,000
 //! tokens of context and 16,384 of output; `ProviderConfig` can override both.
+//! Prices are the providers' published list prices in US dollars per million
+//! tokens, for the models whose prices were published when the entry was
+//! written; a model without one reports no cost (`ProviderConfig::price` sets
+//! it), so a cost budget cannot be checked against it.
 
 /// A model's limits, in tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +23,57 @@ pub const UNKNOWN_MODEL: ModelLimits = ModelLimits {
     max_output_tokens: 16_384,
 };
 
+/// A model's list price, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Input tokens (not read from or written to the prompt cache).
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: f64,
+    /// Input tokens written to the prompt cache.
+    pub cache_write: f64,
+}
+
+impl Price {
+    /// What `usage` costs, in millionths of a US dollar (a dollar per million tokens is a
+    /// micro-dollar per token).
+    pub fn cost_micros(&self, usage: &noeta_core::records::Usage) -> u64 {
+        let cost = usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_tokens as f64 * self.cache_read
+            + usage.cache_write_tokens as f64 * self.cache_write;
+        cost.round() as u64
+    }
+}
+
+/// Anthropic's pricing shape: cache reads at a tenth of input, cache writes at 1.25 times.
+const fn anthropic(input: f64, output: f64) -> Option<Price> {
+    Some(Price {
+        input,
+        output,
+        cache_read: input / 10.0,
+        cache_write: input * 1.25,
+    })
+}
+
+/// OpenAI's: cached input at the given price, no charge to write the cache.
+const fn openai(input: f64, output: f64, cached: f64) -> Option<Price> {
+    Some(Price {
+        input,
+        output,
+        cache_read: cached,
+        cache_write: 0.0,
+    })
+}
+
 /// One catalog row.
 struct Entry {
     prefix: &'static str,
     context_window: u64,
     max_output_tokens: u32,
+    price: Option<Price>,
     /// OpenAI models that refuse function tools on chat completions while reasoning at their
     /// default effort (GPT-5.2 and later): a request with tools asks for `reasoning_effort: none`.
     tools_without_reasoning: bool,
@@ -34,6 +84,22 @@ const fn row(prefix: &'static str, context_window: u64, max_output_tokens: u32) 
         prefix,
         context_window,
         max_output_tokens,
+        price: None,
+        tools_without_reasoning: false,
+    }
+}
+
+const fn priced(
+    prefix: &'static str,
+    context_window: u64,
+    max_output_tokens: u32,
+    price: Option<Price>,
+) -> Entry {
+    Entry {
+        prefix,
+        context_window,
+        max_output_tokens,
+        price,
         tools_without_reasoning: false,
     }
 }
@@ -43,6 +109,7 @@ const fn reasoning_row(prefix: &'static str, context_window: u64, max_output_tok
         prefix,
         context_window,
         max_output_tokens,
+        price: None,
         tools_without_reasoning: true,
     }
 }
@@ -56,26 +123,27 @@ const CATALOG: &[Entry] = &[
     row("claude-opus-4-7", 1_000_000, 128_000),
     row("claude-opus-4-6", 1_000_000, 128_000),
     row("claude-sonnet-4-6", 1_000_000, 128_000),
-    row("claude-opus-4-5", 200_000, 64_000),
-    row("claude-sonnet-4-5", 200_000, 64_000),
-    row("claude-haiku-4-5", 200_000, 64_000),
-    row("claude-opus-4", 200_000, 32_000),
-    row("claude-sonnet-4", 200_000, 64_000),
-    row("claude-3-7-sonnet", 200_000, 64_000),
-    row("claude-3-5-sonnet", 200_000, 8_192),
-    row("claude-3-5-haiku", 200_000, 8_192),
-    row("claude-3-haiku", 200_000, 4_096),
+    priced("claude-opus-4-5", 200_000, 64_000, anthropic(5.0, 25.0)),
+    priced("claude-sonnet-4-5", 200_000, 64_000, anthropic(3.0, 15.0)),
+    priced("claude-haiku-4-5", 200_000, 64_000, anthropic(1.0, 5.0)),
+    priced("claude-opus-4-1", 200_000, 32_000, anthropic(15.0, 75.0)),
+    priced("claude-opus-4", 200_000, 32_000, anthropic(15.0, 75.0)),
+    priced("claude-sonnet-4", 200_000, 64_000, anthropic(3.0, 15.0)),
+    priced("claude-3-7-sonnet", 200_000, 64_000, anthropic(3.0, 15.0)),
+    priced("claude-3-5-sonnet", 200_000, 8_192, anthropic(3.0, 15.0)),
+    priced("claude-3-5-haiku", 200_000, 8_192, anthropic(0.8, 4.0)),
+    priced("claude-3-haiku", 200_000, 4_096, anthropic(0.25, 1.25)),
     // OpenAI
     reasoning_row("gpt-6", 1_050_000, 128_000),
     reasoning_row("gpt-5.6", 1_050_000, 128_000),
     reasoning_row("gpt-5.5", 400_000, 128_000),
     reasoning_row("gpt-5.4", 400_000, 128_000),
     reasoning_row("gpt-5.2", 400_000, 128_000),
-    row("gpt-5", 400_000, 128_000),
-    row("gpt-4.1", 1_047_576, 32_768),
-    row("gpt-4o", 128_000, 16_384),
-    row("o3", 200_000, 100_000),
-    row("o4-mini", 200_000, 100_000),
+    priced("gpt-5", 400_000, 128_000, openai(1.25, 10.0, 0.125)),
+    priced("gpt-4.1", 1_047_576, 32_768, openai(2.0, 8.0, 0.5)),
+    priced("gpt-4o", 128_000, 16_384, openai(2.5, 10.0, 1.25)),
+    priced("o3", 200_000, 100_000, openai(2.0, 8.0, 0.5)),
+    priced("o4-mini", 200_000, 100_000, openai(1.1, 4.4, 0.275)),
 ];
 
 fn entry(model: &str) -> Option<&'static Entry> {
@@ -91,6 +159,20 @@ pub fn model_limits(model: &str) -> ModelLimits {
         context_window: e.context_window,
         max_output_tokens: e.max_output_tokens,
     })
+}
+
+/// The list price of `model`, when the catalog has one for exactly that model: its entry's
+/// name, or that name with a date or `-latest` after it. A variant the prefix also matches
+/// (`gpt-4o-mini` under `gpt-4o`) costs differently, so it gets no price rather than a wrong one.
+pub fn model_price(model: &str) -> Option<Price> {
+    let entry = entry(model)?;
+    let rest = &model[entry.prefix.len()..];
+    let exact = rest.is_empty()
+        || rest == "-latest"
+        || rest.strip_prefix('-').is_some_and(|date| {
+            date.starts_with("20") && date.chars().all(|c| c.is_ascii_digit() || c == '-')
+        });
+    entry.price.filter(|_| exact)
 }
 
 /// Whether `model` refuses function tools on chat completions unless reasoning is off.
@@ -132,5 +214,34 @@ mod tests {
         assert!(!tools_without_reasoning("gpt-5"));
         assert!(!tools_without_reasoning("gpt-4o"));
         assert!(!tools_without_reasoning("qwen3"));
+    }
+
+    #[test]
+    fn prices_hold_for_the_model_and_its_dated_names_only() {
+        let usage = noeta_core::records::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_read_tokens: 2_000_000,
+            cache_write_tokens: 400_000,
+            cost_micros: None,
+        };
+        // 3.00 + 1.50 + 0.60 + 1.50 dollars.
+        let sonnet = model_price("claude-sonnet-4-5-20250929").unwrap();
+        assert_eq!(sonnet.cost_micros(&usage), 6_600_000);
+        assert!(model_price("claude-sonnet-4-5").is_some());
+        assert!(model_price("gpt-4o-2024-08-06").is_some());
+        assert!(model_price("gpt-4o-latest").is_some());
+        assert_eq!(
+            model_price("gpt-4o-mini"),
+            None,
+            "a variant is not priced as its prefix"
+        );
+        assert_eq!(model_price("o3-pro"), None);
+        assert_eq!(
+            model_price("gpt-6-sol"),
+            None,
+            "no published price in the catalog"
+        );
+        assert_eq!(model_price("llama3"), None);
     }
 }

@@ -10,7 +10,7 @@ use crate::open::ProviderSetupError;
 /// Build one from the default and set what you need:
 /// `ProviderConfig { model: Some("…".into()), ..ProviderConfig::default() }`. Its `Debug` form
 /// hides the key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct ProviderConfig {
     /// The model; each provider has a documented default.
     pub model: Option<String>,
@@ -37,6 +37,9 @@ pub struct ProviderConfig {
     pub context_window: Option<u64>,
     /// OpenAI `reasoning_effort`, sent verbatim when set.
     pub reasoning_effort: Option<String>,
+    /// The model's price, instead of the catalog's (which has none for models without a
+    /// published one): each reply's `usage.cost_micros` is computed from it.
+    pub price: Option<crate::catalog::Price>,
 }
 
 impl Default for ProviderConfig {
@@ -54,6 +57,7 @@ impl Default for ProviderConfig {
             max_output_tokens: None,
             context_window: None,
             reasoning_effort: None,
+            price: None,
         }
     }
 }

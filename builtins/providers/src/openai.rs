@@ -12,7 +12,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValu
 use serde_json::{Map, Value, json};
 use sse_stream::Sse;
 
-use crate::catalog::{model_limits, tools_without_reasoning};
+use crate::catalog::{Price, model_limits, model_price, tools_without_reasoning};
 use crate::config::{EnvLookup, ProviderConfig, base_url, present, setting};
 use crate::http::{Decoder, Flow, Http, TextOut, error_details, is_overflow, transient};
 use crate::open::ProviderSetupError;
@@ -44,6 +44,8 @@ pub struct OpenAiProvider {
     max_tokens: Option<(&'static str, u32)>,
     context_window: u64,
     reasoning_effort: Option<String>,
+    /// The model's price, when known.
+    price: Option<Price>,
 }
 
 impl OpenAiProvider {
@@ -104,6 +106,7 @@ impl OpenAiProvider {
             max_tokens,
             context_window: config.context_window.unwrap_or(limits.context_window),
             reasoning_effort: present(config.reasoning_effort.as_deref()),
+            price: config.price.or_else(|| model_price(&model)),
             model,
         })
     }
@@ -154,12 +157,15 @@ impl OpenAiProvider {
             serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
                 message: format!("openai: cannot encode the request: {e}"),
             })?;
-        self.http
+        let mut reply = self
+            .http
             .stream(&self.url, &self.headers, &body, || StreamDecoder {
                 out,
                 ..StreamDecoder::default()
             })
-            .await
+            .await?;
+        reply.usage.cost_micros = self.price.map(|p| p.cost_micros(&reply.usage));
+        Ok(reply)
     }
 }
 
@@ -375,6 +381,7 @@ impl StreamDecoder<'_> {
             output_tokens: number("/completion_tokens").unwrap_or_default(),
             cache_read_tokens: cached,
             cache_write_tokens: 0,
+            cost_micros: None,
         };
     }
 }

@@ -222,8 +222,11 @@ pub struct CoreState {
     pub model_calls: u64,
     /// Tool calls finished.
     pub tool_calls: u64,
-    /// Token usage so far.
+    /// Token usage so far (`cost_micros`: the cost of the calls that had a price).
     pub usage: Usage,
+    /// Model calls whose provider gave no price.
+    #[serde(default)]
+    pub unpriced_calls: u64,
     /// Why the model stopped in its last reply.
     pub last_stop: Option<StopReason>,
     /// The index in `messages` of the newest user message.
@@ -639,6 +642,12 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             core.usage.output_tokens += usage.output_tokens;
             core.usage.cache_read_tokens += usage.cache_read_tokens;
             core.usage.cache_write_tokens += usage.cache_write_tokens;
+            match usage.cost_micros {
+                Some(cost) => {
+                    core.usage.cost_micros = Some(core.usage.cost_micros.unwrap_or(0) + cost);
+                }
+                None => core.unpriced_calls += 1,
+            }
             let mut message = Message::new(event.seq, Role::Assistant, text, calls, None, false);
             message.reasoning = reasoning;
             core.push(message);

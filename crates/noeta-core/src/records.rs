@@ -64,6 +64,10 @@ pub struct Usage {
     /// Input tokens written to the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub cache_write_tokens: u64,
+    /// What the call cost, in millionths of a US dollar, when the provider knows its price
+    /// (summed in the task's state over the calls that had one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micros: Option<u64>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {

@@ -88,6 +88,8 @@ async fn a_text_reply_reports_its_usage() {
             output_tokens: 7,
             cache_read_tokens: 100,
             cache_write_tokens: 50,
+            // The default model has no published price in the catalog.
+            cost_micros: None,
         }
     );
     let sent = server.request(0);
@@ -750,4 +752,43 @@ async fn streamed_text_reaches_the_sink_piece_by_piece_and_the_reply_is_whole() 
         .unwrap();
     assert_eq!(reply.text, "Hello.");
     assert_eq!(*pieces.lock().unwrap(), ["Hel", "lo."]);
+}
+
+#[tokio::test]
+async fn a_priced_model_reports_what_each_call_cost() {
+    let events = [
+        start(
+            json!({"input_tokens": 1000, "cache_read_input_tokens": 2000,
+            "cache_creation_input_tokens": 400, "output_tokens": 1}),
+        ),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "ok"})),
+        block_stop(0),
+        message_delta("end_turn", 100),
+        stop(),
+    ];
+    let server = MockServer::start(vec![Reply::events(&events), Reply::events(&events)]).await;
+    let mut listed = config(&server.base);
+    listed.model = Some("claude-sonnet-4-5".into());
+    let reply = AnthropicProvider::new(listed)
+        .unwrap()
+        .complete(&hello())
+        .await
+        .unwrap();
+    // 1,000 × 3 + 100 × 15 + 2,000 × 0.3 + 400 × 3.75 micro-dollars.
+    assert_eq!(reply.usage.cost_micros, Some(6_600));
+    let mut own = config(&server.base);
+    own.model = Some("claude-private".into());
+    own.price = Some(noeta_builtin_providers::Price {
+        input: 1.0,
+        output: 2.0,
+        cache_read: 0.0,
+        cache_write: 0.0,
+    });
+    let reply = AnthropicProvider::new(own)
+        .unwrap()
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.usage.cost_micros, Some(1_200));
 }

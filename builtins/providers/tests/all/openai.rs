@@ -67,6 +67,7 @@ async fn a_text_reply_reports_its_usage() {
             output_tokens: 20,
             cache_read_tokens: 60,
             cache_write_tokens: 0,
+            cost_micros: None,
         }
     );
     let sent = server.request(0);
