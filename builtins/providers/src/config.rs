@@ -168,3 +168,155 @@ mod tests {
         assert_eq!(setting(None, &env, "OTHER"), None);
     }
 }
+
+/// The keys `[plugins.providers]` takes.
+const SETTINGS_KEYS: &str = "provider, model, api_key, base_url, max_retries, connect_timeout_ms, idle_timeout_ms, thinking_budget, max_output_tokens, context_window, reasoning_effort, price";
+
+/// `[plugins.providers]` read into the provider to use (when it names one) and its
+/// configuration, over `base`. Secret references (`{env:…}`) must already be resolved. Every
+/// error names the key and the value.
+pub fn from_settings(
+    params: &serde_json::Value,
+    mut base: ProviderConfig,
+) -> Result<(Option<String>, ProviderConfig), String> {
+    use serde_json::Value;
+    let Some(table) = params.as_object() else {
+        if params.is_null() {
+            return Ok((None, base));
+        }
+        return Err(format!(
+            "settings [plugins.providers]: expected a table, got `{params}`"
+        ));
+    };
+    let at = |key: &str| format!("settings [plugins.providers] {key}");
+    let text = |key: &str, value: &Value| -> Result<String, String> {
+        value
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{}: expected a string, got `{value}`", at(key)))
+    };
+    let number = |key: &str, value: &Value| -> Result<u64, String> {
+        value
+            .as_u64()
+            .ok_or_else(|| format!("{}: expected a whole number, got `{value}`", at(key)))
+    };
+    let small = |key: &str, value: &Value| -> Result<u32, String> {
+        u32::try_from(number(key, value)?)
+            .map_err(|_| format!("{}: `{value}` is too large", at(key)))
+    };
+    let mut provider = None;
+    for (key, value) in table {
+        match key.as_str() {
+            "provider" => provider = Some(text(key, value)?),
+            "model" => base.model = Some(text(key, value)?),
+            "api_key" => base.api_key = Some(text(key, value)?),
+            "base_url" => base.base_url = Some(text(key, value)?),
+            "max_retries" => base.max_retries = small(key, value)?,
+            "connect_timeout_ms" => {
+                base.connect_timeout = Duration::from_millis(number(key, value)?);
+            }
+            "idle_timeout_ms" => base.idle_timeout = Duration::from_millis(number(key, value)?),
+            "thinking_budget" => base.thinking_budget = Some(small(key, value)?),
+            "max_output_tokens" => base.max_output_tokens = Some(small(key, value)?),
+            "context_window" => base.context_window = Some(number(key, value)?),
+            "reasoning_effort" => base.reasoning_effort = Some(text(key, value)?),
+            "price" => {
+                let dollars = |part: &str| -> Result<f64, String> {
+                    match value.get(part) {
+                        None => Ok(0.0),
+                        Some(v) => v
+                            .as_f64()
+                            .filter(|d| d.is_finite() && *d >= 0.0)
+                            .ok_or_else(|| {
+                                format!(
+                                    "{}.{part}: expected dollars per million tokens, got `{v}`",
+                                    at(key)
+                                )
+                            }),
+                    }
+                };
+                if let Some(unknown) = value
+                    .as_object()
+                    .ok_or_else(|| format!("{}: expected a table, got `{value}`", at(key)))?
+                    .keys()
+                    .find(|k| {
+                        !["input", "output", "cache_read", "cache_write"].contains(&k.as_str())
+                    })
+                {
+                    return Err(format!(
+                        "{}: unknown key `{unknown}` (known: input, output, cache_read, cache_write)",
+                        at(key)
+                    ));
+                }
+                base.price = Some(crate::catalog::Price {
+                    input: dollars("input")?,
+                    output: dollars("output")?,
+                    cache_read: dollars("cache_read")?,
+                    cache_write: dollars("cache_write")?,
+                });
+            }
+            other => {
+                return Err(format!(
+                    "settings [plugins.providers]: unknown key `{other}` (known: {SETTINGS_KEYS})"
+                ));
+            }
+        }
+    }
+    Ok((provider, base))
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_fill_the_configuration_and_name_what_is_wrong() {
+        let (provider, config) = from_settings(
+            &json!({
+                "provider": "openai", "model": "llama3", "base_url": "http://127.0.0.1:11434/v1",
+                "max_retries": 2, "idle_timeout_ms": 1500, "context_window": 8192,
+                "price": { "input": 0.5, "output": 1.5 }
+            }),
+            ProviderConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(provider.as_deref(), Some("openai"));
+        assert_eq!(config.model.as_deref(), Some("llama3"));
+        assert_eq!(config.max_retries, 2);
+        assert_eq!(config.idle_timeout, Duration::from_millis(1500));
+        assert_eq!(config.context_window, Some(8192));
+        assert_eq!(config.price.unwrap().output, 1.5);
+        assert_eq!(
+            from_settings(&serde_json::Value::Null, ProviderConfig::default())
+                .unwrap()
+                .0,
+            None
+        );
+        for (bad, message) in [
+            (
+                json!({"modle": "x"}),
+                "settings [plugins.providers]: unknown key `modle`",
+            ),
+            (
+                json!({"max_retries": "3"}),
+                "settings [plugins.providers] max_retries: expected a whole number, got `\"3\"`",
+            ),
+            (
+                json!({"price": {"input": -1}}),
+                "settings [plugins.providers] price.input: expected dollars per million tokens, got `-1`",
+            ),
+            (
+                json!({"price": {"in": 1}}),
+                "settings [plugins.providers] price: unknown key `in`",
+            ),
+            (
+                json!("anthropic"),
+                "settings [plugins.providers]: expected a table",
+            ),
+        ] {
+            let err = from_settings(&bad, ProviderConfig::default()).unwrap_err();
+            assert!(err.starts_with(message), "{err}");
+        }
+    }
+}

@@ -84,17 +84,30 @@ pub(crate) fn open_store(
     Ok((stores.log, stores.content))
 }
 
-/// The model: `--provider`, else the first provider with a key in the environment.
-pub(crate) fn open_model(args: &AgentArgs) -> Result<Arc<dyn Provider>> {
-    let spec = match &args.provider {
-        Some(spec) => spec.clone(),
-        None => match noeta::backends::detect_from_env() {
+/// The model: `--provider`, else `[plugins.providers] provider`, else the first provider with
+/// a key in the environment; configured by `[plugins.providers]` (its secret references
+/// resolved now), then `--model`.
+pub(crate) fn open_model(args: &AgentArgs, settings: &Settings) -> Result<Arc<dyn Provider>> {
+    let params = settings
+        .params("providers")
+        .map(|p| serde_json::Value::Object(p.clone()))
+        .unwrap_or(serde_json::Value::Null);
+    let params =
+        noeta::settings::resolve_plugin_secrets("providers", &params, &noeta::EnvSecrets::new())?;
+    let (named, mut config) =
+        noeta::backends::from_settings(&params, noeta::backends::ProviderConfig::default())
+            .map_err(anyhow::Error::msg)?;
+    let spec = match (&args.provider, named) {
+        (Some(spec), _) => spec.clone(),
+        (None, Some(spec)) => spec,
+        (None, None) => match noeta::backends::detect_from_env() {
             Some(name) => name.to_owned(),
             None => bail!("{NO_MODEL}"),
         },
     };
-    let mut config = noeta::backends::ProviderConfig::default();
-    config.model.clone_from(&args.model);
+    if args.model.is_some() {
+        config.model.clone_from(&args.model);
+    }
     noeta::backends::open_provider(&spec, config)
         .with_context(|| format!("cannot set up provider `{spec}`"))
 }
@@ -173,7 +186,7 @@ impl AgentHost {
         .with_host_extension(printer.clone())
         .with_host_extension(Arc::new(Approver::new(printer.clone())));
         let (log, content) = open_store(paths, args.store.as_deref())?;
-        let model = open_model(args)?;
+        let model = open_model(args, &settings)?;
         let sink = printer.clone();
         let text = printer.clone();
         let runtime = Runtime::new(log.clone(), content.clone(), model)

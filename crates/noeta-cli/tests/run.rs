@@ -460,3 +460,31 @@ fn a_task_stopped_before_its_goal_was_recorded_is_listed_as_such_and_not_resumed
         text(&out.stderr)
     );
 }
+
+#[test]
+fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
+    let env = Env::new();
+    let provider = env.script(json!([{ "text": "configured" }]));
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        format!("[plugins.providers]\nprovider = \"{provider}\"\n"),
+    )
+    .unwrap();
+    let out = env.noeta(&["run", "hello"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "configured\n");
+
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        "[plugins.providers]\nmodle = \"x\"\n",
+    )
+    .unwrap();
+    let out = env.noeta(&["run", "hello"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("settings [plugins.providers]: unknown key `modle`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
