@@ -488,3 +488,27 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn chat_keeps_one_task_across_messages_and_answers_slash_commands() {
+    let env = Env::new();
+    let provider = env.script(json!([{ "text": "first answer" }, { "text": "second answer" }]));
+    let out = env.noeta(
+        &["chat", "--provider", &provider],
+        Some("hello\n/help\n/nope\nand again\n/tasks\n/exit\n"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("first answer\nsecond answer\n"),
+        "{stdout}"
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("/reload-plugins"),
+        "the help lists the commands: {err}"
+    );
+    assert!(err.contains("/nope: no such command"), "{err}");
+    let tasks: Vec<&str> = stdout.lines().filter(|l| l.contains("event(s)")).collect();
+    assert_eq!(tasks.len(), 1, "one task for the whole chat: {stdout}");
+}
