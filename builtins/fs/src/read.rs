@@ -22,6 +22,31 @@ pub(crate) const MAX_LINE_CHARS: usize = 2000;
 pub(crate) const MAX_WHOLE_FILE_BYTES: u64 = 262_144;
 /// The most tokens one read returns (estimated at 4 characters per token).
 pub(crate) const MAX_TOKENS: usize = 25_000;
+/// The largest image Read shows.
+pub(crate) const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The image kind of a file's first bytes (by their magic numbers), if it is one.
+pub(crate) fn image_type(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// The first bytes of a file.
+fn head_of(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut head = Vec::with_capacity(16);
+    std::fs::File::open(path)?.take(16).read_to_end(&mut head)?;
+    Ok(head)
+}
 
 const DESCRIPTION: &str = "\
 Read a text file from the workspace. `file_path` is relative to the workspace root (or absolute \
@@ -30,8 +55,9 @@ By default up to 2000 lines are read from the start; use `offset` (the first lin
 `limit` (how many lines) for long files — a file larger than 256 KiB must be read with a \
 `limit`. Lines longer than 2000 characters are clipped. A Jupyter notebook (`.ipynb`) is shown \
 cell by cell (`--- cell N (code) ---` and its source, then `--- output ---` and its text \
-outputs); offset and limit count those lines. Binary files, images and PDFs are not \
-supported. Read a file before you Edit it or overwrite it with Write.";
+outputs); offset and limit count those lines. An image (PNG, JPEG, GIF or WebP, at most 5 MiB) \
+is shown to you as the image itself. Other binary files and PDFs are not supported. Read a \
+file before you Edit it or overwrite it with Write.";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +129,26 @@ impl Tool for Read {
                 NAME,
                 format!("`{rel}` is a directory, not a file; use Glob to list its files"),
             ));
+        }
+        if let Some(media_type) = head_of(&target.abs).ok().and_then(|h| image_type(&h)) {
+            if meta.len() > MAX_IMAGE_BYTES {
+                return Err(fail(
+                    NAME,
+                    format!(
+                        "the image `{rel}` is {} bytes, more than the {MAX_IMAGE_BYTES} bytes (5 MiB) shown",
+                        meta.len()
+                    ),
+                ));
+            }
+            let bytes = std::fs::read(&target.abs)
+                .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+            ctx.record(
+                EXTENSION,
+                "read",
+                json!({ "path": target.rel, "digest": sha256_hex(&bytes) }),
+            );
+            let shown = format!("Image file `{rel}` ({media_type}, {} bytes).", bytes.len());
+            return Ok(ToolOutput::text(shown).with_attachment(media_type, bytes));
         }
         let is_notebook = notebook::is_notebook(&target.abs);
         // A notebook's outputs (images above all) make its file far larger than what is shown,
@@ -202,7 +248,9 @@ pub(crate) fn text_of(bytes: &[u8]) -> Option<&str> {
 pub(crate) fn not_text(tool: &str, rel: &str) -> ToolError {
     fail(
         tool,
-        format!("`{rel}` is not utf-8 text (binary files, images and PDFs are not supported)"),
+        format!(
+            "`{rel}` is not utf-8 text (binary files other than images, and PDFs, are not supported)"
+        ),
     )
 }
 

@@ -248,15 +248,37 @@ fn assistant_content(message: &Message) -> Vec<Value> {
     content
 }
 
-fn tool_result_block(message: &Message) -> Value {
+fn tool_result_block(message: &Message, request: &ModelRequest) -> Value {
     let mut block = Map::new();
     block.insert("type".into(), json!("tool_result"));
     block.insert(
         "tool_use_id".into(),
         json!(message.call_id.as_deref().unwrap_or_default()),
     );
-    if !message.text.is_empty() {
-        block.insert("content".into(), json!(message.text));
+    if message.attachments.is_empty() {
+        if !message.text.is_empty() {
+            block.insert("content".into(), json!(message.text));
+        }
+    } else {
+        // With images the content is a list of blocks: the text, then each image.
+        let mut content = Vec::new();
+        if !message.text.is_empty() {
+            content.push(text_block(&message.text));
+        }
+        for reference in &message.attachments {
+            content.push(match request.attachments.get(&reference.sha256) {
+                Some(image) => json!({
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": image.media_type,
+                        "data": crate::http::base64(&image.data),
+                    }
+                }),
+                None => text_block(&format!("[image {} is not available]", reference.sha256)),
+            });
+        }
+        block.insert("content".into(), Value::Array(content));
     }
     if message.is_error {
         block.insert("is_error".into(), json!(true));
@@ -292,7 +314,7 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
             Role::Context if !message.text.is_empty() => {
                 others.push(reminder_block(&message.text));
             }
-            Role::Tool => results.push(tool_result_block(message)),
+            Role::Tool => results.push(tool_result_block(message, request)),
             Role::Assistant => {
                 let content = assistant_content(message);
                 if !content.is_empty() {

@@ -65,6 +65,12 @@ impl TextOut<'_> {
     }
 }
 
+/// Standard base64 of `bytes` (images on the wire).
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// A transient error.
 pub(crate) fn transient(message: String) -> ProviderError {
     ProviderError::Transient {

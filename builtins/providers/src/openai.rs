@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use noeta_core::extension::{ModelReply, ModelRequest};
-use noeta_core::fold::Role;
+use noeta_core::fold::{Message, Role};
 use noeta_core::provider::{Provider, ProviderError, TextSink};
 use noeta_core::records::{StopReason, ToolCall, Usage};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -243,6 +243,10 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
                     "tool_call_id": message.call_id.as_deref().unwrap_or_default(),
                     "content": message.text,
                 }));
+                // Chat completions take images in user messages only: they follow the results.
+                if !message.attachments.is_empty() {
+                    waiting.push(images_message(message, request));
+                }
                 continue;
             }
             Role::Assistant => {
@@ -291,6 +295,30 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
             .map(|t| context_message(t)),
     );
     out
+}
+
+/// A user message with the images of a tool result, after a line saying whose they are.
+fn images_message(message: &Message, request: &ModelRequest) -> Value {
+    let call = message.call_id.as_deref().unwrap_or_default();
+    let mut content = vec![json!({
+        "type": "text",
+        "text": format!("{CONTEXT_PREAMBLE}The images of the result of tool call {call}:"),
+    })];
+    for reference in &message.attachments {
+        content.push(match request.attachments.get(&reference.sha256) {
+            Some(image) => json!({
+                "type": "image_url",
+                "image_url": {
+                    "url": format!("data:{};base64,{}", image.media_type, crate::http::base64(&image.data)),
+                }
+            }),
+            None => json!({
+                "type": "text",
+                "text": format!("[image {} is not available]", reference.sha256),
+            }),
+        });
+    }
+    json!({ "role": "user", "content": content })
 }
 
 /// One tool call as its fragments arrive.

@@ -99,6 +99,9 @@ impl Settings {
     }
 }
 
+/// What one image is counted as, in tokens (a large screenshot, as providers count them).
+const IMAGE_TOKENS: u64 = 1_600;
+
 /// The estimated tokens of one message.
 fn message_tokens(message: &Message) -> u64 {
     let calls: usize = message
@@ -106,7 +109,9 @@ fn message_tokens(message: &Message) -> u64 {
         .iter()
         .map(|c| c.name.len() + c.input.to_string().len())
         .sum();
-    (message.text.len() + calls) as u64 / BYTES_PER_TOKEN + 4
+    (message.text.len() + calls) as u64 / BYTES_PER_TOKEN
+        + 4
+        + message.attachments.len() as u64 * IMAGE_TOKENS
 }
 
 /// The estimated tokens of a whole request.
@@ -213,11 +218,17 @@ fn transcript_block(m: &Message, text_chars: usize, block_chars: usize) -> Strin
             }
             block
         }
-        Role::Tool => format!(
-            "[tool result{}]\n{}",
-            if m.is_error { ", error" } else { "" },
-            clip(&m.text, block_chars)
-        ),
+        Role::Tool => {
+            let mut block = format!(
+                "[tool result{}]\n{}",
+                if m.is_error { ", error" } else { "" },
+                clip(&m.text, block_chars)
+            );
+            for image in &m.attachments {
+                block.push_str(&format!("\n[an image was attached ({})]", image.media_type));
+            }
+            block
+        }
         Role::Context => format!("[context]\n{}", clip(&m.text, block_chars)),
     }
 }

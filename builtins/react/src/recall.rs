@@ -41,6 +41,12 @@ fn block(index: usize, message: &Message) -> String {
     for call in &message.calls {
         text.push_str(&format!("\n[tool call {} {}]", call.name, call.input));
     }
+    for image in &message.attachments {
+        text.push_str(&format!(
+            "\n[an image was attached ({}); read the file again to see it]",
+            image.media_type
+        ));
+    }
     if text.chars().count() > BLOCK_CHARS {
         let kept: String = text.chars().take(BLOCK_CHARS).collect();
         text = format!("{kept} … [clipped]");

@@ -7,6 +7,7 @@
 //! hook that records calls [`View::record`]; the runner appends what was
 //! staged in the batch of the phase that produced it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -386,6 +387,11 @@ pub struct ModelRequest {
     pub messages: Arc<Vec<Message>>,
     /// Reminders and tail renders, after the conversation.
     pub tail: Vec<String>,
+    /// The bodies of the images the conversation's messages carry, by SHA-256 (loaded by the
+    /// runner after `before_model`, for the provider; not part of any hash, which covers the
+    /// refs).
+    #[serde(skip)]
+    pub attachments: BTreeMap<String, crate::tool::Attachment>,
 }
 
 impl ModelRequest {
@@ -402,6 +408,7 @@ impl ModelRequest {
             residents: Vec::new(),
             messages: Arc::new(messages),
             tail: Vec::new(),
+            attachments: BTreeMap::new(),
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct Message {
     /// [`ModelReply::reasoning`](crate::extension::ModelReply::reasoning)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<Value>,
+    /// A tool message's images, in the content store (their bodies travel with the request
+    /// in [`ModelRequest::attachments`](crate::extension::ModelRequest::attachments)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::store::ContentRef>,
     /// The conversation's hash chain through this message: it identifies the whole conversation
     /// up to here, and is computed once, when the message is folded in.
     pub hash: Digest,
@@ -81,6 +85,7 @@ impl Message {
             call_id,
             is_error,
             reasoning: Vec::new(),
+            attachments: Vec::new(),
             hash: Digest::default(),
         }
     }
@@ -109,7 +114,7 @@ impl Message {
         let call = self.call_id.as_deref().unwrap_or_default().as_bytes();
         let lengths =
             [self.text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
-        let reasoning = if self.reasoning.is_empty() {
+        let mut extra = if self.reasoning.is_empty() {
             Vec::new()
         } else {
             // Tagged and length-prefixed after the rest, so a message without blocks links as
@@ -120,6 +125,11 @@ impl Message {
             part.extend_from_slice(&json);
             part
         };
+        // Attachments likewise, by their hashes.
+        for attachment in &self.attachments {
+            extra.push(b'i');
+            extra.extend_from_slice(attachment.sha256.as_bytes());
+        }
         Digest::blake3(&[
             &previous.0,
             role_tag,
@@ -130,7 +140,7 @@ impl Message {
             &calls_json,
             &lengths[2],
             call,
-            &reasoning,
+            &extra,
         ])
     }
 }
@@ -681,6 +691,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             call_id,
             text,
             outcome,
+            attachments,
             ..
         } => {
             core.open_calls.remove(&call_id);
@@ -689,14 +700,16 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             core.answers.remove(&call_id);
             core.tool_calls += 1;
             let is_error = outcome != CallOutcome::Ok;
-            core.push(Message::new(
+            let mut message = Message::new(
                 event.seq,
                 Role::Tool,
                 text,
                 Vec::new(),
                 Some(call_id),
                 is_error,
-            ));
+            );
+            message.attachments = attachments;
+            core.push(message);
         }
         CoreRecord::TurnEnded { reason } => {
             core.turn = TurnState::Ended { reason };

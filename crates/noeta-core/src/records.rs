@@ -243,6 +243,9 @@ pub enum CoreRecord {
         /// The full body, when the text is a preview.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         full: Option<ContentRef>,
+        /// Images the result carries, in the content store.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<ContentRef>,
     },
     /// The request for one model call was composed; the hash of each segment.
     RequestComposed {

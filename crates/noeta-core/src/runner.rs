@@ -898,6 +898,7 @@ impl Runtime {
             stable: None,
             residents: None,
             rendered: None,
+            images: HashMap::new(),
         })
     }
 
@@ -990,6 +991,8 @@ struct Claim<'s> {
     rendered: Option<Rendered>,
     /// The residents and their hash.
     residents: Option<(Vec<String>, String)>,
+    /// Image bodies loaded for requests, by SHA-256.
+    images: HashMap<String, Arc<Vec<u8>>>,
 }
 
 /// Rendered tool schemas, shared from request to request.
@@ -1517,6 +1520,7 @@ impl Claim<'_> {
                     None => continue,
                 }
             }
+            let request = self.attach(request).await?;
             let hashes = self.segment_hashes(&request);
             let answer = match &self.rt.text {
                 Some(sink) => {
@@ -1564,6 +1568,34 @@ impl Claim<'_> {
                 .await?;
             return self.after_reply(offer, reply).await;
         }
+    }
+
+    /// Loads the bodies of the images the request's messages carry (each once per claim).
+    async fn attach(&mut self, mut request: ModelRequest) -> Result<ModelRequest, RunError> {
+        for message in request.messages.iter() {
+            for reference in &message.attachments {
+                if request.attachments.contains_key(&reference.sha256) {
+                    continue;
+                }
+                let data = match self.images.get(&reference.sha256) {
+                    Some(data) => Arc::clone(data),
+                    None => {
+                        let data = Arc::new(self.rt.content.get(reference).await?);
+                        self.images
+                            .insert(reference.sha256.clone(), Arc::clone(&data));
+                        data
+                    }
+                };
+                request.attachments.insert(
+                    reference.sha256.clone(),
+                    crate::tool::Attachment {
+                        media_type: reference.media_type.clone(),
+                        data,
+                    },
+                );
+            }
+        }
+        Ok(request)
     }
 
     /// Handles a step signal; `None` means compose again.
@@ -1709,6 +1741,7 @@ impl Claim<'_> {
             residents,
             messages: Arc::clone(&self.state.core.messages),
             tail,
+            attachments: BTreeMap::new(),
         })
     }
 
@@ -2437,12 +2470,22 @@ impl Claim<'_> {
         };
         let limit = limit.unwrap_or(DEFAULT_MAX_RESULT_CHARS);
         let (text, full) = self.overflow(call, &output.text, limit).await?;
+        let mut attachments = Vec::with_capacity(output.attachments.len());
+        for attachment in &output.attachments {
+            attachments.push(
+                self.rt
+                    .content
+                    .put(&attachment.media_type, &attachment.data)
+                    .await?,
+            );
+        }
         let finished = CoreRecord::CallFinished {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             text,
             outcome,
             full,
+            attachments,
         };
         let mut batch = staged;
         batch.extend(hook_records);

@@ -420,6 +420,28 @@ pub struct ToolOutput {
     pub data: Option<Value>,
     /// Set when the call must wait; `text` is then ignored and `resume` gives the result.
     pub park: Option<Park>,
+    /// Images the model sees with the text (a screenshot `Read`); kept in the content store,
+    /// the result records their refs.
+    pub attachments: Vec<Attachment>,
+}
+
+/// A binary body a result carries for the model to see (an image).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct Attachment {
+    /// Its media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
+    pub media_type: String,
+    /// The bytes.
+    #[serde(skip)]
+    pub data: Arc<Vec<u8>>,
+}
+
+impl fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attachment")
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
 }
 
 impl ToolOutput {
@@ -456,6 +478,15 @@ impl ToolOutput {
             is_error: true,
             ..Self::default()
         }
+    }
+
+    /// The same result with an image the model sees with it.
+    pub fn with_attachment(mut self, media_type: impl Into<String>, data: Vec<u8>) -> Self {
+        self.attachments.push(Attachment {
+            media_type: media_type.into(),
+            data: Arc::new(data),
+        });
+        self
     }
 }
 

@@ -1,5 +1,6 @@
 //! `Read`: the `cat -n` form, offset and limit, every limit and error, the recorded digest.
 
+use futures::executor::block_on;
 use noeta_core::canonical::sha256_hex;
 use serde_json::{Value, json};
 
@@ -160,7 +161,7 @@ fn binary_and_non_utf8_files_are_not_text() {
             r.last(),
             (
                 format!(
-                    "Read: `{name}` is not utf-8 text (binary files, images and PDFs are not supported)"
+                    "Read: `{name}` is not utf-8 text (binary files other than images, and PDFs, are not supported)"
                 ),
                 true
             )
@@ -496,5 +497,59 @@ fn a_notebooks_size_limit_counts_what_is_shown_not_its_images() {
             json!({ "file_path": "wordy.ipynb", "offset": 2, "limit": 1 })
         ),
         numbered(2, &["row 00000"])
+    );
+}
+
+#[test]
+fn an_image_is_shown_as_itself_kept_in_the_content_store_and_may_then_be_overwritten() {
+    let ws = Ws::new();
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &[0, 0, 0, 13, 1, 2, 3]].concat();
+    ws.put("shot.png", &png);
+    let jpeg = [0xff, 0xd8, 0xff, 0xe0, 9, 9];
+    ws.put("photo.jpg", jpeg);
+    let r = run(
+        &ws,
+        &[
+            call("Read", json!({ "file_path": "shot.png" })),
+            call("Read", json!({ "file_path": "photo.jpg" })),
+        ],
+    );
+    let state = block_on(r.rt.load(&r.session, &r.task)).unwrap();
+    let results: Vec<&noeta_core::fold::Message> = state
+        .core
+        .messages
+        .iter()
+        .filter(|m| m.role == noeta_core::fold::Role::Tool)
+        .collect();
+    assert_eq!(
+        results[0].text,
+        "Image file `shot.png` (image/png, 15 bytes)."
+    );
+    assert!(!results[0].is_error);
+    let image = &results[0].attachments[0];
+    assert_eq!(image.media_type, "image/png");
+    assert_eq!(block_on(r.rt.content().get(image)).unwrap(), png);
+    assert_eq!(results[1].attachments[0].media_type, "image/jpeg");
+    assert_eq!(
+        r.records("read").len(),
+        2,
+        "the digest is kept, so Write may replace it"
+    );
+}
+
+#[test]
+fn an_image_over_five_mib_is_refused_naming_its_size() {
+    let ws = Ws::new();
+    let mut big = b"GIF89a".to_vec();
+    big.resize(5 * 1024 * 1024 + 1, 0);
+    ws.put("huge.gif", &big);
+    let r = run(&ws, &[call("Read", json!({ "file_path": "huge.gif" }))]);
+    assert_eq!(
+        r.last(),
+        (
+            "Read: the image `huge.gif` is 5242881 bytes, more than the 5242880 bytes (5 MiB) shown"
+                .to_owned(),
+            true
+        )
     );
 }

@@ -792,3 +792,22 @@ async fn a_priced_model_reports_what_each_call_cost() {
         .unwrap();
     assert_eq!(reply.usage.cost_micros, Some(1_200));
 }
+
+#[tokio::test]
+async fn an_image_in_a_tool_result_goes_as_a_base64_image_block() {
+    let server = MockServer::start(vec![Reply::events(&text_events("a picture"))]).await;
+    provider(&server)
+        .complete(&crate::support::request_with_image())
+        .await
+        .unwrap();
+    let body = server.request(0).json();
+    let result = &body["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(
+        result["content"],
+        json!([
+            { "type": "text", "text": "Image file shot.png" },
+            { "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": "YWJjZA==" } }
+        ])
+    );
+}

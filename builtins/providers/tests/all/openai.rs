@@ -576,3 +576,22 @@ async fn streamed_text_reaches_the_sink_piece_by_piece_and_the_reply_is_whole() 
     assert_eq!(reply.text, "Hello.");
     assert_eq!(*pieces.lock().unwrap(), ["Hel", "lo."]);
 }
+
+#[tokio::test]
+async fn an_image_in_a_tool_result_follows_it_as_a_user_message() {
+    let server = MockServer::start(vec![Reply::chunks(&text_chunks("a picture"))]).await;
+    provider(&server)
+        .complete(&crate::support::request_with_image())
+        .await
+        .unwrap();
+    let body = server.request(0).json();
+    let messages = body["messages"].as_array().unwrap();
+    let tool = messages.iter().position(|m| m["role"] == "tool").unwrap();
+    assert_eq!(messages[tool]["content"], "Image file shot.png");
+    let images = &messages[tool + 1];
+    assert_eq!(images["role"], "user");
+    assert_eq!(
+        images["content"][1],
+        json!({ "type": "image_url", "image_url": { "url": "data:image/png;base64,YWJjZA==" } })
+    );
+}

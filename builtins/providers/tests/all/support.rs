@@ -349,7 +349,31 @@ pub(crate) fn request(messages: Vec<Message>) -> ModelRequest {
         residents: Vec::new(),
         messages: Arc::new(messages),
         tail: Vec::new(),
+        attachments: Default::default(),
     }
+}
+
+/// A request whose one tool result carries a 4-byte "image" (`abcd`, base64 `YWJjZA==`).
+pub(crate) fn request_with_image() -> ModelRequest {
+    let mut result = tool_result("c1", "Image file shot.png", false);
+    let reference = noeta_core::store::content_ref("image/png", b"abcd");
+    result.attachments = vec![reference.clone()];
+    let mut request = request(vec![
+        message(Role::User, "look"),
+        assistant(
+            "",
+            &[("c1", "Read", serde_json::json!({ "file_path": "shot.png" }))],
+        ),
+        result,
+    ]);
+    request.attachments.insert(
+        reference.sha256.clone(),
+        noeta_core::tool::Attachment {
+            media_type: "image/png".to_owned(),
+            data: Arc::new(b"abcd".to_vec()),
+        },
+    );
+    request
 }
 
 /// A lookup over a fixed table, standing in for the process environment.

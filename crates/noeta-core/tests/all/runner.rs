@@ -2711,6 +2711,85 @@ fn a_text_sink_sees_each_step_reply_as_it_comes() {
 }
 
 #[test]
+fn an_image_a_tool_returns_is_stored_and_travels_with_the_next_request() {
+    struct Camera;
+    #[async_trait]
+    impl Tool for Camera {
+        fn name(&self) -> &str {
+            "Camera"
+        }
+        fn description(&self) -> &str {
+            "Takes a picture."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("a picture").with_attachment("image/png", b"abcd".to_vec()))
+        }
+    }
+    /// The images of one request: media type and bytes.
+    type Images = Vec<(String, Vec<u8>)>;
+    /// Keeps the attachments of every request, then asks the script.
+    struct Looking {
+        inner: ScriptedProvider,
+        seen: Mutex<Vec<Images>>,
+    }
+    #[async_trait]
+    impl noeta_core::provider::Provider for Looking {
+        fn name(&self) -> &str {
+            "looking"
+        }
+        fn model(&self) -> &str {
+            "test"
+        }
+        fn context_window(&self) -> u64 {
+            100_000
+        }
+        async fn complete(
+            &self,
+            request: &ModelRequest,
+        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
+        {
+            let images = request
+                .attachments
+                .values()
+                .map(|a| (a.media_type.clone(), a.data.as_ref().clone()))
+                .collect();
+            self.seen.lock().unwrap().push(images);
+            self.inner.complete(request).await
+        }
+    }
+    let h = Harness::new();
+    let script = json!({ "turns": [
+        { "calls": [call("Camera", json!({}))] },
+        { "text": "I see it" }
+    ]});
+    let looking = Arc::new(Looking {
+        inner: ScriptedProvider::from_json(&script.to_string(), "test").unwrap(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), looking.clone()).with_lease_ttl(1_000);
+    let s = session(vec![offers(vec![Arc::new(Camera)])]);
+    let t = task("camera");
+    block_on(rt.create(&s, &t, "look")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let seen = looking.seen.lock().unwrap().clone();
+    assert_eq!(seen[0], []);
+    assert_eq!(seen[1], [("image/png".to_owned(), b"abcd".to_vec())]);
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let result = &state.core.messages[2];
+    assert_eq!(result.attachments.len(), 1);
+    assert_eq!(
+        block_on(h.content.get(&result.attachments[0])).unwrap(),
+        b"abcd"
+    );
+    let mut without = state.core.messages.as_ref().clone();
+    without[2].attachments.clear();
+    assert_ne!(noeta_core::fold::chain_of(&without), state.core.chain);
+}
+
+#[test]
 fn reasoning_blocks_are_recorded_with_the_reply_and_kept_in_its_message() {
     let h = Harness::new();
     let thinking = json!([{ "type": "thinking", "thinking": "check a.txt", "signature": "sig" }]);
