@@ -40,9 +40,15 @@ pub(crate) trait Decoder {
     fn finish(self) -> Result<ModelReply, ProviderError>;
 }
 
-/// Where a reply's text goes as it streams in, if anywhere.
+/// Where a reply's text goes as it streams in, if anywhere, and whether any went yet.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct TextOut<'s>(pub(crate) Option<&'s noeta_core::provider::TextSink<'s>>);
+pub(crate) struct TextOut<'s>(
+    pub(crate) Option<&'s noeta_core::provider::TextSink<'s>>,
+    pub(crate) Option<&'s std::sync::atomic::AtomicBool>,
+);
+
+/// What the sink is told when an attempt that already streamed text is retried.
+pub(crate) const STARTS_OVER: &str = "\n[the reply was cut off; it starts over]\n";
 
 impl std::fmt::Debug for TextOut<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,6 +67,18 @@ impl TextOut<'_> {
             && !text.is_empty()
         {
             sink(text);
+            if let Some(sent) = self.1 {
+                sent.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A new attempt begins: when the last one streamed text, the sink is told it starts over.
+    pub(crate) fn attempt(&self) {
+        if let (Some(sink), Some(sent)) = (self.0, self.1)
+            && sent.swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            sink(STARTS_OVER);
         }
     }
 }

@@ -159,12 +159,24 @@ impl OpenAiProvider {
             })?;
         let mut reply = self
             .http
-            .stream(&self.url, &self.headers, &body, || StreamDecoder {
-                out,
-                ..StreamDecoder::default()
+            .stream(&self.url, &self.headers, &body, || {
+                out.attempt();
+                StreamDecoder {
+                    out,
+                    ..StreamDecoder::default()
+                }
             })
             .await?;
-        reply.usage.cost_micros = self.price.map(|p| p.cost_micros(&reply.usage));
+        // A reply that reported no usage has no cost to give either (not a free one).
+        let reported = reply.usage.input_tokens
+            + reply.usage.output_tokens
+            + reply.usage.cache_read_tokens
+            + reply.usage.cache_write_tokens
+            > 0;
+        reply.usage.cost_micros = self
+            .price
+            .filter(|_| reported)
+            .map(|p| p.cost_micros(&reply.usage));
         Ok(reply)
     }
 }
@@ -192,7 +204,9 @@ impl Provider for OpenAiProvider {
         request: &ModelRequest,
         on_text: &TextSink<'_>,
     ) -> Result<ModelReply, ProviderError> {
-        self.send(request, TextOut(Some(on_text))).await
+        let sent = std::sync::atomic::AtomicBool::new(false);
+        self.send(request, TextOut(Some(on_text), Some(&sent)))
+            .await
     }
 }
 

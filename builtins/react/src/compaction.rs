@@ -172,11 +172,34 @@ pub(crate) fn overlay(
     Some(out)
 }
 
-/// Where the next cut goes: the first message kept. It is past the current cut, not a tool
-/// result, and keeps what fits in `tail_budget` tokens (at least the newest exchange).
+/// The indices where the conversation may be cut: no call made before one is answered at or
+/// after it (a result never loses its call, whatever stands between them).
+fn cuttable(messages: &[Message]) -> Vec<bool> {
+    let mut issued: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, message) in messages.iter().enumerate() {
+        for call in &message.calls {
+            issued.insert(call.id.as_str(), i);
+        }
+    }
+    // The earliest call still answered at or after each index.
+    let mut ok = vec![true; messages.len()];
+    let mut earliest_answered_later = usize::MAX;
+    for i in (0..messages.len()).rev() {
+        if let Some(at) = messages[i].call_id.as_deref().and_then(|id| issued.get(id)) {
+            earliest_answered_later = earliest_answered_later.min(*at);
+        }
+        ok[i] = messages[i].role != Role::Tool && earliest_answered_later >= i;
+    }
+    ok
+}
+
+/// Where the next cut goes: the first message kept. It is past the current cut, splits no
+/// call from its result, and keeps what fits in `tail_budget` tokens (at least the newest
+/// exchange).
 fn plan_cut(messages: &[Message], state: &CompactionState, tail_budget: u64) -> Option<usize> {
     let start = messages.partition_point(|m| m.seq < state.keep_from_seq());
-    let last_open = messages.iter().rposition(|m| m.role != Role::Tool)?;
+    let ok = cuttable(messages);
+    let last_open = (0..messages.len()).rev().find(|&i| ok[i])?;
     if last_open <= start {
         return None;
     }
@@ -187,7 +210,7 @@ fn plan_cut(messages: &[Message], state: &CompactionState, tail_budget: u64) -> 
         if tail > tail_budget {
             break;
         }
-        if messages[i].role != Role::Tool && i <= last_open {
+        if ok[i] && i <= last_open {
             cut = i;
         }
     }
@@ -489,13 +512,17 @@ mod tests {
             name: "Big".into(),
             input: json!({}),
         });
-        vec![
-            message(1, Role::User, "goal"),
-            call,
-            message(3, Role::Tool, &"r".repeat(400)),
-            message(4, Role::Assistant, "looked"),
-            message(5, Role::Tool, &"s".repeat(400)),
-        ]
+        let mut first = message(3, Role::Tool, &"r".repeat(400));
+        first.call_id = Some("c1".into());
+        let mut looked = message(4, Role::Assistant, "looked");
+        looked.calls.push(ToolCall {
+            id: "c2".into(),
+            name: "Big".into(),
+            input: json!({}),
+        });
+        let mut second = message(5, Role::Tool, &"s".repeat(400));
+        second.call_id = Some("c2".into());
+        vec![message(1, Role::User, "goal"), call, first, looked, second]
     }
 
     #[test]
@@ -585,5 +612,16 @@ mod tests {
             .reduce(&mut state, "summarised", &json!({}))
             .unwrap_err();
         assert_eq!(err, "unknown record kind `summarised`");
+    }
+
+    #[test]
+    fn a_note_between_a_call_and_its_result_is_no_place_to_cut() {
+        let mut messages = conversation();
+        // A context note lands between the first call (seq 2) and its result (seq 3).
+        messages.insert(2, message(2, Role::Context, "a note"));
+        let ok = cuttable(&messages);
+        assert!(!ok[2], "cutting at the note would orphan the result");
+        assert!(ok[1] && ok[4]);
+        assert_eq!(plan_cut(&messages, &CompactionState::default(), 1), Some(4));
     }
 }

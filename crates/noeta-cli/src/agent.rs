@@ -98,15 +98,29 @@ pub(crate) fn open_model(args: &AgentArgs, settings: &Settings) -> Result<Arc<dy
         noeta::backends::from_settings(&params, noeta::backends::ProviderConfig::default())
             .map_err(anyhow::Error::msg)?;
     let spec = match (&args.provider, named) {
-        (Some(spec), _) => spec.clone(),
+        (Some(spec), named) => {
+            // The settings describe their own provider: its key, address, model and price
+            // must not travel to another one.
+            if named.is_some_and(|named| named != *spec) {
+                config = noeta::backends::ProviderConfig {
+                    max_retries: config.max_retries,
+                    connect_timeout: config.connect_timeout,
+                    idle_timeout: config.idle_timeout,
+                    ..noeta::backends::ProviderConfig::default()
+                };
+            }
+            spec.clone()
+        }
         (None, Some(spec)) => spec,
         (None, None) => match noeta::backends::detect_from_env() {
             Some(name) => name.to_owned(),
             None => bail!("{NO_MODEL}"),
         },
     };
-    if args.model.is_some() {
+    if args.model.is_some() && args.model != config.model {
+        // A price set for the settings' model is not this one's.
         config.model.clone_from(&args.model);
+        config.price = None;
     }
     noeta::backends::open_provider(&spec, config)
         .with_context(|| format!("cannot set up provider `{spec}`"))

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use noeta_core::extension::{Extension, HookResult, View};
@@ -20,22 +20,45 @@ use crate::output::Printer;
 /// The extension's name.
 pub(crate) const APPROVER: &str = "cli_approver";
 
+/// The lines of standard input, read by a thread of their own so that waiting for one never
+/// blocks the async runtime and Ctrl-C can always interrupt the wait. The thread ends with the
+/// input; a line read while nobody waited is kept for the next ask.
+fn lines() -> &'static tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>> {
+    static LINES: OnceLock<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>> =
+        OnceLock::new();
+    LINES.get_or_init(|| {
+        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            loop {
+                let mut line = String::new();
+                match stdin.lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        let line = line.trim_end_matches(['\n', '\r']).to_owned();
+                        if send.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        tokio::sync::Mutex::new(receive)
+    })
+}
+
 /// One line from standard input, without its line end; `None` at its end.
-fn read_line() -> Option<String> {
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
-    }
+pub(crate) async fn read_line() -> Option<String> {
+    lines().lock().await.recv().await
 }
 
 /// Shows `prompt` (on a terminal) and reads the answer.
-fn ask(prompt: &str) -> Option<String> {
+pub(crate) async fn ask(prompt: &str) -> Option<String> {
     if std::io::stdin().is_terminal() {
         eprint!("{prompt}");
         let _ = std::io::stderr().flush();
     }
-    read_line()
+    read_line().await
 }
 
 /// Answers the gate's asks at the terminal.
@@ -92,11 +115,10 @@ impl Extension for Approver {
             call.name,
             asks.join("\n  ")
         ));
+        self.printer.pause_ticker();
         loop {
-            let Some(answer) = ask(&format!(
-                "  allow? [y]es / [n]o / [a]lways for {}: ",
-                call.name
-            )) else {
+            let prompt = format!("  allow? [y]es / [n]o / [a]lways for {}: ", call.name);
+            let Some(answer) = ask(&prompt).await else {
                 self.printer
                     .note("  no answer (standard input is closed): denied");
                 return Ok(Some(false));
@@ -130,7 +152,7 @@ fn parked_call<'s>(state: &'s TaskState, call_id: &str) -> Option<&'s ToolCall> 
 
 /// Asks the `AskUserQuestion` questions of `input` and builds the answer; `None` when standard
 /// input ended before every question was answered.
-fn ask_user_questions(printer: &Printer, input: &Value) -> Option<Value> {
+async fn ask_user_questions(printer: &Printer, input: &Value) -> Option<Value> {
     let mut answers = Map::new();
     for question in input["questions"].as_array().into_iter().flatten() {
         let text = question["question"].as_str().unwrap_or("");
@@ -161,7 +183,7 @@ fn ask_user_questions(printer: &Printer, input: &Value) -> Option<Value> {
         } else {
             "  a number, or your own words: "
         };
-        let answer = ask(hint)?;
+        let answer = ask(hint).await?;
         let picked: Option<Vec<&str>> = answer
             .split(',')
             .map(|part| {
@@ -184,18 +206,49 @@ fn ask_user_questions(printer: &Printer, input: &Value) -> Option<Value> {
 
 /// The answer to the question call `call_id` is parked on, asked at the terminal; `None` when
 /// nobody answered (standard input ended).
-pub(crate) fn answer_question(
+pub(crate) async fn answer_question(
     printer: &Printer,
     state: &TaskState,
     call_id: &str,
     question: &str,
 ) -> Option<Value> {
+    printer.pause_ticker();
     match parked_call(state, call_id) {
-        Some(call) if call.name == "AskUserQuestion" => ask_user_questions(printer, &call.input),
+        Some(call) if call.name == "AskUserQuestion" => {
+            ask_user_questions(printer, &call.input).await
+        }
         _ => {
             printer.note(&format!("? {question}"));
-            ask("  your answer: ").map(Value::String)
+            ask("  your answer: ").await.map(Value::String)
         }
+    }
+}
+
+/// A typed answer to the question call `call_id` is parked on: JSON as it is; plain text
+/// for an `AskUserQuestion` of one question as the answer to it (with several, JSON is needed).
+pub(crate) fn typed_answer(state: &TaskState, call_id: &str, text: &str) -> Result<Value, String> {
+    if let Ok(value) = serde_json::from_str::<Value>(text)
+        && value.is_object()
+    {
+        return Ok(value);
+    }
+    match parked_call(state, call_id) {
+        Some(call) if call.name == "AskUserQuestion" => {
+            let questions: Vec<&str> = call.input["questions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|q| q["question"].as_str())
+                .collect();
+            match questions.as_slice() {
+                [only] => Ok(json!({ "answers": { *only: text } })),
+                _ => Err(format!(
+                    "call {call_id} asks {} questions: give the answers as JSON, {{\"answers\": {{\"<question>\": \"<answer>\", …}}}}",
+                    questions.len()
+                )),
+            }
+        }
+        _ => Ok(Value::String(text.to_owned())),
     }
 }
 

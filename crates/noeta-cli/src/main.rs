@@ -161,6 +161,16 @@ enum PluginsCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Warnings and errors of the runtime go to stderr; `NOETA_LOG` (e.g. `debug`,
+    // `noeta_core=info`) chooses otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NOETA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -338,12 +348,25 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
             base.map(|b| format!(", base URL {b}")).unwrap_or_default()
         );
     }
-    match noeta::backends::detect_from_env() {
-        Some(name) => println!("model: `noeta run` uses {name}"),
-        None => {
+    let configured = match agent::settings(paths, &agent::AgentArgs::default()) {
+        Ok(settings) => settings
+            .params("providers")
+            .and_then(|p| p.get("provider"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        Err(err) => {
+            ok = false;
+            println!("settings: {err:#}");
+            None
+        }
+    };
+    match (configured, noeta::backends::detect_from_env()) {
+        (Some(name), _) => println!("model: `noeta run` uses {name} (from [plugins.providers])"),
+        (None, Some(name)) => println!("model: `noeta run` uses {name}"),
+        (None, None) => {
             ok = false;
             println!(
-                "model: none configured — set ANTHROPIC_API_KEY or OPENAI_API_KEY, or pass --provider scripted:FILE"
+                "model: none configured — set ANTHROPIC_API_KEY or OPENAI_API_KEY, set [plugins.providers] provider, or pass --provider scripted:FILE"
             );
         }
     }

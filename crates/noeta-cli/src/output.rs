@@ -95,6 +95,28 @@ impl Printer {
         }
     }
 
+    /// Stops the ticker while a person is asked something (its call is parked or not started).
+    pub(crate) fn pause_ticker(&self) {
+        {
+            let mut flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            flight.call = None;
+        }
+        self.clear_tick();
+    }
+
+    /// Forgets a reply's partial text (an interrupted or failed step) and the call in flight.
+    pub(crate) fn reset(&self) {
+        let partial =
+            std::mem::take(&mut *self.streamed.lock().unwrap_or_else(PoisonError::into_inner));
+        self.pause_ticker();
+        if !partial.is_empty() && !partial.ends_with('\n') && !self.json {
+            println!();
+        }
+    }
+
     fn clear_tick(&self) {
         let mut flight = self
             .in_flight
@@ -166,8 +188,9 @@ impl Printer {
                     _ => eprintln!("  ⎿ {tool} failed: {first}{more}"),
                 }
             }
+            CoreRecord::ToolParked { .. } | CoreRecord::CallParked { .. } => self.pause_ticker(),
             CoreRecord::TurnFailed { reason } => {
-                self.clear_tick();
+                self.reset();
                 eprintln!("✗ the turn failed: {reason}");
             }
             CoreRecord::TaskFailed { reason } => {

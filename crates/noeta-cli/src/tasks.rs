@@ -46,7 +46,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
         if !asks_a_person {
             return Ok(outcome);
         }
-        let Some(answer) = answer_question(&host.printer, &state, call_id, question) else {
+        let Some(answer) = answer_question(&host.printer, &state, call_id, question).await else {
             return Ok(outcome);
         };
         host.runtime
@@ -58,6 +58,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
 /// Prints how a run ended and turns it into an exit code.
 fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitCode {
     let Some(outcome) = outcome else {
+        host.printer.reset();
         host.printer.note(&format!(
             "interrupted: the step in flight was cancelled; `noeta resume {task}` carries on"
         ));
@@ -136,6 +137,24 @@ async fn pick_task(log: &dyn EventLog, id: Option<&str>, last: bool) -> Result<T
     }
 }
 
+/// `args` for running `task` on: the agent the task was started with (`--agent` may only
+/// repeat it).
+async fn for_task(log: &dyn EventLog, task: &TaskId, args: &AgentArgs) -> Result<AgentArgs> {
+    let started = log.read(task, 0).await?.into_iter().next();
+    let recorded = started
+        .filter(|e| e.record.extension == "core" && e.record.kind == "task_started")
+        .and_then(|e| e.record.data["agent"].as_str().map(str::to_owned));
+    let mut args = args.clone();
+    match (&args.agent, recorded) {
+        (Some(given), Some(recorded)) if *given != recorded => bail!(
+            "task {task} was started with agent `{recorded}`, not `{given}`: leave out --agent to carry on with it"
+        ),
+        (_, Some(recorded)) => args.agent = Some(recorded),
+        (_, None) => {}
+    }
+    Ok(args)
+}
+
 /// `noeta resume TASK | --last`.
 pub(crate) async fn resume(
     paths: &HostPaths,
@@ -143,13 +162,16 @@ pub(crate) async fn resume(
     id: Option<&str>,
     last: bool,
 ) -> Result<ExitCode> {
-    let host = AgentHost::open(paths, args)?;
-    let task = pick_task(host.log.as_ref(), id, last).await?;
-    if host.log.info(&task).await?.head == 0 {
+    let (log, _) = open_store(paths, args.store.as_deref())?;
+    let task = pick_task(log.as_ref(), id, last).await?;
+    if log.info(&task).await?.head == 0 {
         bail!(
             "task {task} was {NEVER_STARTED}: there is nothing to resume; start it again with `noeta run`"
         );
     }
+    let args = for_task(log.as_ref(), &task, args).await?;
+    drop(log);
+    let host = AgentHost::open(paths, &args)?;
     host.printer.note(&format!("resuming task {task}"));
     let outcome = match interruptible(drive(&host, &task)).await {
         Some(result) => Some(result?),
@@ -158,19 +180,9 @@ pub(crate) async fn resume(
     Ok(report(&host, &task, outcome))
 }
 
-/// One line from standard input in a blocking thread, so Ctrl-C can interrupt the wait.
+/// One line from standard input, or `None` at its end or on Ctrl-C.
 async fn prompt_line(prompt: &str) -> Option<String> {
-    use std::io::Write;
-    eprint!("{prompt}");
-    let _ = std::io::stderr().flush();
-    let read = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
-        }
-    });
-    interruptible(read).await.and_then(Result::ok).flatten()
+    interruptible(crate::interact::ask(prompt)).await.flatten()
 }
 
 const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
@@ -194,11 +206,18 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             match name {
                 "help" => eprintln!("{CHAT_HELP}"),
                 "exit" | "quit" => return Ok(ExitCode::SUCCESS),
-                "tasks" => print_tasks(host.log.as_ref()).await?,
-                "reload-plugins" => {
-                    host = AgentHost::open(paths, args)?;
-                    eprintln!("plugins reloaded");
+                "tasks" => {
+                    if let Err(err) = print_tasks(host.log.as_ref()).await {
+                        eprintln!("error: {err:#}");
+                    }
                 }
+                "reload-plugins" => match AgentHost::open(paths, args) {
+                    Ok(reloaded) => {
+                        host = reloaded;
+                        eprintln!("plugins reloaded");
+                    }
+                    Err(err) => eprintln!("error: {err:#} (the plugins loaded before stay)"),
+                },
                 _ => {
                     let Some(task) = &task else {
                         eprintln!("no task yet: say something first");
@@ -218,12 +237,35 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
         }
         let current = match &task {
             Some(task) => {
-                host.runtime.send(&host.session, task, line).await?;
+                let mut sent = host.runtime.send(&host.session, task, line).await;
+                if let Err(noeta_core::runner::RunError::Busy { .. }) = &sent {
+                    // The turn a Ctrl-C cut short goes on first, then the new message.
+                    eprintln!("(finishing the interrupted turn first)");
+                    match interruptible(drive(&host, task)).await {
+                        Some(Ok(_)) => sent = host.runtime.send(&host.session, task, line).await,
+                        Some(Err(err)) => {
+                            eprintln!("error: {err:#}");
+                            continue;
+                        }
+                        None => {
+                            host.printer.reset();
+                            eprintln!("interrupted again; your message was not sent");
+                            continue;
+                        }
+                    }
+                }
+                if let Err(err) = sent {
+                    eprintln!("error: {err:#}");
+                    continue;
+                }
                 task.clone()
             }
             None => {
                 let id = new_task_id()?;
-                host.runtime.create(&host.session, &id, line).await?;
+                if let Err(err) = host.runtime.create(&host.session, &id, line).await {
+                    eprintln!("error: {err:#}");
+                    continue;
+                }
                 eprintln!("task {id}");
                 task = Some(id.clone());
                 id
@@ -236,7 +278,10 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             }
             Some(Err(err)) => eprintln!("error: {err:#}"),
             None => {
-                eprintln!("interrupted: the step was cancelled (Ctrl-C again, or Ctrl-D, to leave)")
+                host.printer.reset();
+                eprintln!(
+                    "interrupted: the step was cancelled; your next message carries on (Ctrl-C again, or Ctrl-D, to leave)"
+                );
             }
         }
     }
@@ -300,7 +345,19 @@ pub(crate) async fn tasks(
     list.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
     let mut rows = Vec::new();
     for info in &list {
-        let state = core_state(log.as_ref(), content.as_ref(), &info.id).await?;
+        // One task whose log cannot be read or folded does not hide the others.
+        let state = match core_state(log.as_ref(), content.as_ref(), &info.id).await {
+            Ok(state) => state,
+            Err(err) => {
+                rows.push((
+                    info,
+                    format!("unreadable: {err:#}"),
+                    String::new(),
+                    String::new(),
+                ));
+                continue;
+            }
+        };
         let goal = state
             .core
             .messages
@@ -410,8 +467,11 @@ pub(crate) async fn answer(
     deny: bool,
     text: Option<String>,
 ) -> Result<ExitCode> {
-    let host = AgentHost::open(paths, args)?;
-    let task = pick_task(host.log.as_ref(), Some(id), false).await?;
+    let (log, _) = open_store(paths, args.store.as_deref())?;
+    let task = pick_task(log.as_ref(), Some(id), false).await?;
+    let args = for_task(log.as_ref(), &task, args).await?;
+    drop(log);
+    let host = AgentHost::open(paths, &args)?;
     let state = host.runtime.load(&host.session, &task).await?;
     let TurnState::Parked { call_id, question } = &state.core.turn else {
         bail!("task {task} waits for no answer ({})", status(&state));
@@ -423,8 +483,10 @@ pub(crate) async fn answer(
         .is_some_and(|p| p.question.is_some());
     if tool_question {
         let answer = match text {
-            Some(text) => serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
-            None => match answer_question(&host.printer, &state, call_id, question) {
+            Some(text) => {
+                crate::interact::typed_answer(&state, call_id, &text).map_err(anyhow::Error::msg)?
+            }
+            None => match answer_question(&host.printer, &state, call_id, question).await {
                 Some(answer) => answer,
                 None => bail!("no answer given for call {call_id}: {question}"),
             },

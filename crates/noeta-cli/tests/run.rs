@@ -298,16 +298,8 @@ fn an_unanswered_question_parks_and_answer_then_resume_finish_it() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let task = task_of(&out);
     assert!(text(&out.stderr).contains(&format!("noeta answer {task}")));
-    let answered = env.noeta(
-        &[
-            "answer",
-            &task,
-            "--provider",
-            &provider,
-            r#"{"answers":{"Go on?":"Yes"}}"#,
-        ],
-        None,
-    );
+    // Plain text answers a single question.
+    let answered = env.noeta(&["answer", &task, "--provider", &provider, "Yes"], None);
     assert!(answered.status.success(), "{}", text(&answered.stderr));
     let resumed = env.noeta(&["resume", "--last", "--provider", &provider], None);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
@@ -511,4 +503,54 @@ fn chat_keeps_one_task_across_messages_and_answers_slash_commands() {
     assert!(err.contains("/nope: no such command"), "{err}");
     let tasks: Vec<&str> = stdout.lines().filter(|l| l.contains("event(s)")).collect();
     assert_eq!(tasks.len(), 1, "one task for the whole chat: {stdout}");
+}
+
+#[test]
+fn chat_carries_on_after_ctrl_c_and_finishes_the_interrupted_turn_first() {
+    let env = Env::new();
+    let provider = env.script(json!([
+        call("Bash", json!({ "command": "sleep 2" })),
+        { "text": "after the pause" },
+        { "text": "the second answer" }
+    ]));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_noeta"))
+        .args([
+            "chat",
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "bypassPermissions",
+        ])
+        .env("HOME", &env.home)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .current_dir(&env.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"wait a bit\n").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    stdin.write_all(b"and now?\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("interrupted: the step was cancelled"), "{err}");
+    assert!(
+        err.contains("(finishing the interrupted turn first)"),
+        "{err}"
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("after the pause"), "{stdout}");
+    assert!(stdout.contains("the second answer"), "{stdout}");
 }

@@ -811,3 +811,32 @@ async fn an_image_in_a_tool_result_goes_as_a_base64_image_block() {
         ])
     );
 }
+
+#[tokio::test]
+async fn a_retried_stream_tells_the_sink_the_reply_starts_over() {
+    let cut = Reply::events(&[
+        start(json!({"input_tokens": 5, "output_tokens": 1})),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Hal"})),
+    ]);
+    let server = MockServer::start(vec![
+        cut.ending(End::Drop),
+        Reply::events(&text_events("Whole.")),
+    ])
+    .await;
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let sink = |text: &str| pieces.lock().unwrap().push(text.to_owned());
+    let reply = provider(&server)
+        .complete_streaming(&hello(), &sink)
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Whole.");
+    assert_eq!(
+        *pieces.lock().unwrap(),
+        [
+            "Hal",
+            "\n[the reply was cut off; it starts over]\n",
+            "Whole."
+        ]
+    );
+}
