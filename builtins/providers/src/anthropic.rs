@@ -215,6 +215,10 @@ impl Provider for AnthropicProvider {
         self.context_window
     }
 
+    fn max_output_tokens(&self) -> Option<u64> {
+        Some(u64::from(self.max_tokens))
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
         self.send(request, TextOut::default()).await
     }
@@ -559,6 +563,12 @@ impl Decoder for StreamDecoder<'_> {
     }
 
     fn finish(self) -> Result<ModelReply, ProviderError> {
+        // A reply the output limit cut off may end inside a call's arguments: the same request
+        // would cut it again, so the partial call is dropped and the reply ends as `max_tokens`.
+        let cut_off = matches!(
+            self.stop.as_deref(),
+            Some("max_tokens" | "model_context_window_exceeded")
+        );
         let mut texts = Vec::new();
         let mut calls = Vec::new();
         let mut reasoning = Vec::new();
@@ -573,7 +583,11 @@ impl Decoder for StreamDecoder<'_> {
                 } => {
                     let input = match input {
                         Some(input) => input,
-                        None => tool_input(&name, &json)?,
+                        None => match tool_input(&name, &json) {
+                            Ok(input) => input,
+                            Err(_) if cut_off => continue,
+                            Err(err) => return Err(err),
+                        },
                     };
                     calls.push(ToolCall { id, name, input });
                 }

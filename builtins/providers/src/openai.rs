@@ -195,6 +195,10 @@ impl Provider for OpenAiProvider {
         self.context_window
     }
 
+    fn max_output_tokens(&self) -> Option<u64> {
+        self.max_tokens.map(|(_, n)| u64::from(n))
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
         self.send(request, TextOut::default()).await
     }
@@ -475,17 +479,24 @@ impl Decoder for StreamDecoder<'_> {
     }
 
     fn finish(self) -> Result<ModelReply, ProviderError> {
+        // Cut off by the output limit inside a call's arguments: the same request would cut it
+        // again, so the partial call is dropped and the reply ends as `length`.
+        let cut_off = self.finish.as_deref() == Some("length");
         let mut calls = Vec::new();
         for (index, call) in self.calls {
             let input = if call.arguments.trim().is_empty() {
                 json!({})
             } else {
-                serde_json::from_str(&call.arguments).map_err(|e| {
-                    transient(format!(
-                        "openai: the model's arguments for tool `{}` are not valid JSON ({e})",
-                        call.name
-                    ))
-                })?
+                match serde_json::from_str(&call.arguments) {
+                    Ok(input) => input,
+                    Err(_) if cut_off => continue,
+                    Err(e) => {
+                        return Err(transient(format!(
+                            "openai: the model's arguments for tool `{}` are not valid JSON ({e})",
+                            call.name
+                        )));
+                    }
+                }
             };
             let id = if call.id.is_empty() {
                 format!("call_{}", index + 1)
@@ -499,8 +510,8 @@ impl Decoder for StreamDecoder<'_> {
             });
         }
         let stop = match self.finish.as_deref() {
-            Some("tool_calls" | "function_call") => StopReason::ToolUse,
             Some("length") => StopReason::MaxTokens,
+            Some("tool_calls" | "function_call") => StopReason::ToolUse,
             _ if !calls.is_empty() => StopReason::ToolUse,
             _ => StopReason::EndTurn,
         };

@@ -7,7 +7,8 @@
 //!   force) is estimated at four bytes a token. At or over the usable window
 //!   — the provider's context window less a reserve for the reply
 //!   (`compaction_reserve_tokens`, by default 33,000 tokens or a quarter of the
-//!   window, whichever is less) — it compacts. A provider that refuses a
+//!   window, whichever is less, or the provider's output limit up to half the
+//!   window when that is more) — it compacts. A provider that refuses a
 //!   request as too long gets a forced compaction with a tighter tail.
 //! - **What.** The newest messages that fit in a third of the usable window
 //!   are kept; the cut never falls on a tool result, so a call and its result
@@ -90,11 +91,14 @@ impl Settings {
         self.enabled
     }
 
-    /// The tokens a request may use in a window of `window`.
-    fn usable(&self, window: u64) -> u64 {
-        let reserve = self
-            .reserve_tokens
-            .unwrap_or_else(|| RESERVE_TOKENS.min(window / 4));
+    /// The tokens a request may use in a window of `window` whose replies may take
+    /// `max_output` tokens: the reserve is at least the reply's room (up to half the window).
+    fn usable(&self, window: u64, max_output: Option<u64>) -> u64 {
+        let reserve = self.reserve_tokens.unwrap_or_else(|| {
+            RESERVE_TOKENS
+                .min(window / 4)
+                .max(max_output.unwrap_or(0).min(window / 2))
+        });
         window.saturating_sub(reserve).max(1)
     }
 }
@@ -311,7 +315,9 @@ impl Compaction {
         let Some(model) = view.model() else {
             return Ok(None);
         };
-        let usable = self.settings.usable(model.context_window());
+        let usable = self
+            .settings
+            .usable(model.context_window(), model.max_output_tokens());
         let messages = view.messages();
         let Some(cut) = plan_cut(messages, state, tail_budget) else {
             return Ok(None);
@@ -409,7 +415,7 @@ impl Extension for Compaction {
             return Ok(overlaid);
         };
         let window = model.context_window();
-        let usable = self.settings.usable(window);
+        let usable = self.settings.usable(window, model.max_output_tokens());
         let estimate = request_tokens(&overlaid);
         if estimate < usable {
             return Ok(overlaid);
@@ -448,7 +454,9 @@ impl Extension for Compaction {
             return Ok(false);
         };
         let state = compaction::read(view as &dyn StateView);
-        let usable = self.settings.usable(model.context_window());
+        let usable = self
+            .settings
+            .usable(model.context_window(), model.max_output_tokens());
         let made = self
             .compact(
                 view,
@@ -531,14 +539,17 @@ mod tests {
             enabled: true,
             reserve_tokens: None,
         };
-        assert_eq!(default.usable(200_000), 167_000);
-        assert_eq!(default.usable(8_000), 6_000);
+        assert_eq!(default.usable(200_000, None), 167_000);
+        assert_eq!(default.usable(8_000, None), 6_000);
+        // A provider that reserves more room for the reply gets it, up to half the window.
+        assert_eq!(default.usable(200_000, Some(64_000)), 136_000);
+        assert_eq!(default.usable(200_000, Some(128_000)), 100_000);
         let set = Settings {
             enabled: true,
             reserve_tokens: Some(1_000),
         };
-        assert_eq!(set.usable(200_000), 199_000);
-        assert_eq!(set.usable(500), 1);
+        assert_eq!(set.usable(200_000, Some(64_000)), 199_000);
+        assert_eq!(set.usable(500, None), 1);
     }
 
     #[test]

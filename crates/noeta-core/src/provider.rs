@@ -83,6 +83,12 @@ pub trait Provider: Send + Sync {
     /// The model's context window, in tokens.
     fn context_window(&self) -> u64;
 
+    /// The output tokens each request reserves (`max_tokens`), when the provider sets a limit:
+    /// a request's input must leave that much of the window free.
+    fn max_output_tokens(&self) -> Option<u64> {
+        None
+    }
+
     /// One model call.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError>;
 

@@ -840,3 +840,29 @@ async fn a_retried_stream_tells_the_sink_the_reply_starts_over() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_call_cut_off_by_the_output_limit_is_dropped_not_retried() {
+    let server = MockServer::start(vec![Reply::events(&[
+        start(json!({"input_tokens": 5, "output_tokens": 1})),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Writing it."})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t1", "name": "Write", "input": {}}),
+        ),
+        delta(
+            1,
+            json!({"type": "input_json_delta", "partial_json": "{\"content\": \"abc"}),
+        ),
+        message_delta("max_tokens", 64),
+        stop(),
+    ])])
+    .await;
+    let reply = provider(&server).complete(&hello()).await.unwrap();
+    assert_eq!(reply.text, "Writing it.");
+    assert!(reply.calls.is_empty());
+    assert_eq!(reply.stop, Some(StopReason::MaxTokens));
+    assert_eq!(server.requests().len(), 1, "not retried");
+}
