@@ -48,6 +48,17 @@ impl Price {
     }
 }
 
+/// What a reply cost, from its usage and the model's price: none without a price, and none
+/// for a reply that reported no usage (it is unknown, not free).
+pub(crate) fn cost_of(price: Option<Price>, usage: &noeta_core::records::Usage) -> Option<u64> {
+    let reported = usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_read_tokens
+        + usage.cache_write_tokens
+        > 0;
+    price.filter(|_| reported).map(|p| p.cost_micros(usage))
+}
+
 /// Anthropic's pricing shape: cache reads at a tenth of input, cache writes at 1.25 times.
 const fn anthropic(input: f64, output: f64) -> Option<Price> {
     Some(Price {

@@ -83,6 +83,13 @@ impl TextOut<'_> {
     }
 }
 
+/// A request body as bytes; `provider` names it in the error.
+pub(crate) fn encode(provider: &str, body: &serde_json::Value) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(body).map_err(|e| ProviderError::Fatal {
+        message: format!("{provider}: cannot encode the request: {e}"),
+    })
+}
+
 /// Standard base64 of `bytes` (images on the wire).
 pub(crate) fn base64(bytes: &[u8]) -> String {
     use base64::Engine as _;

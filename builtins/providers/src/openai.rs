@@ -153,10 +153,7 @@ impl OpenAiProvider {
         request: &ModelRequest,
         out: TextOut<'_>,
     ) -> Result<ModelReply, ProviderError> {
-        let body =
-            serde_json::to_vec(&self.request_body(request)).map_err(|e| ProviderError::Fatal {
-                message: format!("openai: cannot encode the request: {e}"),
-            })?;
+        let body = crate::http::encode(self.name(), &self.request_body(request))?;
         let mut reply = self
             .http
             .stream(&self.url, &self.headers, &body, || {
@@ -167,16 +164,7 @@ impl OpenAiProvider {
                 }
             })
             .await?;
-        // A reply that reported no usage has no cost to give either (not a free one).
-        let reported = reply.usage.input_tokens
-            + reply.usage.output_tokens
-            + reply.usage.cache_read_tokens
-            + reply.usage.cache_write_tokens
-            > 0;
-        reply.usage.cost_micros = self
-            .price
-            .filter(|_| reported)
-            .map(|p| p.cost_micros(&reply.usage));
+        reply.usage.cost_micros = crate::catalog::cost_of(self.price, &reply.usage);
         Ok(reply)
     }
 }
