@@ -56,8 +56,15 @@ By default up to 2000 lines are read from the start; use `offset` (the first lin
 `limit`. Lines longer than 2000 characters are clipped. A Jupyter notebook (`.ipynb`) is shown \
 cell by cell (`--- cell N (code) ---` and its source, then `--- output ---` and its text \
 outputs); offset and limit count those lines. An image (PNG, JPEG, GIF or WebP, at most 5 MiB) \
-is shown to you as the image itself. Other binary files and PDFs are not supported. Read a \
-file before you Edit it or overwrite it with Write.";
+is shown to you as the image itself. A PDF is read as the text of its pages: give `pages` \
+(such as \"1-5\" or \"3,7-9\", at most 20 pages a read) for a PDF of more than 10 pages. Other \
+binary files are not supported. Read a file before you Edit it or overwrite it with Write.";
+
+/// The most PDF pages one read takes, and the most a PDF may have to be read without `pages`.
+pub(crate) const MAX_PDF_PAGES: usize = 20;
+const MAX_WHOLE_PDF_PAGES: usize = 10;
+/// The largest PDF Read opens.
+pub(crate) const MAX_PDF_BYTES: u64 = 32 * 1024 * 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +72,7 @@ struct Input {
     file_path: String,
     offset: Option<usize>,
     limit: Option<usize>,
+    pages: Option<String>,
 }
 
 /// The `Read` tool.
@@ -99,7 +107,8 @@ impl Tool for Read {
             "properties": {
                 "file_path": {"type": "string", "description": "The file to read, relative to the workspace root"},
                 "offset": {"type": "integer", "minimum": 1, "description": "The line to start from (1 is the first line)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"}
+                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"},
+                "pages": {"type": "string", "description": "For a PDF: the pages to read, such as \"1-5\" or \"3,7-9\" (at most 20)"}
             },
             "required": ["file_path"],
             "additionalProperties": false
@@ -149,6 +158,40 @@ impl Tool for Read {
             );
             let shown = format!("Image file `{rel}` ({media_type}, {} bytes).", bytes.len());
             return Ok(ToolOutput::text(shown).with_attachment(media_type, bytes));
+        }
+        if head_of(&target.abs).is_ok_and(|h| h.starts_with(b"%PDF-")) {
+            if input.offset.is_some() || input.limit.is_some() {
+                return Err(fail(
+                    NAME,
+                    format!(
+                        "`{rel}` is a PDF: choose what to read with `pages`, not offset and limit"
+                    ),
+                ));
+            }
+            if meta.len() > MAX_PDF_BYTES {
+                return Err(fail(
+                    NAME,
+                    format!(
+                        "the PDF `{rel}` is {} bytes, more than the {MAX_PDF_BYTES} bytes (32 MiB) read",
+                        meta.len()
+                    ),
+                ));
+            }
+            let bytes = std::fs::read(&target.abs)
+                .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+            let shown = pdf_text(rel, &bytes, input.pages.as_deref())?;
+            ctx.record(
+                EXTENSION,
+                "read",
+                json!({ "path": target.rel, "digest": sha256_hex(&bytes) }),
+            );
+            return Ok(ToolOutput::text(shown));
+        }
+        if input.pages.is_some() {
+            return Err(fail(
+                NAME,
+                format!("`pages` is for PDF files, and `{rel}` is not one; use offset and limit"),
+            ));
         }
         let is_notebook = notebook::is_notebook(&target.abs);
         // A notebook's outputs (images above all) make its file far larger than what is shown,
@@ -234,6 +277,81 @@ impl Tool for Read {
         );
         Ok(ToolOutput::text(shown))
     }
+}
+
+/// The pages `spec` names (`"3"`, `"1-5"`, `"1,3,7-9"`) of a PDF of `total` pages, in order,
+/// each once.
+pub(crate) fn page_numbers(spec: &str, total: u32) -> Result<Vec<u32>, String> {
+    let mut pages = std::collections::BTreeSet::new();
+    for part in spec.split(',').map(str::trim) {
+        let bad =
+            || format!("`pages` `{spec}`: `{part}` is not a page or a range such as 3 or 1-5");
+        let (from, to) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u32>(), b.trim().parse::<u32>()),
+            None => (part.parse::<u32>(), part.parse::<u32>()),
+        };
+        let (Ok(from), Ok(to)) = (from, to) else {
+            return Err(bad());
+        };
+        if from == 0 || to < from {
+            return Err(bad());
+        }
+        if to > total {
+            return Err(format!(
+                "`pages` `{spec}`: page {to} is past the end (the PDF has {total} pages)"
+            ));
+        }
+        pages.extend(from..=to);
+        if pages.len() > MAX_PDF_PAGES {
+            return Err(format!(
+                "`pages` `{spec}` names more than {MAX_PDF_PAGES} pages; read at most {MAX_PDF_PAGES} at a time"
+            ));
+        }
+    }
+    Ok(pages.into_iter().collect())
+}
+
+/// The text of a PDF's pages, page by page.
+fn pdf_text(rel: &str, bytes: &[u8], spec: Option<&str>) -> Result<String, ToolError> {
+    let doc = lopdf::Document::load_mem(bytes)
+        .map_err(|err| fail(NAME, format!("cannot read the PDF `{rel}`: {err}")))?;
+    let total = u32::try_from(doc.get_pages().len()).unwrap_or(u32::MAX);
+    if total == 0 {
+        return Ok(format!("(the PDF `{rel}` has no pages)"));
+    }
+    let pages = match spec {
+        Some(spec) => page_numbers(spec, total).map_err(|why| fail(NAME, why))?,
+        None if total as usize > MAX_WHOLE_PDF_PAGES => {
+            return Err(fail(
+                NAME,
+                format!(
+                    "the PDF `{rel}` has {total} pages, more than the {MAX_WHOLE_PDF_PAGES} read without `pages`; give `pages`, such as \"1-{MAX_PDF_PAGES}\""
+                ),
+            ));
+        }
+        None => (1..=total).collect(),
+    };
+    let mut out = Vec::new();
+    for page in pages {
+        let text = doc.extract_text(&[page]).unwrap_or_default();
+        let text = text.trim();
+        out.push(if text.is_empty() {
+            format!("--- page {page} of {total} ---\n(no text on this page: it may be an image)")
+        } else {
+            format!("--- page {page} of {total} ---\n{text}")
+        });
+    }
+    let shown = out.join("\n\n");
+    let tokens = shown.len().div_ceil(4);
+    if tokens > MAX_TOKENS {
+        return Err(fail(
+            NAME,
+            format!(
+                "those pages of `{rel}` come to about {tokens} tokens, more than the {MAX_TOKENS} read at once; read fewer pages"
+            ),
+        ));
+    }
+    Ok(shown)
 }
 
 /// The bytes as text, unless they hold a NUL byte or are not UTF-8.

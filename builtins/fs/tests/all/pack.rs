@@ -30,7 +30,11 @@ fn the_pack_mounts_the_file_tools_the_shell_and_the_fs_extension() {
 fn every_schema_is_a_closed_object_with_its_required_fields() {
     let s = session(Value::Null).unwrap();
     let expected: [(&str, &[&str], &[&str]); 9] = [
-        ("Read", &["file_path"], &["file_path", "limit", "offset"]),
+        (
+            "Read",
+            &["file_path"],
+            &["file_path", "limit", "offset", "pages"],
+        ),
         ("Glob", &["pattern"], &["path", "pattern"]),
         (
             "Grep",

@@ -553,3 +553,132 @@ fn an_image_over_five_mib_is_refused_naming_its_size() {
         )
     );
 }
+
+/// A PDF of `count` pages, page N saying `Page N says hello`.
+fn pdf(count: u32) -> Vec<u8> {
+    use lopdf::content::{Content, Operation};
+    use lopdf::{Document, Object, Stream, dictionary};
+    let mut doc = Document::with_version("1.5");
+    let pages_id = doc.new_object_id();
+    let font_id = doc.add_object(dictionary! {
+        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Courier",
+    });
+    let resources_id = doc.add_object(dictionary! { "Font" => dictionary! { "F1" => font_id } });
+    let mut kids: Vec<Object> = Vec::new();
+    for n in 1..=count {
+        let content = Content {
+            operations: vec![
+                Operation::new("BT", vec![]),
+                Operation::new("Tf", vec!["F1".into(), 24.into()]),
+                Operation::new("Td", vec![100.into(), 600.into()]),
+                Operation::new(
+                    "Tj",
+                    vec![Object::string_literal(format!("Page {n} says hello"))],
+                ),
+                Operation::new("ET", vec![]),
+            ],
+        };
+        let content_id = doc.add_object(Stream::new(dictionary! {}, content.encode().unwrap()));
+        let page_id = doc.add_object(dictionary! {
+            "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+        });
+        kids.push(page_id.into());
+    }
+    doc.objects.insert(
+        pages_id,
+        Object::Dictionary(dictionary! {
+            "Type" => "Pages", "Kids" => kids, "Count" => i64::from(count),
+            "Resources" => resources_id,
+            "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+        }),
+    );
+    let catalog_id = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+    doc.trailer.set("Root", catalog_id);
+    let mut bytes = Vec::new();
+    doc.save_to(&mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn a_pdf_is_read_as_the_text_of_its_pages() {
+    let ws = Ws::new();
+    ws.put("short.pdf", pdf(2));
+    ws.put("long.pdf", pdf(12));
+    let shown = ok(&ws, "Read", json!({ "file_path": "short.pdf" }));
+    assert!(
+        shown.starts_with("--- page 1 of 2 ---\nPage 1 says hello"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("--- page 2 of 2 ---\nPage 2 says hello"),
+        "{shown}"
+    );
+    let picked = ok(
+        &ws,
+        "Read",
+        json!({ "file_path": "long.pdf", "pages": "3, 11-12" }),
+    );
+    let headers: Vec<&str> = picked
+        .lines()
+        .filter(|l| l.starts_with("--- page"))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "--- page 3 of 12 ---",
+            "--- page 11 of 12 ---",
+            "--- page 12 of 12 ---"
+        ]
+    );
+    let r = run(&ws, &[call("Read", json!({ "file_path": "short.pdf" }))]);
+    assert_eq!(r.records("read").len(), 1, "the digest is kept");
+}
+
+#[test]
+fn pdf_reads_name_what_is_wrong() {
+    let ws = Ws::new();
+    ws.put("long.pdf", pdf(12));
+    ws.put("notes.txt", "a\n");
+    ws.put("broken.pdf", b"%PDF-1.5\nnot really\n");
+    for (input, message) in [
+        (
+            json!({ "file_path": "long.pdf" }),
+            "Read: the PDF `long.pdf` has 12 pages, more than the 10 read without `pages`; give `pages`, such as \"1-20\"",
+        ),
+        (
+            json!({ "file_path": "long.pdf", "pages": "13" }),
+            "Read: `pages` `13`: page 13 is past the end (the PDF has 12 pages)",
+        ),
+        (
+            json!({ "file_path": "long.pdf", "pages": "2-x" }),
+            "Read: `pages` `2-x`: `2-x` is not a page or a range such as 3 or 1-5",
+        ),
+        (
+            json!({ "file_path": "long.pdf", "pages": "0" }),
+            "Read: `pages` `0`: `0` is not a page or a range such as 3 or 1-5",
+        ),
+        (
+            json!({ "file_path": "long.pdf", "offset": 2 }),
+            "Read: `long.pdf` is a PDF: choose what to read with `pages`, not offset and limit",
+        ),
+        (
+            json!({ "file_path": "notes.txt", "pages": "1" }),
+            "Read: `pages` is for PDF files, and `notes.txt` is not one; use offset and limit",
+        ),
+    ] {
+        assert_eq!(err(&ws, "Read", input), message);
+    }
+    assert!(
+        err(&ws, "Read", json!({ "file_path": "broken.pdf" }))
+            .starts_with("Read: cannot read the PDF `broken.pdf`: "),
+    );
+    ws.put("big.pdf", pdf(25));
+    assert_eq!(
+        err(
+            &ws,
+            "Read",
+            json!({ "file_path": "big.pdf", "pages": "1-21" })
+        ),
+        "Read: `pages` `1-21` names more than 20 pages; read at most 20 at a time"
+    );
+}
