@@ -56,6 +56,22 @@ fn check_allowed(settings: &Settings, tool: &str, target: &Target) -> Result<(),
     }
 }
 
+/// Where a change's diff is kept: in the task's content store (`text/x-diff`), the record
+/// naming it by its ref; called directly, without a store, inline up to 256 KiB.
+async fn kept_diff(ctx: &ToolContext, diff: &str) -> Result<Value, ToolError> {
+    match ctx.put_content("text/x-diff", diff.as_bytes()).await {
+        Some(Ok(reference)) => Ok(json!(reference)),
+        Some(Err(err)) => Err(ToolError::Fatal(format!(
+            "cannot keep the diff in the content store: {err}"
+        ))),
+        None => Ok(if diff.len() <= MAX_RECORDED_DIFF_BYTES {
+            json!(diff)
+        } else {
+            Value::Null
+        }),
+    }
+}
+
 /// A unified diff of `before` → `after` for `rel` (`a/`, `b/` before a workspace path; an
 /// absolute path as it is).
 fn diff(rel: &str, before: &str, after: &str) -> String {
@@ -217,6 +233,8 @@ impl Tool for Edit {
             before.replacen(old.as_str(), &new, 1)
         };
         let change = diff(&rel, before, &after);
+        // Kept before the file changes, so a store that fails leaves the file as it was.
+        let kept = kept_diff(ctx, &change).await?;
         let after_digest = sha256_hex(after.as_bytes());
         let applied = self.settings.write_mode == WriteMode::Apply;
         if applied {
@@ -231,8 +249,7 @@ impl Tool for Edit {
                 "after": after_digest,
                 "applied": applied,
                 "replacements": found,
-                // A diff past the limit stays out of the durable log (the model still sees it).
-                "diff": (change.len() <= MAX_RECORDED_DIFF_BYTES).then_some(&change),
+                "diff": kept,
             }),
         );
         let replaced = if found == 1 {
@@ -340,6 +357,10 @@ impl Tool for Write {
         let change = existing
             .as_ref()
             .map(|(_, bytes)| diff(&rel, &String::from_utf8_lossy(bytes), &input.content));
+        let kept = match &change {
+            Some(change) => kept_diff(ctx, change).await?,
+            None => Value::Null,
+        };
         let after_digest = sha256_hex(input.content.as_bytes());
         let applied = self.settings.write_mode == WriteMode::Apply;
         if applied {
@@ -356,7 +377,7 @@ impl Tool for Write {
                 "applied": applied,
                 "created": created,
                 "bytes": input.content.len(),
-                "diff": change.as_ref().filter(|d| d.len() <= MAX_RECORDED_DIFF_BYTES),
+                "diff": kept,
             }),
         );
         let size = format!(

@@ -2236,6 +2236,7 @@ impl Claim<'_> {
         )
         .with_spawner(self.spawner(&call.id))
         .with_model(Arc::clone(&self.rt.provider))
+        .with_content(Arc::clone(&self.rt.content))
         .with_inbox(self.rt.inbox.clone())
         .with_keeper(Arc::new(ClaimKeeper {
             log: Arc::clone(&self.rt.log),

@@ -174,6 +174,7 @@ pub struct ToolContext {
     keeper: Option<Arc<dyn Keeper>>,
     model: Option<Arc<dyn crate::provider::Provider>>,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
+    content: Option<Arc<dyn crate::store::ContentStore>>,
     inbox: Option<Inbox>,
     state: Arc<TaskState>,
     progress: Option<ProgressSink>,
@@ -210,6 +211,7 @@ impl ToolContext {
             keeper: None,
             model: None,
             exec: None,
+            content: None,
             inbox: None,
             state,
             progress,
@@ -220,6 +222,25 @@ impl ToolContext {
     pub fn with_exec(mut self, exec: Arc<dyn crate::exec::ExecEnv>) -> Self {
         self.exec = Some(exec);
         self
+    }
+
+    /// Gives the tool the task's content store (the runner does this).
+    pub fn with_content(mut self, content: Arc<dyn crate::store::ContentStore>) -> Self {
+        self.content = Some(content);
+        self
+    }
+
+    /// Keeps a body (an artifact: a diff, a full output) in the task's content store; a record
+    /// names it by the ref. Without a content store (a tool called directly) there is none.
+    pub async fn put_content(
+        &self,
+        media_type: &str,
+        body: &[u8],
+    ) -> Option<Result<crate::store::ContentRef, crate::store::StoreError>> {
+        match &self.content {
+            Some(content) => Some(content.put(media_type, body).await),
+            None => None,
+        }
     }
 
     /// Lets the tool post records to its task later (the runner does this).

@@ -134,6 +134,14 @@ impl Run {
             .collect()
     }
 
+    /// The diff a record names (kept in the content store as `text/x-diff`).
+    pub(crate) fn diff(&self, record: &Value) -> String {
+        let reference: noeta_core::store::ContentRef =
+            serde_json::from_value(record["diff"].clone()).unwrap();
+        assert_eq!(reference.media_type, "text/x-diff");
+        String::from_utf8(block_on(self.rt.content().get(&reference)).unwrap()).unwrap()
+    }
+
     /// The folded state of the `fs` extension.
     pub(crate) fn state(&self) -> Value {
         let state = block_on(self.rt.load(&self.session, &self.task)).unwrap();

@@ -158,7 +158,7 @@ fn dry_run_is_the_default_it_writes_nothing_and_shows_the_diff() {
     let records = r.records("edit");
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["applied"], false);
-    assert_eq!(records[0]["diff"], diff);
+    assert_eq!(r.diff(&records[0]), diff);
     assert_eq!(
         records[0]["before"],
         json!(sha256_hex(b"keep\nold line\nkeep\n"))

@@ -128,10 +128,8 @@ fn a_file_in_a_write_root_is_read_edited_and_written_by_its_absolute_path() {
     let edit = &r.records("edit")[0];
     assert_eq!(edit["path"], json!(app));
     assert_eq!(
-        edit["diff"],
-        json!(format!(
-            "--- {app}\n+++ {app}\n@@ -1 +1 @@\n-level = 1\n+level = 2\n"
-        ))
+        r.diff(edit),
+        format!("--- {app}\n+++ {app}\n@@ -1 +1 @@\n-level = 1\n+level = 2\n")
     );
     assert_eq!(r.state()["files"][&app], json!(sha256_hex(b"level = 2\n")));
 }

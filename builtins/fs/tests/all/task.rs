@@ -48,9 +48,7 @@ fn a_task_reads_greps_and_edits_a_file_on_disk() {
     let edits = r.records("edit");
     assert_eq!(edits.len(), 1);
     assert!(
-        edits[0]["diff"]
-            .as_str()
-            .unwrap()
+        r.diff(&edits[0])
             .contains("+pub const GREETING: &str = \"hello, world\";")
     );
 }

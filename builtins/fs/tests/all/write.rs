@@ -89,7 +89,7 @@ fn overwriting_needs_a_read_of_the_current_content() {
     assert_eq!(record["before"], json!(sha256_hex(b"old\n")));
     assert_eq!(record["created"], false);
     assert_eq!(
-        record["diff"],
+        r.diff(record),
         "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new\n"
     );
 
