@@ -172,6 +172,30 @@ impl Http {
         })
     }
 
+    /// One call of `provider`: encodes `body`, streams the answer through decoders `make` builds
+    /// around `out` (each attempt telling `out` it begins), and prices the reply.
+    #[allow(clippy::too_many_arguments, reason = "one call's whole description")]
+    pub(crate) async fn call<'s, D: Decoder>(
+        &self,
+        provider: &str,
+        url: &str,
+        headers: &HeaderMap,
+        body: &serde_json::Value,
+        price: Option<crate::catalog::Price>,
+        out: TextOut<'s>,
+        make: impl Fn(TextOut<'s>) -> D,
+    ) -> Result<ModelReply, ProviderError> {
+        let body = encode(provider, body)?;
+        let mut reply = self
+            .stream(url, headers, &body, || {
+                out.attempt();
+                make(out)
+            })
+            .await?;
+        reply.usage.cost_micros = crate::catalog::cost_of(price, &reply.usage);
+        Ok(reply)
+    }
+
     /// Posts `body` to `url` and decodes the streamed answer, retrying transient failures.
     pub(crate) async fn stream<D: Decoder>(
         &self,

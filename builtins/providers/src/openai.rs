@@ -153,19 +153,20 @@ impl OpenAiProvider {
         request: &ModelRequest,
         out: TextOut<'_>,
     ) -> Result<ModelReply, ProviderError> {
-        let body = crate::http::encode(self.name(), &self.request_body(request))?;
-        let mut reply = self
-            .http
-            .stream(&self.url, &self.headers, &body, || {
-                out.attempt();
-                StreamDecoder {
+        self.http
+            .call(
+                self.name(),
+                &self.url,
+                &self.headers,
+                &self.request_body(request),
+                self.price,
+                out,
+                |out| StreamDecoder {
                     out,
                     ..StreamDecoder::default()
-                }
-            })
-            .await?;
-        reply.usage.cost_micros = crate::catalog::cost_of(self.price, &reply.usage);
-        Ok(reply)
+                },
+            )
+            .await
     }
 }
 
