@@ -27,9 +27,11 @@
 //!   `CompactionState::apply`. A failed or empty summary fails the turn
 //!   (`compaction_summary_failed`) and records nothing.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use noeta_core::canonical::Digest;
 use noeta_core::extension::{CompactAdvice, Extension, HookError, ModelRequest, StepSignal, View};
 use noeta_core::fold::{Message, Role};
 use noeta_core::records::ERASED_KIND;
@@ -118,14 +120,9 @@ fn message_tokens(message: &Message) -> u64 {
         + message.attachments.len() as u64 * IMAGE_TOKENS
 }
 
-/// The estimated tokens of a whole request.
-pub(crate) fn request_tokens(request: &ModelRequest) -> u64 {
-    let fixed = request.system.len()
-        + request
-            .tools
-            .iter()
-            .map(|t| t.to_string().len())
-            .sum::<usize>()
+/// The estimated tokens of a request's parts other than its tools and conversation.
+fn fixed_tokens(request: &ModelRequest) -> u64 {
+    let bytes = request.system.len()
         + request
             .entries
             .iter()
@@ -133,7 +130,15 @@ pub(crate) fn request_tokens(request: &ModelRequest) -> u64 {
             .sum::<usize>()
         + request.residents.iter().map(String::len).sum::<usize>()
         + request.tail.iter().map(String::len).sum::<usize>();
-    fixed as u64 / BYTES_PER_TOKEN + request.messages.iter().map(message_tokens).sum::<u64>()
+    bytes as u64 / BYTES_PER_TOKEN
+}
+
+/// The estimated tokens of a whole request, all of it measured.
+pub(crate) fn request_tokens(request: &ModelRequest) -> u64 {
+    let tools: usize = request.tools.iter().map(|t| t.to_string().len()).sum();
+    tools as u64 / BYTES_PER_TOKEN
+        + fixed_tokens(request)
+        + request.messages.iter().map(message_tokens).sum::<u64>()
 }
 
 /// The text that stands in for the covered messages.
@@ -293,14 +298,113 @@ fn transcript(previous: Option<&str>, covered: &[Message], max_bytes: usize) -> 
     parts.join("\n\n")
 }
 
+/// What the extension remembers of one task between its steps, so that a step costs what is
+/// new, not the whole history. Never recorded: each part is checked against the conversation
+/// (by its messages' chain hashes) and rebuilt when it no longer matches.
+#[derive(Default)]
+struct Memo {
+    /// Each conversation message's chain hash, and the estimated tokens through it.
+    sums: Vec<(Digest, u64)>,
+    /// The tool schemas last measured (by identity) and their estimated tokens.
+    tools: Option<(Arc<Vec<Value>>, u64)>,
+    /// The last overlaid conversation.
+    overlay: Option<Overlaid>,
+}
+
+/// One overlaid conversation, as the memo keeps it.
+struct Overlaid {
+    /// Which compaction it shows: its cut and the compaction count.
+    shown: (u64, u64),
+    /// The newest user message's index when it was built.
+    last_user: Option<usize>,
+    /// The chain hash of the last conversation message in it.
+    through: Digest,
+    /// The messages, extended in place while the memo is their only holder, so the kept
+    /// messages are not copied again each step.
+    messages: Arc<Vec<Message>>,
+}
+
+impl Memo {
+    /// The running token sums over `messages`, extended by the new ones.
+    fn sums(&mut self, messages: &[Message]) -> &[(Digest, u64)] {
+        // A chain hash covers everything before it: the entries still valid are a prefix.
+        while let Some(&(hash, _)) = self.sums.last() {
+            if messages
+                .get(self.sums.len() - 1)
+                .is_some_and(|m| m.hash == hash)
+            {
+                break;
+            }
+            self.sums.pop();
+        }
+        for message in &messages[self.sums.len()..] {
+            let before = self.sums.last().map_or(0, |&(_, sum)| sum);
+            self.sums
+                .push((message.hash, before + message_tokens(message)));
+        }
+        &self.sums
+    }
+
+    /// The estimated tokens of `tools`, measured once per tool list.
+    fn tools(&mut self, tools: &Arc<Vec<Value>>) -> u64 {
+        match &self.tools {
+            Some((known, tokens)) if Arc::ptr_eq(known, tools) => *tokens,
+            _ => {
+                let bytes: usize = tools.iter().map(|t| t.to_string().len()).sum();
+                let tokens = bytes as u64 / BYTES_PER_TOKEN;
+                self.tools = Some((Arc::clone(tools), tokens));
+                tokens
+            }
+        }
+    }
+}
+
+/// Memos kept at most (one per task this process runs); past it they start over.
+const MAX_MEMOS: usize = 64;
+
 /// The `compaction` extension.
 pub(crate) struct Compaction {
     settings: Settings,
+    memos: Mutex<HashMap<String, Memo>>,
 }
 
 impl Compaction {
     pub(crate) fn new(settings: Settings) -> Self {
-        Self { settings }
+        Self {
+            settings,
+            memos: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `work` on the task's memo.
+    fn with_memo<T>(&self, view: &View<'_>, work: impl FnOnce(&mut Memo) -> T) -> T {
+        let mut memos = self.memos.lock().unwrap_or_else(PoisonError::into_inner);
+        if memos.len() >= MAX_MEMOS && !memos.contains_key(view.task_id().as_str()) {
+            memos.clear();
+        }
+        work(memos.entry(view.task_id().as_str().to_owned()).or_default())
+    }
+
+    /// The estimated tokens of `request`: with `head` known (the request ends with the task's
+    /// conversation from some point on, after `head` messages of its own), what is new since
+    /// the last step is measured and the rest remembered; else all of it is measured.
+    fn estimate(&self, view: &View<'_>, request: &ModelRequest, head: Option<usize>) -> u64 {
+        let Some(head) = head else {
+            return request_tokens(request);
+        };
+        let messages = view.messages();
+        let kept = request.messages.len() - head;
+        let head_tokens: u64 = request.messages[..head].iter().map(message_tokens).sum();
+        self.with_memo(view, |memo| {
+            let sums = memo.sums(messages);
+            let total = sums.last().map_or(0, |&(_, sum)| sum);
+            let before = match messages.len() - kept {
+                0 => 0,
+                n => sums[n - 1].1,
+            };
+            let conversation = total - before;
+            memo.tools(&request.tools) + fixed_tokens(request) + head_tokens + conversation
+        })
     }
 
     /// Compacts for a request of `estimate` tokens; `None` when nothing can be (or may be) cut.
@@ -383,18 +487,51 @@ impl Compaction {
         Ok(Some(next))
     }
 
-    /// The request with the summary in force, when it still holds the task's conversation.
+    /// The request with the summary in force, when it still holds the task's conversation,
+    /// and how many messages of its own precede the conversation's kept part (`None` when an
+    /// earlier extension replaced the conversation: then it is left as it is).
     fn with_overlay(
+        &self,
         view: &View<'_>,
         state: &CompactionState,
         mut request: ModelRequest,
-    ) -> ModelRequest {
-        if Arc::ptr_eq(&request.messages, &view.core().messages)
-            && let Some(messages) = overlay(view.messages(), view.core().last_user, state)
-        {
-            request.messages = Arc::new(messages);
+    ) -> (ModelRequest, Option<usize>) {
+        if !Arc::ptr_eq(&request.messages, &view.core().messages) {
+            return (request, None);
         }
-        request
+        let Some(compacted) = state.current.as_ref() else {
+            return (request, Some(0));
+        };
+        let messages = view.messages();
+        let last_user = view.core().last_user;
+        let keep = compacted.keep_from_seq;
+        let shown = (keep, state.count);
+        let last_hash = messages.last().map(|m| m.hash).unwrap_or_default();
+        let overlaid = self.with_memo(view, |memo| {
+            // The last overlay, extended by the messages since, while it is of the same cut
+            // and the same newest user message.
+            if let Some(last) = memo.overlay.as_mut()
+                && last.shown == shown
+                && last.last_user == last_user
+                && let Some(at) = messages.iter().rposition(|m| m.hash == last.through)
+            {
+                Arc::make_mut(&mut last.messages).extend_from_slice(&messages[at + 1..]);
+                last.through = last_hash;
+                return Arc::clone(&last.messages);
+            }
+            let built = Arc::new(overlay(messages, last_user, state).unwrap_or_default());
+            memo.overlay = Some(Overlaid {
+                shown,
+                last_user,
+                through: last_hash,
+                messages: Arc::clone(&built),
+            });
+            built
+        });
+        let first_kept = messages.partition_point(|m| m.seq < keep);
+        let head = overlaid.len() - (messages.len() - first_kept);
+        request.messages = overlaid;
+        (request, Some(head))
     }
 }
 
@@ -410,16 +547,17 @@ impl Extension for Compaction {
         request: ModelRequest,
     ) -> Result<ModelRequest, StepSignal> {
         let state = compaction::read(view as &dyn StateView);
-        let overlaid = Self::with_overlay(view, &state, request.clone());
+        let (overlaid, head) = self.with_overlay(view, &state, request.clone());
         let Some(model) = view.model().filter(|_| self.settings.enabled) else {
             return Ok(overlaid);
         };
         let window = model.context_window();
         let usable = self.settings.usable(window, model.max_output_tokens());
-        let estimate = request_tokens(&overlaid);
+        let estimate = self.estimate(view, &overlaid, head);
         if estimate < usable {
             return Ok(overlaid);
         }
+        drop(overlaid);
         let Some(next) = self
             .compact(view, &state, Trigger::Threshold, estimate, usable / 3)
             .await?
@@ -431,10 +569,10 @@ impl Extension for Compaction {
                     ),
                 });
             }
-            return Ok(overlaid);
+            return Ok(self.with_overlay(view, &state, request).0);
         };
-        let compacted = Self::with_overlay(view, &next, request);
-        let after = request_tokens(&compacted);
+        let (compacted, head) = self.with_overlay(view, &next, request);
+        let after = self.estimate(view, &compacted, head);
         if after >= window {
             return Err(StepSignal::TurnFailed {
                 reason: format!(
@@ -634,5 +772,90 @@ mod tests {
         assert!(!ok[2], "cutting at the note would orphan the result");
         assert!(ok[1] && ok[4]);
         assert_eq!(plan_cut(&messages, &CompactionState::default(), 1), Some(4));
+    }
+
+    /// A folded conversation of `replies` rounds (a user message, then reply and result pairs).
+    fn folded(replies: usize) -> noeta_core::fold::TaskState {
+        use noeta_core::records::{CallOutcome, CoreRecord};
+        use noeta_core::store::Event;
+        let mut records = vec![CoreRecord::UserMessage {
+            text: "goal".into(),
+        }];
+        for n in 0..replies {
+            records.push(CoreRecord::AssistantReply {
+                text: format!("step {n}"),
+                calls: vec![ToolCall {
+                    id: format!("c{n}"),
+                    name: "Big".into(),
+                    input: json!({ "n": n }),
+                }],
+                stop: noeta_core::records::StopReason::ToolUse,
+                usage: Default::default(),
+                reasoning: Vec::new(),
+            });
+            records.push(CoreRecord::CallFinished {
+                call_id: format!("c{n}"),
+                tool: "Big".into(),
+                text: "r".repeat(100 + n),
+                outcome: CallOutcome::Ok,
+                full: None,
+                attachments: Vec::new(),
+            });
+        }
+        let events: Vec<Event> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Event::new(i as u64 + 1, r.to_record()))
+            .collect();
+        noeta_core::fold::Folder::new(&[], "test")
+            .fold(&events)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_remembered_estimate_and_overlay_match_measuring_everything() {
+        let ext = Compaction::new(Settings {
+            enabled: true,
+            reserve_tokens: None,
+        });
+        let task = noeta_core::store::TaskId::new("t").unwrap();
+        let request = |state: &noeta_core::fold::TaskState| ModelRequest {
+            tools: Arc::new(vec![
+                json!({ "name": "Big", "description": "x".repeat(300) }),
+            ]),
+            residents: vec!["resident".into()],
+            messages: Arc::clone(&state.core.messages),
+            ..ModelRequest::auxiliary("test", "system", Vec::new())
+        };
+        for (replies, compacted) in [(3, false), (5, false), (5, true), (9, true), (12, true)] {
+            let mut state = folded(replies);
+            if compacted {
+                let mut folded = CompactionState::default();
+                folded.apply(Compacted {
+                    keep_from_seq: 4,
+                    covered: 3,
+                    summary: "what came before".into(),
+                    lead: Vec::new(),
+                    residents: vec![("todo".into(), "PLAN".into())],
+                    trigger: Trigger::Threshold,
+                    estimated_tokens: 0,
+                    at_reply: 1,
+                });
+                state
+                    .ext
+                    .insert(EXTENSION.to_owned(), serde_json::to_value(&folded).unwrap());
+            }
+            let view = View::new(&task, "main", &state, &[], &[]);
+            let read = compaction::read(&view as &dyn StateView);
+            let (overlaid, head) = ext.with_overlay(&view, &read, request(&state));
+            let direct = overlay(view.messages(), state.core.last_user, &read)
+                .unwrap_or_else(|| state.core.messages.as_ref().clone());
+            assert_eq!(*overlaid.messages, direct, "{replies} replies");
+            assert_eq!(
+                ext.estimate(&view, &overlaid, head),
+                request_tokens(&overlaid),
+                "{replies} replies"
+            );
+        }
     }
 }

@@ -101,10 +101,7 @@ impl Tool for RecallHistory {
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_LIMIT)
             .min(MAX_LIMIT);
-        let state = ctx
-            .state(compaction::EXTENSION)
-            .and_then(|v| serde_json::from_value::<compaction::CompactionState>(v.clone()).ok())
-            .unwrap_or_default();
+        let state = compaction::read(ctx);
         let keep = state.keep_from_seq();
         let messages = &ctx.core().messages;
         let collapsed = messages.partition_point(|m| m.seq < keep);

@@ -511,6 +511,12 @@ impl ToolOutput {
     }
 }
 
+impl crate::contrib::StateView for ToolContext {
+    fn ext_state(&self, name: &str) -> Option<&Value> {
+        self.state(name)
+    }
+}
+
 /// Why a tool call failed — encoding what the runtime does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

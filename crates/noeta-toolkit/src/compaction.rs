@@ -98,7 +98,8 @@ impl CompactionState {
 pub fn read(state: &dyn StateView) -> CompactionState {
     state
         .ext_state(EXTENSION)
-        .and_then(|value| serde_json::from_value(value.clone()).ok())
+        // Read in place: this runs at every compose, and the state is not copied for it.
+        .and_then(|value| Deserialize::deserialize(value).ok())
         .unwrap_or_default()
 }
 
