@@ -84,6 +84,32 @@ pub(crate) fn open_store(
     Ok((stores.log, stores.content))
 }
 
+/// Where secret references resolve: the environment, then (with the `keyring` feature) the OS
+/// keyring. A keyring that cannot be opened is reported on each `{keyring:…}` reference.
+pub(crate) fn secrets() -> noeta::settings::SecretChain {
+    let chain = noeta::settings::SecretChain::new().with(Arc::new(noeta::EnvSecrets::new()));
+    #[cfg(feature = "keyring")]
+    let chain = chain.with(os_keyring());
+    chain
+}
+
+#[cfg(all(feature = "keyring", target_os = "linux"))]
+fn os_keyring() -> Arc<dyn noeta::SecretStore> {
+    match linux_keyutils_keyring_store::Store::new() {
+        Ok(store) => Arc::new(noeta::settings::KeyringSecrets::new(store)),
+        Err(error) => Arc::new(noeta::settings::UnavailableKeyring::new(format!(
+            "the kernel keyring cannot be opened: {error}"
+        ))),
+    }
+}
+
+#[cfg(all(feature = "keyring", not(target_os = "linux")))]
+fn os_keyring() -> Arc<dyn noeta::SecretStore> {
+    Arc::new(noeta::settings::UnavailableKeyring::new(
+        "this build has no keyring store for this platform (only Linux's kernel keyring)".into(),
+    ))
+}
+
 /// The model: `--provider`, else `[plugins.providers] provider`, else the first provider with
 /// a key in the environment; configured by `[plugins.providers]` (its secret references
 /// resolved now), then `--model`.
@@ -92,8 +118,7 @@ pub(crate) fn open_model(args: &AgentArgs, settings: &Settings) -> Result<Arc<dy
         .params("providers")
         .map(|p| serde_json::Value::Object(p.clone()))
         .unwrap_or(serde_json::Value::Null);
-    let params =
-        noeta::settings::resolve_plugin_secrets("providers", &params, &noeta::EnvSecrets::new())?;
+    let params = noeta::settings::resolve_plugin_secrets("providers", &params, &secrets())?;
     let (named, mut config) =
         noeta::backends::from_settings(&params, noeta::backends::ProviderConfig::default())
             .map_err(anyhow::Error::msg)?;
@@ -191,14 +216,10 @@ impl AgentHost {
         let compiled =
             noeta_core::compile_agent(&set, &merged, &agent, &noeta::activation_rules())?;
         let printer = Arc::new(Printer::new(args.json));
-        let session = noeta::build_session_with_secrets(
-            &set,
-            &compiled,
-            &agent.config,
-            &noeta::EnvSecrets::new(),
-        )?
-        .with_host_extension(printer.clone())
-        .with_host_extension(Arc::new(Approver::new(printer.clone())));
+        let session =
+            noeta::build_session_with_secrets(&set, &compiled, &agent.config, &secrets())?
+                .with_host_extension(printer.clone())
+                .with_host_extension(Arc::new(Approver::new(printer.clone())));
         let (log, content) = open_store(paths, args.store.as_deref())?;
         let model = open_model(args, &settings)?;
         let sink = printer.clone();

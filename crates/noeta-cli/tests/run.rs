@@ -554,3 +554,29 @@ fn chat_carries_on_after_ctrl_c_and_finishes_the_interrupted_turn_first() {
     assert!(stdout.contains("after the pause"), "{stdout}");
     assert!(stdout.contains("the second answer"), "{stdout}");
 }
+
+/// Built with the `keyring` feature, `noeta` looks `{keyring:…}` up in the kernel keyring of
+/// the session it runs in and names the entry it did not find. (Reading a stored entry is
+/// tested with a mock store in the `noeta` crate: sandboxed hosts may refuse to add keys.)
+#[cfg(all(feature = "keyring", target_os = "linux"))]
+#[test]
+fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
+    let env = Env::new();
+    let user = format!("run-test-{}", std::process::id());
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        format!("[plugins.fs.shell_env]\nAPI_TOKEN = \"{{keyring:noeta-test/{user}}}\"\n"),
+    )
+    .unwrap();
+    let provider = env.script(json!([{ "text": "done" }]));
+    let out = env.noeta(&["run", "--provider", &provider, "check"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "the keyring has no entry for service `noeta-test`, user `{user}`, needed by `{{keyring:noeta-test/{user}}}` for plugin `fs`"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+}

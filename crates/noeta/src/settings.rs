@@ -947,7 +947,7 @@ pub enum SecretError {
     },
     /// No configured store handles this kind of reference.
     #[error(
-        "`{reference}`{} needs a secret store for it and none is configured (the OS keyring is not built in; use `{{env:NAME}}`)",
+        "`{reference}`{} needs a secret store for it and none is configured (the OS keyring needs a build with the `keyring` feature; `{{env:NAME}}` always works)",
         place(plugin.as_deref(), key)
     )]
     Unsupported {
@@ -1230,5 +1230,80 @@ impl SecretStore for SecretChain {
             }
         }
         answer
+    }
+}
+
+/// Secrets from a keyring credential store (`{keyring:service/user}`); `{env:…}` is left to
+/// other stores. Built with the `keyring` feature; the store is the host's choice (the `noeta`
+/// binary uses the platform's own, tests an in-memory one).
+#[cfg(feature = "keyring")]
+#[derive(Clone)]
+pub struct KeyringSecrets {
+    store: Arc<keyring_core::CredentialStore>,
+}
+
+#[cfg(feature = "keyring")]
+impl KeyringSecrets {
+    /// Reads entries from `store`.
+    pub fn new(store: Arc<keyring_core::CredentialStore>) -> Self {
+        Self { store }
+    }
+}
+
+#[cfg(feature = "keyring")]
+impl fmt::Debug for KeyringSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyringSecrets")
+            .field("store", &self.store.vendor())
+            .finish()
+    }
+}
+
+#[cfg(feature = "keyring")]
+impl SecretStore for KeyringSecrets {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        let SecretRef::Keyring { service, user } = reference else {
+            return SecretLookup::Unsupported;
+        };
+        let read = keyring_core::Entry::new_in_store(&self.store, service, user)
+            .and_then(|entry| entry.get_password());
+        match read {
+            Ok(value) if !value.is_empty() => SecretLookup::Found(Secret(value)),
+            Ok(_) | Err(keyring_core::Error::NoEntry) => SecretLookup::Missing,
+            // The store's own words name the failure; a bad encoding's bytes (which may be the
+            // secret) are never shown.
+            Err(keyring_core::Error::BadEncoding(_)) => SecretLookup::Failed(format!(
+                "the keyring entry for service `{service}`, user `{user}` is not valid UTF-8"
+            )),
+            Err(keyring_core::Error::BadDataFormat(_, cause)) => SecretLookup::Failed(format!(
+                "the keyring entry for service `{service}`, user `{user}` is malformed: {cause}"
+            )),
+            Err(other) => SecretLookup::Failed(format!(
+                "the keyring ({}) failed for service `{service}`, user `{user}`: {other}",
+                self.store.vendor()
+            )),
+        }
+    }
+}
+
+/// A keyring that could not be opened: every `{keyring:…}` reference fails with the reason.
+#[derive(Debug, Clone)]
+pub struct UnavailableKeyring {
+    reason: String,
+}
+
+impl UnavailableKeyring {
+    /// A keyring unavailable for `reason`.
+    pub fn new(reason: String) -> Self {
+        Self { reason }
+    }
+}
+
+impl SecretStore for UnavailableKeyring {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        match reference {
+            SecretRef::Keyring { .. } => SecretLookup::Failed(self.reason.clone()),
+            SecretRef::Env(_) => SecretLookup::Unsupported,
+        }
     }
 }
