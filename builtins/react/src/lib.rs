@@ -53,6 +53,11 @@ impl SessionPackFactory for Pack {
         }
         Ok(pack)
     }
+
+    /// The decision loop joins only agents that run under `react`'s policy.
+    fn reads_agent(&self) -> bool {
+        true
+    }
 }
 
 /// The plugin: its embedded manifest and its resolver.

@@ -418,9 +418,23 @@ impl PackContribution {
 }
 
 /// The session-construction half of a capability (the `session_pack` surface). It self-gates.
+///
+/// A pack is an instance of its plugin: sessions built over one
+/// [`Instances`](crate::session::Instances) share it between every agent that uses the plugin with the same
+/// parameters. So a pack is built from `ctx.config(<its plugin>)` alone, and reads what differs
+/// between agents and tasks at run time (the view, the tool context); one whose build reads
+/// more of the context (the agent, its plugins, roster, policy or tool list, another plugin's
+/// parameters) says so through [`reads_agent`](Self::reads_agent) and is then built per agent.
 pub trait SessionPackFactory: Send + Sync {
     /// The pack for this session, or [`PackContribution::empty`] when it does not apply.
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String>;
+
+    /// Whether the build reads the context beyond its own plugin's parameters (then one
+    /// instance is built per agent, not per parameters). The control tools the pack mounts are
+    /// built with it and count here too.
+    fn reads_agent(&self) -> bool {
+        false
+    }
 }
 
 /// A mounted control tool: a model-facing schema whose calls the tool behind it turns into an

@@ -375,6 +375,110 @@ fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Opt
     })
 }
 
+/// The plugin instances (built session packs) shared by the sessions built over them: one per
+/// plugin, pack and parameters (resolved, secrets included, so a rotated secret builds a new
+/// instance). A host keeps one for as long as its plugin code and settings stand, and starts
+/// a new one when it reloads them. Cloning shares the instances.
+#[derive(Clone, Default)]
+pub struct Instances {
+    built: Arc<std::sync::Mutex<BTreeMap<InstanceKey, Arc<BuiltPack>>>>,
+}
+
+impl Instances {
+    /// An empty set: the first session built over it builds every pack.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many pack instances have been built.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether none has been built yet.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<InstanceKey, Arc<BuiltPack>>> {
+        // A panic while the map is held cannot leave it half-changed (inserts are single).
+        self.built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, key: &InstanceKey) -> Option<Arc<BuiltPack>> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Keeps `built` unless another build got there first; returns the one kept.
+    fn keep(&self, key: InstanceKey, built: Arc<BuiltPack>) -> Arc<BuiltPack> {
+        Arc::clone(self.lock().entry(key).or_insert(built))
+    }
+}
+
+impl std::fmt::Debug for Instances {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let built = self.lock();
+        f.debug_list()
+            .entries(built.keys().map(|k| format!("{}/{}", k.plugin, k.pack)))
+            .finish()
+    }
+}
+
+/// What one pack instance is built from.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct InstanceKey {
+    plugin: String,
+    pack: String,
+    /// The canonical bytes of the plugin's resolved parameters.
+    params: Vec<u8>,
+    /// The agent's facts, for a pack that reads them.
+    agent: Option<String>,
+}
+
+/// One built pack and the control tools it mounted.
+struct BuiltPack {
+    pack: crate::contrib::PackContribution,
+    controls: Vec<(i64, ControlToolMount)>,
+}
+
+/// Everything of the build context a pack that reads the agent may depend on.
+fn agent_facts(ctx: &SessionBuildContext) -> String {
+    let facts = json!({
+        "agent": ctx.agent,
+        "plugins": ctx.plugins,
+        "roster": ctx.roster,
+        "policy": ctx.policy.to_string(),
+        "tools": ctx.tools,
+        "config": ctx.config,
+    });
+    String::from_utf8_lossy(&canonical::to_bytes(&facts)).into_owned()
+}
+
+/// Builds a pack and the control tools it mounts; a panic is an error like any other.
+fn build_pack(
+    factory: &dyn crate::contrib::SessionPackFactory,
+    ctx: &SessionBuildContext,
+) -> Result<BuiltPack, String> {
+    let pack = catch_unwind(AssertUnwindSafe(|| factory.build(ctx)))
+        .map_err(|payload| format!("panicked: {}", panic_message(payload.as_ref())))??;
+    let mut controls = Vec::new();
+    for (priority, control) in &pack.control_tools {
+        let mount =
+            catch_unwind(AssertUnwindSafe(|| control.build(ctx))).map_err(|payload| {
+                format!(
+                    "a control tool factory panicked: {}",
+                    panic_message(payload.as_ref())
+                )
+            })??;
+        if let Some(mount) = mount {
+            controls.push((*priority, mount));
+        }
+    }
+    Ok(BuiltPack { pack, controls })
+}
+
 /// Builds the session for a compiled agent. `default_policy` runs the agent when no policy
 /// plugin is active (the host's default loop); without one the kernel's minimal policy runs.
 /// Either way it must be the policy the agent's identity pins.
@@ -396,6 +500,29 @@ pub fn build_session_resolved(
     config: &BTreeMap<String, Value>,
     resolved: &BTreeMap<String, Value>,
     default_policy: Option<Arc<dyn Policy>>,
+) -> Result<Session, SessionError> {
+    build_session_shared(
+        set,
+        compiled,
+        config,
+        resolved,
+        default_policy,
+        &Instances::default(),
+    )
+}
+
+/// [`build_session_resolved`] over `instances`: a session pack already built there for the
+/// same plugin and parameters (and, for a pack that [reads the
+/// agent](crate::contrib::SessionPackFactory::reads_agent), the same agent) is reused, not
+/// built again, so every agent of a host that uses a plugin with the same parameters shares
+/// one instance of it. A pack that fails to build is not kept: the next build tries again.
+pub fn build_session_shared(
+    set: &PluginSet,
+    compiled: &CompiledAgent,
+    config: &BTreeMap<String, Value>,
+    resolved: &BTreeMap<String, Value>,
+    default_policy: Option<Arc<dyn Policy>>,
+    instances: &Instances,
 ) -> Result<Session, SessionError> {
     let spec = compiled.spec.clone();
     let resolution = &compiled.resolution;
@@ -420,9 +547,20 @@ pub fn build_session_resolved(
             agent: spec.name.clone(),
             reason,
         };
-        let pack = catch_unwind(AssertUnwindSafe(|| factory.build(&ctx)))
-            .map_err(|payload| fail(format!("panicked: {}", panic_message(payload.as_ref()))))?
-            .map_err(fail)?;
+        let key = InstanceKey {
+            plugin: entry.plugin.clone(),
+            pack: entry.contribution.name.clone(),
+            params: canonical::to_bytes(ctx.config(&entry.plugin)),
+            agent: factory.reads_agent().then(|| agent_facts(&ctx)),
+        };
+        let built = match instances.get(&key) {
+            Some(built) => built,
+            None => {
+                let built = Arc::new(build_pack(factory.as_ref(), &ctx).map_err(fail)?);
+                instances.keep(key, built)
+            }
+        };
+        let BuiltPack { pack, controls } = built.as_ref();
         // The agent's tool allow-list holds for pack tools too (a tool flagged
         // `past_agent_lists` passes it).
         let tools: Vec<Arc<dyn Tool>> = pack
@@ -442,19 +580,7 @@ pub fn build_session_resolved(
             }));
         }
         extensions.extend(pack.extensions.iter().cloned());
-        for (priority, factory) in &pack.control_tools {
-            let mount = catch_unwind(AssertUnwindSafe(|| factory.build(&ctx)))
-                .map_err(|payload| {
-                    fail(format!(
-                        "a control tool factory panicked: {}",
-                        panic_message(payload.as_ref())
-                    ))
-                })?
-                .map_err(fail)?;
-            if let Some(mount) = mount {
-                pack_controls.push((*priority, mount));
-            }
-        }
+        pack_controls.extend(controls.iter().cloned());
     }
 
     // The agent's own tools (tool contributions and in-process MCP servers), in name order,

@@ -11,6 +11,9 @@ mod host_surface;
 #[path = "all/identity.rs"]
 mod identity;
 #[cfg(test)]
+#[path = "all/instances.rs"]
+mod instances;
+#[cfg(test)]
 #[path = "all/loader.rs"]
 mod loader;
 #[cfg(test)]

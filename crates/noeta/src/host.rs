@@ -216,13 +216,32 @@ pub fn build_session_with_secrets(
     config: &std::collections::BTreeMap<String, serde_json::Value>,
     secrets: &dyn crate::settings::SecretStore,
 ) -> Result<noeta_core::session::Session, HostError> {
+    build_session_shared(
+        set,
+        compiled,
+        config,
+        secrets,
+        &noeta_core::session::Instances::new(),
+    )
+}
+
+/// [`build_session_with_secrets`] over a host's `instances`: every agent built over them that
+/// uses a plugin with the same parameters shares one instance of it.
+pub fn build_session_shared(
+    set: &PluginSet,
+    compiled: &noeta_core::CompiledAgent,
+    config: &std::collections::BTreeMap<String, serde_json::Value>,
+    secrets: &dyn crate::settings::SecretStore,
+    instances: &noeta_core::session::Instances,
+) -> Result<noeta_core::session::Session, HostError> {
     let resolved = crate::settings::resolve_config(config, secrets)?;
-    Ok(noeta_core::session::build_session_resolved(
+    Ok(noeta_core::session::build_session_shared(
         set,
         compiled,
         config,
         &resolved,
         Some(noeta_builtin_react::default_policy()),
+        instances,
     )?)
 }
 

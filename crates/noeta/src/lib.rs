@@ -16,8 +16,8 @@ pub mod settings;
 pub use agent_files::{AgentFile, load_agent_files};
 pub use host::{
     ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
-    activation_rules, agent_options, build_session, build_session_with_secrets, default_agent,
-    load, non_removable, sources,
+    activation_rules, agent_options, build_session, build_session_shared,
+    build_session_with_secrets, default_agent, load, non_removable, sources,
 };
 pub use settings::{
     EnvSecrets, Layer, MockSecrets, SecretError, SecretStore, Settings, SettingsError,
