@@ -899,6 +899,8 @@ impl Runtime {
             residents: None,
             rendered: None,
             images: HashMap::new(),
+            unwritten: Vec::new(),
+            renewed: std::time::Instant::now(),
         })
     }
 
@@ -946,6 +948,7 @@ impl Runtime {
         let outcome = claim.drive().await;
         match outcome {
             Ok(outcome) => {
+                claim.write_unwritten().await?;
                 if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
                     claim.snapshot().await;
                 }
@@ -993,6 +996,14 @@ struct Claim<'s> {
     residents: Option<(Vec<String>, String)>,
     /// Image bodies loaded for requests, by SHA-256.
     images: HashMap<String, Arc<Vec<u8>>>,
+    /// Records folded in under the sequence numbers their append gets, not yet appended (each
+    /// as appended, its bodies spilled, and as folded): a reply whose tool calls are allowed
+    /// is written with their started-records, one durable write instead of two. The next
+    /// commit writes them first; anything slow or outside this process (a person asked, the
+    /// turn ending, the claim ending) writes them before it starts.
+    unwritten: Vec<(Record, Event)>,
+    /// When this worker last took or renewed the lease (its own monotonic clock).
+    renewed: std::time::Instant,
 }
 
 /// Rendered tool schemas, shared from request to request.
@@ -1040,17 +1051,50 @@ impl Claim<'_> {
         .with_model(&*self.rt.provider)
     }
 
-    /// Appends a batch under the lease and folds it in; observers see each event.
+    /// Folds `records` in now and leaves their append to the next commit (see `unwritten`).
+    async fn defer(&mut self, records: Vec<Record>) -> Result<(), RunError> {
+        for record in records {
+            let spilled = spill(record.clone(), self.rt.content.as_ref()).await?;
+            let event = Event::new(self.state.seq + 1, record);
+            self.session
+                .folder
+                .apply(Arc::make_mut(&mut self.state), &event)?;
+            self.unwritten.push((spilled, event));
+        }
+        Ok(())
+    }
+
+    /// Appends what was deferred, if anything.
+    async fn write_unwritten(&mut self) -> Result<(), RunError> {
+        self.append(Vec::new()).await
+    }
+
+    /// Appends a batch (after anything deferred) under the lease and folds it in; observers
+    /// see each event. An empty batch leaves deferred records for the next.
     async fn commit(&mut self, records: Vec<Record>) -> Result<(), RunError> {
         if records.is_empty() {
             return Ok(());
         }
-        let mut spilled = Vec::with_capacity(records.len());
+        self.append(records).await
+    }
+
+    async fn append(&mut self, records: Vec<Record>) -> Result<(), RunError> {
+        let deferred = std::mem::take(&mut self.unwritten);
+        if records.is_empty() && deferred.is_empty() {
+            return Ok(());
+        }
+        let mut batch = Vec::with_capacity(deferred.len() + records.len());
+        let mut events = Vec::with_capacity(deferred.len() + records.len());
+        for (spilled, event) in deferred {
+            batch.push(spilled);
+            events.push(event);
+        }
+        let folded = events.len();
         for record in &records {
-            spilled.push(spill(record.clone(), self.rt.content.as_ref()).await?);
+            batch.push(spill(record.clone(), self.rt.content.as_ref()).await?);
         }
         let lease = self.current_lease();
-        let last = match self.rt.log.append(&lease, &spilled).await {
+        let last = match self.rt.log.append(&lease, &batch).await {
             Ok(last) => last,
             Err(StoreError::StaleLease { .. }) => {
                 return Err(RunError::LeaseLost {
@@ -1059,15 +1103,26 @@ impl Claim<'_> {
             }
             Err(err) => return Err(err.into()),
         };
-        let first = last + 1 - records.len() as u64;
-        let events: Vec<Event> = records
-            .into_iter()
-            .enumerate()
-            .map(|(i, record)| Event::new(first + i as u64, record))
-            .collect();
+        let first = last + 1 - batch.len() as u64;
+        // Deferred records were folded under the numbers the lease guarantees them.
+        if let Some(event) = events.first()
+            && event.seq != first
+        {
+            return Err(crate::fold::FoldError::Gap {
+                seq: first,
+                after: event.seq - 1,
+            }
+            .into());
+        }
+        events.extend(
+            records
+                .into_iter()
+                .enumerate()
+                .map(|(i, record)| Event::new(first + (folded + i) as u64, record)),
+        );
         {
             let state = Arc::make_mut(&mut self.state);
-            for event in &events {
+            for event in &events[folded..] {
                 self.session.folder.apply(state, event)?;
             }
         }
@@ -1115,7 +1170,19 @@ impl Claim<'_> {
         }
     }
 
+    /// Renews the lease once a tenth of its time has passed since it was last taken or
+    /// renewed, so every step starts with at least nine tenths of it left, and a run of quick
+    /// steps does not pay a store write for each.
+    async fn renew_when_due(&mut self) -> Result<(), RunError> {
+        let ttl = std::time::Duration::from_millis(self.rt.lease_ttl_ms);
+        if self.renewed.elapsed() < ttl / 10 {
+            return Ok(());
+        }
+        self.renew().await
+    }
+
     async fn renew(&mut self) -> Result<(), RunError> {
+        let asked = std::time::Instant::now();
         match self
             .rt
             .log
@@ -1124,6 +1191,7 @@ impl Claim<'_> {
         {
             Ok(lease) => {
                 *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+                self.renewed = asked;
                 Ok(())
             }
             Err(StoreError::StaleLease { .. }) => Err(RunError::LeaseLost {
@@ -1247,7 +1315,7 @@ impl Claim<'_> {
                     ))
                     .await;
             }
-            self.renew().await?;
+            self.renew_when_due().await?;
             if let Flow::Stop(outcome) = self.step().await? {
                 return Ok(outcome);
             }
@@ -1564,7 +1632,8 @@ impl Claim<'_> {
                 usage: reply.usage,
                 reasoning: reply.reasoning.clone(),
             };
-            self.commit(vec![composed.to_record(), recorded.to_record()])
+            // Written with the started-records of the calls it makes, or before anything else.
+            self.defer(vec![composed.to_record(), recorded.to_record()])
                 .await?;
             return self.after_reply(offer, reply).await;
         }
@@ -1788,6 +1857,9 @@ impl Claim<'_> {
     }
 
     async fn after_reply(&mut self, offer: &Offer, reply: ModelReply) -> Result<Flow, RunError> {
+        if reply.calls.is_empty() {
+            self.write_unwritten().await?;
+        }
         if reply.text.trim().is_empty() && reply.calls.is_empty() {
             let nudge = {
                 let view = self.view();
@@ -1838,6 +1910,9 @@ impl Claim<'_> {
                 return Ok(Flow::Stop(self.fail_turn(reason).await?));
             }
         };
+        if !matches!(decision, Decision::RunTools) {
+            self.write_unwritten().await?;
+        }
         match decision {
             Decision::RunTools => self.run_calls(offer, reply.calls).await,
             Decision::Continue { message } => {
@@ -2042,24 +2117,30 @@ impl Claim<'_> {
             // Records hooks stage while gating commit with the gate's phase.
             let (gated, staged) = {
                 let view = self.view().with_tools(&offer.tools);
-                let gated = match self.gate(&view, offer, call.clone()).await {
-                    Gate::Ask(asked, asks) => {
-                        match self.state.core.answers.get(&call.id).copied() {
-                            Some(true) => Gate::Allow(asked),
-                            Some(false) => Gate::Deny("the user declined this call".to_owned()),
-                            None => match self.resolve_ask(&view, &asked, &asks).await {
-                                Ok(Some(true)) => Gate::Allow(asked),
-                                Ok(Some(false)) => {
-                                    Gate::Deny("declined on the user's behalf".to_owned())
-                                }
-                                Ok(None) => Gate::Ask(asked, asks),
-                                Err(reason) => Gate::Deny(reason),
-                            },
-                        }
-                    }
-                    other => other,
-                };
+                let gated = self.gate(&view, offer, call.clone()).await;
                 (gated, view.take_staged())
+            };
+            let (gated, staged) = match gated {
+                Gate::Ask(asked, asks) => match self.state.core.answers.get(&call.id).copied() {
+                    Some(true) => (Gate::Allow(asked), staged),
+                    Some(false) => (Gate::Deny("the user declined this call".to_owned()), staged),
+                    None => {
+                        // Asking may take a person's time: everything so far is written first.
+                        self.commit(staged).await?;
+                        self.write_unwritten().await?;
+                        let view = self.view().with_tools(&offer.tools);
+                        let gated = match self.resolve_ask(&view, &asked, &asks).await {
+                            Ok(Some(true)) => Gate::Allow(asked),
+                            Ok(Some(false)) => {
+                                Gate::Deny("declined on the user's behalf".to_owned())
+                            }
+                            Ok(None) => Gate::Ask(asked, asks),
+                            Err(reason) => Gate::Deny(reason),
+                        };
+                        (gated, view.take_staged())
+                    }
+                },
+                other => (other, staged),
             };
             self.commit(staged).await?;
             match gated {
@@ -2105,6 +2186,7 @@ impl Claim<'_> {
             }
         }
         self.flush(&mut batch).await?;
+        self.write_unwritten().await?;
         if matches!(self.state.core.turn, TurnState::Parked { .. }) {
             return Ok(Flow::Stop(self.parked_outcome()));
         }

@@ -779,8 +779,9 @@ fn each_hook_is_called_at_its_point_in_the_step() {
     let expected = [
         "on_start",
         "turn_intake on_event:intake_done",
-        "tools tool_changes reminders context tail before_model on_event:request_composed on_event:assistant_reply",
-        "before_tool on_event:call_started after_tool on_event:ran on_event:call_finished",
+        // The reply is written with the started-record of its call: both after the gate.
+        "tools tool_changes reminders context tail before_model",
+        "before_tool on_event:request_composed on_event:assistant_reply on_event:call_started after_tool on_event:ran on_event:call_finished",
         "tools tool_changes reminders context tail before_model on_event:request_composed on_event:assistant_reply",
         "before_finish on_event:turn_ended",
     ]
@@ -1050,6 +1051,197 @@ impl EventLog for Crashing {
     async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
         self.inner.snapshot(task).await
     }
+}
+
+/// A log that remembers each batch's kinds and counts lease renewals.
+struct Batches {
+    inner: Arc<MemoryEventLog>,
+    seen: Mutex<Vec<Vec<String>>>,
+    renewals: AtomicUsize,
+}
+
+impl Batches {
+    fn over(inner: Arc<MemoryEventLog>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            seen: Mutex::new(Vec::new()),
+            renewals: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl EventLog for Batches {
+    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
+        self.inner.create_task(task, parent).await
+    }
+    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.claim(task, worker, ttl_ms).await
+    }
+    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.inner.renew(lease, ttl_ms).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
+        let kinds = batch.iter().map(|r| r.kind.clone()).collect();
+        self.seen.lock().unwrap().push(kinds);
+        self.inner.append(lease, batch).await
+    }
+    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
+        self.inner.read(task, after).await
+    }
+    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
+        self.inner.info(task).await
+    }
+    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        self.inner.tasks().await
+    }
+    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
+        self.inner.put_snapshot(task, snapshot).await
+    }
+    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
+        self.inner.snapshot(task).await
+    }
+}
+
+#[test]
+fn a_reply_is_written_with_the_started_records_of_its_calls() {
+    let h = Harness::new();
+    let log = Batches::over(h.log.clone());
+    let work = Arc::new(TestTool::new("Work"));
+    let s = session(vec![offers(vec![work.clone()])]);
+    let t = task("merged");
+    let rt = h.runtime_over(
+        log.clone(),
+        json!([{ "calls": [call("Work", json!({}))] }, { "text": "done" }]),
+    );
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let batches = log.seen.lock().unwrap().clone();
+    let expected: Vec<Vec<&str>> = vec![
+        vec!["task_started", "plugins_pinned", "user_message"],
+        vec!["intake_done"],
+        vec!["request_composed", "assistant_reply", "call_started"],
+        // The tool's own record, with its result.
+        vec!["ran", "call_finished"],
+        // A reply without calls is written on its own, before the turn is decided.
+        vec!["request_composed", "assistant_reply"],
+        vec!["turn_ended"],
+    ];
+    assert_eq!(batches, expected, "{batches:?}");
+    assert_eq!(work.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn the_lease_is_renewed_once_a_tenth_of_it_has_passed_not_every_step() {
+    let steps = json!([
+        { "calls": [call("Work", json!({}))] },
+        { "calls": [call("Work", json!({}))] },
+        { "calls": [call("Work", json!({}))] },
+        { "text": "done" }
+    ]);
+    // Quick steps under a one-minute lease: no renewal at all.
+    let h = Harness::new();
+    let log = Batches::over(h.log.clone());
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("Work"))])]);
+    let t = task("quick");
+    let rt = h
+        .runtime_over(log.clone(), steps.clone())
+        .with_lease_ttl(60_000);
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(log.renewals.load(Ordering::SeqCst), 0);
+
+    // Steps slower than a tenth of a one-second lease: renewed before each step but the first.
+    let h = Harness::new();
+    let log = Batches::over(h.log.clone());
+    let mut slow = TestTool::new("Work");
+    slow.reply = |_| {
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        Ok(ToolOutput::text("slow"))
+    };
+    let s = session(vec![offers(vec![Arc::new(slow)])]);
+    let t = task("slow");
+    let rt = h.runtime_over(log.clone(), steps).with_lease_ttl(1_000);
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    // (A fourth only if taking the claim and starting took a tenth of the lease too.)
+    let renewals = log.renewals.load(Ordering::SeqCst);
+    assert!((3..=4).contains(&renewals), "{renewals} renewals");
+}
+
+#[test]
+fn a_crash_before_a_reply_is_written_runs_no_tool_and_asks_the_model_again() {
+    let h = Harness::new();
+    let work = Arc::new(TestTool::new("Work"));
+    let s = session(vec![offers(vec![work.clone()])]);
+    let t = task("unwritten");
+    let turns = json!([{ "calls": [call("Work", json!({}))] }, { "text": "done" }]);
+    // Appends: create, intake — then the worker dies writing the reply and its started-record.
+    let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 2)), turns.clone());
+    block_on(dying.create(&s, &t, "go")).unwrap();
+    assert!(block_on(dying.run(&s, &t)).is_err());
+    assert_eq!(work.runs.load(Ordering::SeqCst), 0, "no tool ran");
+    assert!(!h.core_kinds(&t).contains(&"assistant_reply".to_owned()));
+    h.clock.advance(5_000);
+    let rt = h.runtime(turns);
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(work.runs.load(Ordering::SeqCst), 1);
+    let kinds = h.core_kinds(&t);
+    let replies = kinds.iter().filter(|k| *k == "assistant_reply").count();
+    assert_eq!(replies, 2, "{kinds:?}");
+    let seqs: Vec<u64> = h.events(&t).iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_reply_is_written_before_a_person_is_asked() {
+    struct Person(Arc<MemoryEventLog>, Arc<Mutex<Vec<String>>>);
+    #[async_trait]
+    impl Extension for Person {
+        fn name(&self) -> &str {
+            "person"
+        }
+        async fn resolve_ask(
+            &self,
+            v: &View<'_>,
+            _c: &ToolCall,
+            _asks: &[String],
+        ) -> HookResult<Option<bool>> {
+            let events = self.0.read(v.task_id(), 0).await.unwrap();
+            *self.1.lock().unwrap() = events.iter().map(|e| e.record.kind.clone()).collect();
+            Ok(Some(true))
+        }
+    }
+    let h = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let work = Arc::new(TestTool::new("Work"));
+    let s = session(vec![
+        offers(vec![work.clone()]),
+        says(
+            "asker",
+            Some(Verdict::Ask {
+                reason: "run Work?".into(),
+                firm: false,
+            }),
+        ),
+        Arc::new(Person(h.log.clone(), seen.clone())),
+    ]);
+    let t = task("asked");
+    let rt = h.runtime(json!([{ "calls": [call("Work", json!({}))] }, { "text": "ok" }]));
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("assistant_reply"),
+        "{seen:?}"
+    );
+    assert_eq!(work.runs.load(Ordering::SeqCst), 1);
 }
 
 fn three_tool_turn() -> Value {
@@ -3480,8 +3672,8 @@ mod more_failure_rows {
         let s = session(vec![offers(vec![Arc::new(BadRecover)])]);
         let t = task("badrecover");
         let turns = json!([{ "calls": [call("Fragile", json!({}))] }, { "text": "ok" }]);
-        // Appends: create, intake, reply, started — then the worker dies before the result.
-        let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 4)), turns.clone());
+        // Appends: create, intake, reply with started — then the worker dies before the result.
+        let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 3)), turns.clone());
         block_on(dying.create(&s, &t, "go")).unwrap();
         assert!(block_on(dying.run(&s, &t)).is_err());
         h.clock.advance(5_000);
