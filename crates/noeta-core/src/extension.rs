@@ -190,6 +190,7 @@ pub struct View<'a> {
     peers: &'a [Arc<dyn Extension>],
     tools: &'a [OfferedTool],
     model: Option<&'a dyn Provider>,
+    exec: Option<&'a Arc<dyn crate::exec::ExecEnv>>,
 }
 
 impl fmt::Debug for View<'_> {
@@ -220,7 +221,26 @@ impl<'a> View<'a> {
             peers,
             tools: &[],
             model: None,
+            exec: None,
         }
+    }
+
+    /// The same view, seeing the runtime's execution environment (the runner's views do when
+    /// the runtime has one).
+    pub fn with_exec_env(mut self, exec: Option<&'a Arc<dyn crate::exec::ExecEnv>>) -> Self {
+        self.exec = exec;
+        self
+    }
+
+    /// The execution environment tools run in, `None` when the runtime has none.
+    pub fn exec_env(&self) -> Option<&'a Arc<dyn crate::exec::ExecEnv>> {
+        self.exec
+    }
+
+    /// The workspace root of the execution environment, `None` without one: where hooks find
+    /// the project's files (its instructions, its skills).
+    pub fn workspace(&self) -> Option<&'a std::path::Path> {
+        self.exec.map(|exec| exec.workspace())
     }
 
     /// The same view, able to call the task's model (the runner's views are).

@@ -1049,6 +1049,7 @@ impl Claim<'_> {
             &self.session.extensions,
         )
         .with_model(&*self.rt.provider)
+        .with_exec_env(self.rt.exec.as_ref())
     }
 
     /// Folds `records` in now and leaves their append to the next commit (see `unwritten`).

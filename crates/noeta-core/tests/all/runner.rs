@@ -3940,3 +3940,38 @@ mod review_regressions {
         );
     }
 }
+
+#[test]
+fn hooks_see_the_workspace_of_the_runtimes_execution_environment() {
+    struct Where(Arc<Mutex<Vec<Option<std::path::PathBuf>>>>);
+    #[async_trait]
+    impl Extension for Where {
+        fn name(&self) -> &str {
+            "where"
+        }
+        async fn on_start(&self, v: &View<'_>) -> HookResult<()> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(v.workspace().map(std::path::Path::to_path_buf));
+            Ok(())
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = session(vec![Arc::new(Where(seen.clone()))]);
+    let turns = json!([{ "text": "ok" }]);
+    let h = Harness::new();
+    let bare = h.runtime(turns.clone());
+    block_on(bare.create(&s, &task("nowhere"), "go")).unwrap();
+    block_on(bare.run(&s, &task("nowhere"))).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let placed = h
+        .runtime(turns)
+        .with_exec_env(Arc::new(noeta_core::exec::LocalExecEnv::new(dir.path())));
+    block_on(placed.create(&s, &task("somewhere"), "go")).unwrap();
+    block_on(placed.run(&s, &task("somewhere"))).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![None, Some(dir.path().to_path_buf())]
+    );
+}
