@@ -245,7 +245,8 @@ pub(crate) fn new_task_id() -> Result<TaskId> {
         .unwrap_or_default();
     let secs = now.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
+    let (year, month, day) =
+        noeta_toolkit::dates::civil_from_days(i64::try_from(days).unwrap_or_default());
     let salt = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
     Ok(TaskId::new(format!(
         "{year:04}{month:02}{day:02}-{:02}{:02}{:02}-{salt:04x}",
@@ -255,30 +256,9 @@ pub(crate) fn new_task_id() -> Result<TaskId> {
     ))?)
 }
 
-/// The calendar date of a day count since 1970-01-01 (proleptic Gregorian).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_789), (2026, 12, 2));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    }
 
     #[test]
     fn permission_modes_take_both_spellings_and_name_a_bad_one() {

@@ -3,10 +3,11 @@
 //! Plugins never depend on one another; what several of them need lives here,
 //! on top of `noeta-core` alone: the function-to-tool helper [`FnTool`], which
 //! turns an async function over a typed input into a [`Tool`](noeta_core::Tool),
-//! and typed schemas and readers of plugins' public records ([`todos`],
-//! [`compaction`]).
+//! typed schemas and readers of plugins' public records ([`todos`],
+//! [`compaction`]), and calendar dates of Unix times ([`dates`]).
 
 pub mod compaction;
+pub mod dates;
 mod fn_tool;
 pub mod todos;
 

@@ -1,0 +1,318 @@
+//! The `instructions` extension: the project's instruction files as residents.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use async_trait::async_trait;
+use noeta_core::ToolOutput;
+use noeta_core::extension::{ContextPart, Extension, HookResult, View};
+use noeta_core::records::{ERASED_KIND, ToolCall};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The instruction files looked for in a directory, first non-empty wins.
+pub const INSTRUCTION_FILES: [&str; 3] = ["NOETA.md", "AGENTS.md", "CLAUDE.md"];
+
+/// The extension's name; its records are `instructions/loaded` and `instructions/removed`.
+pub const EXTENSION: &str = "instructions";
+
+/// The tool whose reads make subdirectory instructions apply.
+const READ_TOOL: &str = "Read";
+
+/// One loaded instruction file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Loaded {
+    /// The directory, relative to the workspace root with `/` separators; `""` is the root.
+    dir: String,
+    /// The file's name in it.
+    file: String,
+    /// SHA-256 of the whole file.
+    sha256: String,
+    /// The text kept (cut to the byte cap, with a note).
+    text: String,
+}
+
+/// What the records fold to.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    /// The root's file, if any.
+    root: Option<Loaded>,
+    /// Subdirectory files, in the order they were first loaded.
+    #[serde(default)]
+    subdirs: Vec<Loaded>,
+}
+
+impl State {
+    fn read(view: &View<'_>) -> Self {
+        view.ext_state(EXTENSION)
+            .and_then(|value| Self::deserialize(value).ok())
+            .unwrap_or_default()
+    }
+
+    fn get(&self, dir: &str) -> Option<&Loaded> {
+        if dir.is_empty() {
+            self.root.as_ref()
+        } else {
+            self.subdirs.iter().find(|l| l.dir == dir)
+        }
+    }
+}
+
+/// Instruction files as residents: the root's on every claim, a subdirectory's once a `Read`
+/// reaches into it.
+pub struct Instructions {
+    max_bytes: usize,
+}
+
+impl Instructions {
+    /// Keeps at most `max_bytes` of each file.
+    pub fn new(max_bytes: usize) -> Self {
+        Self { max_bytes }
+    }
+
+    /// The first non-empty instruction file of `dir` (inside `root`), read and cut.
+    fn find(&self, root: &Path, rel: &str) -> Option<Loaded> {
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(rel)
+        };
+        for name in INSTRUCTION_FILES {
+            let path = dir.join(name);
+            // A file that resolves outside the workspace (a symlink out) is not the project's.
+            match path.canonicalize() {
+                Ok(real) if real.starts_with(root) && real.is_file() => {}
+                _ => continue,
+            }
+            let loaded = match std::fs::read(&path) {
+                Ok(bytes) if String::from_utf8_lossy(&bytes).trim().is_empty() => continue,
+                Ok(bytes) => Loaded {
+                    dir: rel.to_owned(),
+                    file: name.to_owned(),
+                    sha256: noeta_core::canonical::sha256_hex(&bytes),
+                    text: cut(&String::from_utf8_lossy(&bytes), self.max_bytes),
+                },
+                Err(err) => Loaded {
+                    dir: rel.to_owned(),
+                    file: name.to_owned(),
+                    sha256: String::new(),
+                    text: format!("({} could not be read: {err})", shown(rel, name)),
+                },
+            };
+            return Some(loaded);
+        }
+        None
+    }
+
+    /// Records `dir`'s file when it differs from what the state holds (or its removal).
+    fn refresh(&self, view: &View<'_>, state: &State, root: &Path, dir: &str) -> Option<Loaded> {
+        let found = self.find(root, dir);
+        match (found, state.get(dir)) {
+            (Some(found), Some(held)) if found == *held => None,
+            (Some(found), _) => {
+                view.record(
+                    EXTENSION,
+                    "loaded",
+                    serde_json::to_value(&found).unwrap_or(Value::Null),
+                );
+                Some(found)
+            }
+            (None, Some(_)) => {
+                view.record(EXTENSION, "removed", json!({ "dir": dir }));
+                None
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n\n[cut: the file has {} bytes, the first {end} are shown; read it for the rest]",
+        &text[..end],
+        text.len()
+    )
+}
+
+/// A file as the model sees its path.
+fn shown(dir: &str, file: &str) -> String {
+    if dir.is_empty() {
+        file.to_owned()
+    } else {
+        format!("{dir}/{file}")
+    }
+}
+
+/// The workspace root, resolved (symlinks and all), when there is one.
+fn real_root(view: &View<'_>) -> Option<PathBuf> {
+    view.workspace().and_then(|root| root.canonicalize().ok())
+}
+
+/// The directories from the root (exclusive) down to `dir` (inclusive), relative to the root.
+fn dirs_down_to(root: &Path, dir: &Path) -> Vec<String> {
+    let Ok(rel) = dir.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut at = String::new();
+    for part in rel.components() {
+        let Component::Normal(name) = part else {
+            return Vec::new();
+        };
+        if !at.is_empty() {
+            at.push('/');
+        }
+        at.push_str(&name.to_string_lossy());
+        out.push(at.clone());
+    }
+    out
+}
+
+#[async_trait]
+impl Extension for Instructions {
+    fn name(&self) -> &str {
+        EXTENSION
+    }
+
+    async fn on_start(&self, view: &View<'_>) -> HookResult<()> {
+        let Some(root) = real_root(view) else {
+            return Ok(());
+        };
+        let state = State::read(view);
+        self.refresh(view, &state, &root, "");
+        let dirs: Vec<String> = state.subdirs.iter().map(|l| l.dir.clone()).collect();
+        for dir in dirs {
+            self.refresh(view, &state, &root, &dir);
+        }
+        Ok(())
+    }
+
+    async fn after_tool(
+        &self,
+        view: &View<'_>,
+        call: &ToolCall,
+        mut output: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        if call.name != READ_TOOL || output.is_error {
+            return Ok(output);
+        }
+        let (Some(root), Some(path)) = (
+            real_root(view),
+            call.input.get("file_path").and_then(Value::as_str),
+        ) else {
+            return Ok(output);
+        };
+        let Ok(file) = root.join(path).canonicalize() else {
+            return Ok(output);
+        };
+        let Some(dir) = file.parent().filter(|d| d.starts_with(&root)) else {
+            return Ok(output);
+        };
+        let state = State::read(view);
+        let mut seen = BTreeSet::new();
+        let mut applied = Vec::new();
+        for rel in dirs_down_to(&root, dir) {
+            if state.get(&rel).is_some() || !seen.insert(rel.clone()) {
+                continue;
+            }
+            if let Some(loaded) = self.refresh(view, &state, &root, &rel) {
+                applied.push(shown(&loaded.dir, &loaded.file));
+            }
+        }
+        if !applied.is_empty() {
+            output.text.push_str(&format!(
+                "\n\n(Instructions now in your context apply to this directory: {})",
+                applied.join(", ")
+            ));
+        }
+        Ok(output)
+    }
+
+    fn context(&self, view: &View<'_>) -> HookResult<Vec<ContextPart>> {
+        let state = State::read(view);
+        let mut parts = Vec::new();
+        if let Some(root) = &state.root {
+            parts.push(ContextPart::resident(format!(
+                "Project instructions from `{}` at the workspace root. Follow them:\n\n{}",
+                root.file, root.text
+            )));
+        }
+        for sub in &state.subdirs {
+            parts.push(ContextPart::resident(format!(
+                "Instructions from `{}`, for work in `{}/`. Follow them there:\n\n{}",
+                shown(&sub.dir, &sub.file),
+                sub.dir,
+                sub.text
+            )));
+        }
+        Ok(parts)
+    }
+
+    fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        let mut folded: State = if state.is_null() {
+            State::default()
+        } else {
+            State::deserialize(&*state).map_err(|err| format!("bad folded state: {err}"))?
+        };
+        match kind {
+            "loaded" => {
+                let loaded = Loaded::deserialize(data)
+                    .map_err(|err| format!("bad `loaded` record: {err}"))?;
+                if loaded.dir.is_empty() {
+                    folded.root = Some(loaded);
+                } else if let Some(held) = folded.subdirs.iter_mut().find(|l| l.dir == loaded.dir) {
+                    *held = loaded;
+                } else {
+                    folded.subdirs.push(loaded);
+                }
+            }
+            "removed" => {
+                let dir = data
+                    .get("dir")
+                    .and_then(Value::as_str)
+                    .ok_or("bad `removed` record: no `dir`")?;
+                if dir.is_empty() {
+                    folded.root = None;
+                } else {
+                    folded.subdirs.retain(|l| l.dir != dir);
+                }
+            }
+            ERASED_KIND => return Ok(()),
+            other => return Err(format!("unknown record kind `{other}`")),
+        }
+        *state = serde_json::to_value(&folded).map_err(|err| err.to_string())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_file_is_cut_on_a_character_boundary_with_a_note() {
+        let text = "é".repeat(10);
+        let kept = cut(&text, 5);
+        assert!(kept.starts_with("éé\n\n[cut: the file has 20 bytes, the first 4 are shown"));
+        assert_eq!(cut("short", 5), "short");
+    }
+
+    #[test]
+    fn directories_from_the_root_down() {
+        let root = Path::new("/w");
+        assert_eq!(
+            dirs_down_to(root, Path::new("/w/a/b")),
+            vec!["a".to_owned(), "a/b".to_owned()]
+        );
+        assert!(dirs_down_to(root, Path::new("/w")).is_empty());
+        assert!(dirs_down_to(root, Path::new("/elsewhere")).is_empty());
+    }
+}
