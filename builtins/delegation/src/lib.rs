@@ -1,12 +1,194 @@
-//! The `delegation` built-in plugin: subagents: the `Task` control tool over the agent's roster, built on child tasks.
+//! The `delegation` built-in plugin: the `Task` control tool.
+//!
+//! `Task` hands a piece of work to an agent of the caller's roster as a child task: the call
+//! spawns the child (through the runtime's spawn checkpoint, so guards and budgets see it)
+//! and parks until it has finished, then returns the child's final reply — or, when the
+//! child failed, why, in that one result. Several `Task` calls in one reply park together and
+//! their children run at once (the runtime's `run_tree` runs them on a bounded pool).
 
-use noeta_core::{LinkedPlugin, RefTable};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use noeta_core::tool::{ChildResult, Wake};
+use noeta_core::{
+    ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved, SessionBuildContext,
+    Tool, ToolContext, ToolError, ToolFlags, ToolOutput,
+};
+use serde_json::{Value, json};
+
+/// The tool's model-visible name.
+pub const TOOL: &str = "Task";
+
+/// The longest `description` accepted, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 200;
+
+/// The longest `prompt` accepted, in bytes.
+pub const MAX_PROMPT_BYTES: usize = 100_000;
+
+const DESCRIPTION: &str = "\
+Hand a self-contained piece of work to a subagent, which works on it on its own and reports back.
+
+Use it for work that needs many searches or reads whose details you do not need to keep (finding \
+where something is done, surveying a part of the code), or for independent pieces of a larger \
+task. Give `prompt` everything the subagent needs: it sees nothing of this conversation. Say \
+exactly what to return. Several Task calls in one reply run at the same time. The subagent's \
+final report comes back as this call's result; it is not shown to the user, so pass on what \
+matters.";
+
+/// The `Task` tool over one agent's roster.
+struct Task {
+    roster: Vec<String>,
+    schema: Value,
+}
+
+impl Task {
+    fn new(roster: Vec<String>) -> Self {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "description": {
+                    "type": "string",
+                    "description": "A short (3-5 word) description of the work",
+                    "maxLength": MAX_DESCRIPTION_CHARS
+                },
+                "prompt": {
+                    "type": "string",
+                    "description": "The work, with everything the subagent needs to do it"
+                },
+                "subagent_type": {
+                    "type": "string",
+                    "description": "Which agent does the work",
+                    "enum": roster
+                }
+            },
+            "required": ["description", "prompt", "subagent_type"],
+            "additionalProperties": false
+        });
+        Self { roster, schema }
+    }
+}
+
+/// The text of a required string field, or an error naming it.
+fn field<'a>(input: &'a Value, name: &str) -> Result<&'a str, ToolError> {
+    input
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::RespondToModel(format!("{TOOL}: `{name}` must be a string")))
+}
+
+/// One child's result as the parent's model reads it.
+fn report(result: &ChildResult) -> ToolOutput {
+    if result.ok {
+        ToolOutput::text(format!(
+            "Subagent `{}` (task {}) reports:\n\n{}",
+            result.agent, result.task, result.text
+        ))
+    } else {
+        ToolOutput::error(format!(
+            "{TOOL}: subagent `{}` (task {}) did not finish: {}",
+            result.agent, result.task, result.text
+        ))
+    }
+}
+
+#[async_trait]
+impl Tool for Task {
+    fn name(&self) -> &str {
+        TOOL
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn flags(&self) -> ToolFlags {
+        // A call only starts a child (whose own calls are gated in its task), so adjacent Task
+        // calls run together: they all park, and their children run at once.
+        let mut flags = ToolFlags::default();
+        flags.read_only = true;
+        // Its children are created only once its park is recorded: running it again after a
+        // crash starts nothing twice.
+        flags.retry_safe = true;
+        flags
+    }
+
+    async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let description = field(&input, "description")?;
+        let prompt = field(&input, "prompt")?;
+        let agent = field(&input, "subagent_type")?;
+        if description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(ToolError::RespondToModel(format!(
+                "{TOOL}: `description` has {} characters; keep it to {MAX_DESCRIPTION_CHARS}",
+                description.chars().count()
+            )));
+        }
+        if prompt.trim().is_empty() {
+            return Err(ToolError::RespondToModel(format!(
+                "{TOOL}: `prompt` is empty; say what the subagent should do"
+            )));
+        }
+        if prompt.len() > MAX_PROMPT_BYTES {
+            return Err(ToolError::RespondToModel(format!(
+                "{TOOL}: `prompt` has {} bytes; keep it under {MAX_PROMPT_BYTES}",
+                prompt.len()
+            )));
+        }
+        if !self.roster.iter().any(|a| a == agent) {
+            return Err(ToolError::RespondToModel(format!(
+                "{TOOL}: there is no subagent `{agent}` (available: {})",
+                self.roster.join(", ")
+            )));
+        }
+        ctx.spawn(agent, prompt)?;
+        Ok(ToolOutput::wait_for_children())
+    }
+
+    async fn resume(
+        &self,
+        _input: Value,
+        wake: Wake,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match wake {
+            Wake::Children { results } => match results.as_slice() {
+                [one] => Ok(report(one)),
+                other => Err(ToolError::Fatal(format!(
+                    "{TOOL}: woken with {} child results instead of one",
+                    other.len()
+                ))),
+            },
+            other => Err(ToolError::Fatal(format!(
+                "{TOOL}: woken by {other:?} instead of its child"
+            ))),
+        }
+    }
+}
+
+/// Mounts `Task` on agents with a roster.
+struct Factory;
+
+impl ControlToolFactory for Factory {
+    fn build(&self, ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
+        if ctx.roster.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ControlToolMount::new(Arc::new(Task::new(
+            ctx.roster.clone(),
+        )))))
+    }
+}
 
 /// The plugin: its embedded manifest and its resolver.
 pub fn plugin() -> LinkedPlugin {
     LinkedPlugin::new(
         env!("CARGO_PKG_NAME"),
         include_str!("../noeta-plugin.toml"),
-        RefTable::new(),
+        RefTable::new().with("noeta_builtin_delegation::spawn_subagent", |_| {
+            Ok(Resolved::ControlTool(Arc::new(Factory)))
+        }),
     )
 }

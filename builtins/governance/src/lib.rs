@@ -112,11 +112,17 @@ struct Permissions {
 }
 
 impl Permissions {
+    /// The mode in force: the task's last switch, else the mode its parent handed down, else
+    /// the configured one.
     fn mode(&self, view: &View<'_>) -> Mode {
-        view.ext_state(PERMISSIONS)
-            .and_then(|s| s.get("mode"))
-            .and_then(Value::as_str)
-            .and_then(Mode::parse)
+        let recorded = |state: Option<&Value>| {
+            state
+                .and_then(|s| s.get("mode"))
+                .and_then(Value::as_str)
+                .and_then(Mode::parse)
+        };
+        recorded(view.ext_state(PERMISSIONS))
+            .or_else(|| recorded(view.core().inherited.get(PERMISSIONS)))
             .unwrap_or(self.start)
     }
 }
@@ -159,6 +165,11 @@ impl Extension for Permissions {
                 firm: false,
             })),
         }
+    }
+
+    /// A child task starts in its parent's mode (a parent in plan mode cannot delegate edits).
+    fn inherit(&self, view: &View<'_>) -> HookResult<Option<Value>> {
+        Ok(Some(json!({ "mode": self.mode(view).as_str() })))
     }
 
     fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {

@@ -185,3 +185,46 @@ fn bad_settings_fail_the_session_naming_the_field() {
     let err = session(json!({"alow": ["Fetch"]}), &b.tools).unwrap_err();
     assert!(err.to_string().contains("unknown field `alow`"), "{err}");
 }
+
+#[test]
+fn a_child_task_starts_in_the_mode_its_parent_hands_down() {
+    use noeta_core::Verdict;
+    use noeta_core::extension::{Extension, View};
+    use noeta_core::fold::TaskState;
+    use noeta_core::records::ToolCall;
+
+    let b = bench();
+    let permissions = |s: &noeta_core::session::Session| -> Arc<dyn Extension> {
+        s.extensions
+            .iter()
+            .find(|e| e.name() == "permissions")
+            .cloned()
+            .unwrap()
+    };
+    let task = TaskId::new("parent").unwrap();
+    // The parent runs in plan mode: that is what it hands down.
+    let parent = session(json!({ "permission_mode": "plan" }), &b.tools).unwrap();
+    let state = TaskState::default();
+    let view = View::new(&task, "main", &state, &[], &[]);
+    let handed = permissions(&parent).inherit(&view).unwrap();
+    assert_eq!(handed, Some(json!({ "mode": "plan" })));
+
+    // A child configured with the default mode runs in the inherited one.
+    let child = session(Value::Null, &b.tools).unwrap();
+    let mut state = TaskState::default();
+    state
+        .core
+        .inherited
+        .insert("permissions".to_owned(), handed.unwrap());
+    let view = View::new(&task, "explore", &state, &[], &[]);
+    let edit = ToolCall {
+        id: "c1".into(),
+        name: "Edit".into(),
+        input: json!({}),
+    };
+    let verdict = block_on(permissions(&child).before_tool(&view, &edit)).unwrap();
+    assert!(
+        matches!(&verdict, Some(Verdict::Deny { reason }) if reason.starts_with("plan mode")),
+        "{verdict:?}"
+    );
+}

@@ -328,6 +328,11 @@ impl Spawner for ClaimSpawner {
 /// enough that a load folds a short tail, rarely enough that short turns do not pay for it.
 pub const SNAPSHOT_EVERY: u64 = 128;
 
+/// Child tasks run at once by default: the machine's parallelism, at most 8.
+fn default_children_at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 /// Runs tasks against one store and one provider.
 pub struct Runtime {
     log: Arc<dyn EventLog>,
@@ -341,6 +346,8 @@ pub struct Runtime {
     pool: bool,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
     inbox: Inbox,
+    /// How many child tasks `run_tree` runs at once.
+    children_at_once: usize,
     /// Tasks this runtime is running now.
     driving: Mutex<std::collections::BTreeSet<TaskId>>,
 }
@@ -412,8 +419,16 @@ impl Runtime {
             pool: false,
             exec: None,
             inbox: Inbox::default(),
+            children_at_once: default_children_at_once(),
             driving: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Runs at most `n` (at least one) child tasks at once in [`run_tree`](Self::run_tree);
+    /// the default is the smaller of 8 and the machine's parallelism.
+    pub fn with_children_at_once(mut self, n: usize) -> Self {
+        self.children_at_once = n.max(1);
+        self
     }
 
     /// Names this worker (leases carry it).
@@ -640,8 +655,12 @@ impl Runtime {
         claim.release().await
     }
 
-    /// Runs a task and, whenever it parks on children, runs them (depth first) and wakes it,
-    /// until it ends, fails, or parks on a person.
+    /// Runs a task and, whenever it parks on children, runs them and wakes it, until it ends,
+    /// fails, or parks on a person. The children of one park run at once, at most
+    /// [`with_children_at_once`](Self::with_children_at_once) together, each with its own
+    /// children the same way. A child this host cannot run (its agent unknown here, a plugin
+    /// it pinned missing) fails alone: it is recorded as failed, with why, and its parent
+    /// gets that as the child's result.
     /// Returns the task where it stopped with that task's outcome: the root when the tree
     /// finished, or the task (root or descendant) that waits for a person.
     pub async fn run_tree(
@@ -649,32 +668,83 @@ impl Runtime {
         sessions: &dyn Sessions,
         task: &TaskId,
     ) -> Result<(TaskId, RunOutcome), RunError> {
-        let mut stack: Vec<TaskId> = vec![task.clone()];
-        let mut last = (task.clone(), RunOutcome::Idle);
-        while let Some(current) = stack.last().cloned() {
-            let agent = self.agent_of(&current).await?;
-            let Some(session) = sessions.session(&agent) else {
-                return Err(RunError::UnknownAgent {
-                    task: current,
-                    agent,
-                });
-            };
-            let outcome = self.run(&session, &current).await?;
-            if matches!(outcome, RunOutcome::Parked { .. }) {
-                let waiting = self.unfinished_children(&session, &current).await?;
+        self.subtree(sessions, task.clone(), false).await
+    }
+
+    /// [`run_tree`](Self::run_tree) from `task`; `child` makes what keeps it from running its
+    /// own failure rather than the caller's.
+    fn subtree<'a>(
+        &'a self,
+        sessions: &'a dyn Sessions,
+        task: TaskId,
+        child: bool,
+    ) -> futures::future::BoxFuture<'a, Result<(TaskId, RunOutcome), RunError>> {
+        use futures::{FutureExt, StreamExt};
+        async move {
+            loop {
+                let agent = self.agent_of(&task).await?;
+                let Some(session) = sessions.session(&agent) else {
+                    let err = RunError::UnknownAgent {
+                        task: task.clone(),
+                        agent,
+                    };
+                    return self.child_cannot_run(task, child, err).await;
+                };
+                let outcome = match self.run(&session, &task).await {
+                    Ok(outcome) => outcome,
+                    Err(err @ RunError::PluginMissing { .. }) => {
+                        return self.child_cannot_run(task, child, err).await;
+                    }
+                    Err(err) => return Err(err),
+                };
+                if !matches!(outcome, RunOutcome::Parked { .. }) {
+                    return Ok((task, outcome));
+                }
+                let waiting = self.unfinished_children(&session, &task).await?;
                 if waiting.is_empty() {
                     // Parked on a person: the whole tree waits for the answer.
-                    return Ok((current, outcome));
+                    return Ok((task, outcome));
                 }
-                stack.extend(waiting.into_iter().rev());
-                continue;
-            }
-            stack.pop();
-            if stack.is_empty() {
-                last = (current, outcome);
+                let ran: Vec<Result<(TaskId, RunOutcome), RunError>> =
+                    futures::stream::iter(waiting)
+                        .map(|c| self.subtree(sessions, c, true))
+                        .buffered(self.children_at_once)
+                        .collect()
+                        .await;
+                for result in ran {
+                    let (stopped, outcome) = result?;
+                    if matches!(outcome, RunOutcome::Parked { .. }) {
+                        // A descendant waits for a person: so does the tree.
+                        return Ok((stopped, outcome));
+                    }
+                }
             }
         }
-        Ok(last)
+        .boxed()
+    }
+
+    /// A child that cannot run here fails alone (recorded, so its parent wakes with why); the
+    /// root's own failure is the caller's error.
+    async fn child_cannot_run(
+        &self,
+        task: TaskId,
+        child: bool,
+        err: RunError,
+    ) -> Result<(TaskId, RunOutcome), RunError> {
+        if !child {
+            return Err(err);
+        }
+        let reason = err.to_string();
+        let lease = self
+            .log
+            .claim(&task, &self.worker, self.lease_ttl_ms)
+            .await?;
+        let failed = CoreRecord::TaskFailed {
+            reason: reason.clone(),
+        };
+        self.log.append(&lease, &[failed.to_record()]).await?;
+        self.log.release(&lease).await?;
+        Ok((task, RunOutcome::TaskFailed { reason }))
     }
 
     /// The agent a task runs, from its first record.

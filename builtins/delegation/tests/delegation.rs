@@ -1,0 +1,508 @@
+//! `Task` through the real runtime and `run_tree`: one child, a fan-out, a child that cannot
+//! run, bad input, and a crash while the children run.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::executor::block_on;
+use noeta_core::extension::{ModelReply, ModelRequest};
+use noeta_core::fold::{Folder, Role};
+use noeta_core::provider::{Provider, ProviderError};
+use noeta_core::records::ToolCall;
+use noeta_core::runner::{RunOutcome, Runtime, Sessions};
+use noeta_core::session::{Session, bare_session, build_session};
+use noeta_core::store::{
+    Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record, Snapshot,
+    StoreError, TaskId, TaskInfo,
+};
+use noeta_core::{
+    ActivationRules, AgentDefinition, AgentOptions, LinkedPlugin, LoadOptions, PluginSource,
+    RefTable, Resolved, compile_agent, load_plugins, standard_registry,
+};
+use serde_json::{Value, json};
+
+/// The parent asks for the `Task` calls it is given, then sums up; a child answers its goal
+/// after yielding a few times (so children running at once overlap), noting how many run.
+struct Model {
+    calls: Vec<Value>,
+    active: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Model {
+    fn new(calls: Vec<Value>) -> Arc<Self> {
+        Arc::new(Self {
+            calls,
+            active: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// Pending a few times before it is ready, so other futures get polled meanwhile.
+struct Yield(u32);
+
+impl std::future::Future for Yield {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+#[async_trait]
+impl Provider for Model {
+    fn name(&self) -> &str {
+        "test"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    fn context_window(&self) -> u64 {
+        100_000
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
+        let mut reply = ModelReply::default();
+        if request.system.contains("You are a subagent") {
+            let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            Yield(5).await;
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            let goal = &request.messages[0].text;
+            reply.text = format!("did: {goal}");
+            return Ok(reply);
+        }
+        let replies = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        if replies == 0 {
+            reply.calls = self
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(i, input)| ToolCall {
+                    id: format!("t{}", i + 1),
+                    name: "Task".into(),
+                    input: input.clone(),
+                })
+                .collect();
+        } else {
+            reply.text = "All reported.".into();
+        }
+        Ok(reply)
+    }
+}
+
+fn task_call(agent: &str, prompt: &str) -> Value {
+    json!({ "description": "a part", "prompt": prompt, "subagent_type": agent })
+}
+
+/// The parent `main` (delegation, roster `explore`, `ghost`, `plan`) and the children this
+/// host defines (`explore`, `plan`; not `ghost`).
+struct Host {
+    parent: Arc<Session>,
+    children: Vec<Arc<Session>>,
+}
+
+impl Sessions for Host {
+    fn session(&self, agent: &str) -> Option<Arc<Session>> {
+        if agent == "main" {
+            return Some(self.parent.clone());
+        }
+        self.children.iter().find(|s| s.spec.name == agent).cloned()
+    }
+}
+
+/// The agents a roster may name, as a plugin contributes them.
+const TEAM: &str = r#"
+name = "team"
+version = "0.1.0"
+requires-noeta = ">=0.1"
+
+[[contributions]]
+surface = "agent"
+ref = "team::explore"
+
+[[contributions]]
+surface = "agent"
+ref = "team::ghost"
+
+[[contributions]]
+surface = "agent"
+ref = "team::plan"
+"#;
+
+fn team() -> LinkedPlugin {
+    let table = ["explore", "ghost", "plan"]
+        .into_iter()
+        .fold(RefTable::new(), |table, name| {
+            let def = Arc::new(AgentDefinition {
+                name: name.to_owned(),
+                description: format!("the {name} agent"),
+                instructions: "You are a subagent.".to_owned(),
+                tools: None,
+                plugins: Vec::new(),
+                agents: Vec::new(),
+                model: None,
+            });
+            table.with(&format!("team::{name}"), move |_| {
+                Ok(Resolved::Agent(Arc::clone(&def)))
+            })
+        });
+    LinkedPlugin::new("team", TEAM, table)
+}
+
+fn parent_session(roster: &[&str]) -> Session {
+    let set = load_plugins(
+        &[
+            PluginSource::Linked(noeta_builtin_delegation::plugin()),
+            PluginSource::Linked(team()),
+        ],
+        &LoadOptions::new(standard_registry()),
+    )
+    .unwrap();
+    let merged = set.merged().unwrap();
+    let mut options = AgentOptions::named("main");
+    options.instructions = "You lead.".into();
+    options.plugins = vec!["delegation".into()];
+    options.agents = roster.iter().map(|a| (*a).to_owned()).collect();
+    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
+    build_session(&set, &compiled, &Default::default(), None).unwrap()
+}
+
+fn host() -> Host {
+    let child = |name: &str| {
+        let mut s = bare_session(name, "You are a subagent.");
+        s.folder = Folder::new(&s.extensions, "child-set");
+        Arc::new(s)
+    };
+    Host {
+        parent: Arc::new(parent_session(&["explore", "ghost", "plan"])),
+        children: vec![child("explore"), child("plan")],
+    }
+}
+
+struct Run {
+    log: Arc<MemoryEventLog>,
+    content: Arc<MemoryContentStore>,
+    clock: Arc<ManualClock>,
+    host: Host,
+    task: TaskId,
+}
+
+impl Run {
+    fn new() -> Self {
+        let clock = ManualClock::at(1_000);
+        Self {
+            log: Arc::new(MemoryEventLog::new(clock.clone())),
+            content: Arc::new(MemoryContentStore::new()),
+            clock,
+            host: host(),
+            task: TaskId::new("parent").unwrap(),
+        }
+    }
+
+    fn runtime(&self, log: Arc<dyn EventLog>, model: Arc<Model>) -> Runtime {
+        Runtime::new(log, self.content.clone(), model).with_lease_ttl(1_000)
+    }
+
+    fn start(&self, model: Arc<Model>, at_once: usize) -> (TaskId, RunOutcome) {
+        let rt = self
+            .runtime(self.log.clone(), model)
+            .with_children_at_once(at_once);
+        block_on(rt.create(&self.host.parent, &self.task, "do the work")).unwrap();
+        block_on(rt.run_tree(&self.host, &self.task)).unwrap()
+    }
+
+    /// The parent's tool results, in order: (call id, text, is_error).
+    fn results(&self) -> Vec<(String, String, bool)> {
+        let rt = self.runtime(self.log.clone(), Model::new(Vec::new()));
+        let state = block_on(rt.load(&self.host.parent, &self.task)).unwrap();
+        state
+            .core
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| (m.call_id.clone().unwrap(), m.text.clone(), m.is_error))
+            .collect()
+    }
+
+    fn core_kinds(&self, task: &TaskId) -> Vec<String> {
+        block_on(self.log.read(task, 0))
+            .unwrap()
+            .iter()
+            .filter(|e| e.record.extension == "core")
+            .map(|e| e.record.kind.clone())
+            .collect()
+    }
+
+    fn children(&self) -> Vec<TaskInfo> {
+        block_on(self.log.tasks())
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.parent.as_ref() == Some(&self.task))
+            .collect()
+    }
+}
+
+#[test]
+fn one_child_does_the_work_and_its_report_is_the_result() {
+    let run = Run::new();
+    let (stopped, outcome) =
+        run.start(Model::new(vec![task_call("explore", "find the parser")]), 8);
+    assert_eq!(stopped, run.task);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let results = run.results();
+    assert_eq!(results.len(), 1);
+    let (_, text, is_error) = &results[0];
+    assert!(!is_error);
+    assert!(
+        text.starts_with("Subagent `explore` (task child1-"),
+        "{text}"
+    );
+    assert!(text.ends_with("reports:\n\ndid: find the parser"), "{text}");
+    assert_eq!(run.children().len(), 1);
+}
+
+#[test]
+fn three_calls_in_one_reply_run_their_children_at_once() {
+    let run = Run::new();
+    let model = Model::new(vec![
+        task_call("explore", "part one"),
+        task_call("plan", "part two"),
+        task_call("explore", "part three"),
+    ]);
+    let (_, outcome) = run.start(model.clone(), 3);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert!(
+        model.most.load(Ordering::SeqCst) >= 2,
+        "the children overlapped: {}",
+        model.most.load(Ordering::SeqCst)
+    );
+    let results = run.results();
+    let texts: Vec<&str> = results
+        .iter()
+        .map(|(_, t, _)| t.rsplit("\n\n").next().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        vec!["did: part one", "did: part two", "did: part three"]
+    );
+    assert_eq!(run.children().len(), 3);
+    let woken = run
+        .core_kinds(&run.task)
+        .iter()
+        .filter(|k| *k == "children_finished")
+        .count();
+    assert_eq!(woken, 3, "each call woken exactly once");
+}
+
+#[test]
+fn one_child_at_a_time_when_the_pool_is_one() {
+    let run = Run::new();
+    let model = Model::new(vec![
+        task_call("explore", "a"),
+        task_call("plan", "b"),
+        task_call("explore", "c"),
+    ]);
+    run.start(model.clone(), 1);
+    assert_eq!(model.most.load(Ordering::SeqCst), 1);
+    assert_eq!(run.results().len(), 3);
+}
+
+#[test]
+fn a_child_this_host_cannot_run_fails_alone_and_says_why_once() {
+    let run = Run::new();
+    let (_, outcome) = run.start(
+        Model::new(vec![
+            task_call("ghost", "haunt"),
+            task_call("plan", "plan it"),
+        ]),
+        8,
+    );
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let results = run.results();
+    assert_eq!(results.len(), 2);
+    let (_, ghost, ghost_error) = &results[0];
+    assert!(ghost_error);
+    assert!(
+        ghost.starts_with("Task: subagent `ghost` (task child1-"),
+        "{ghost}"
+    );
+    assert!(
+        ghost.contains("did not finish: the child task failed: task `child1-")
+            && ghost.contains("runs agent `ghost`, which this host does not define"),
+        "{ghost}"
+    );
+    assert!(!results[1].2);
+    // The failure is recorded on the child, once.
+    let ghost_task = run
+        .children()
+        .into_iter()
+        .find(|t| run.core_kinds(&t.id).contains(&"task_failed".to_owned()))
+        .unwrap();
+    let failed = run
+        .core_kinds(&ghost_task.id)
+        .iter()
+        .filter(|k| *k == "task_failed")
+        .count();
+    assert_eq!(failed, 1);
+}
+
+#[test]
+fn an_empty_prompt_or_an_agent_outside_the_roster_is_refused() {
+    let run = Run::new();
+    run.start(
+        Model::new(vec![task_call("explore", "  "), task_call("nobody", "x")]),
+        8,
+    );
+    let results = run.results();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results[0].2 && results[0].1.contains("`prompt` is empty"),
+        "{:?}",
+        results[0]
+    );
+    assert!(
+        results[1].2 && results[1].1.contains("nobody"),
+        "{:?}",
+        results[1]
+    );
+    assert!(run.children().is_empty());
+}
+
+#[test]
+fn an_agent_without_a_roster_gets_no_task_tool() {
+    // `Task` is the only control tool here: its offer list exists only with a roster.
+    let offers_control = |session: &Session| {
+        session
+            .extensions
+            .iter()
+            .any(|e| e.name() == "core/control")
+    };
+    assert!(!offers_control(&parent_session(&[])));
+    assert!(offers_control(&parent_session(&["explore"])));
+}
+
+/// A log that stops writing after `limit` appends, as a worker that died.
+struct Dying {
+    inner: Arc<MemoryEventLog>,
+    left: Mutex<usize>,
+}
+
+#[async_trait]
+impl EventLog for Dying {
+    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
+        self.inner.create_task(task, parent).await
+    }
+    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.claim(task, worker, ttl_ms).await
+    }
+    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.renew(lease, ttl_ms).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
+        {
+            let mut left = self.left.lock().unwrap();
+            if *left == 0 {
+                return Err(StoreError::Backend {
+                    message: "the worker died".into(),
+                });
+            }
+            *left -= 1;
+        }
+        self.inner.append(lease, batch).await
+    }
+    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
+        self.inner.read(task, after).await
+    }
+    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
+        self.inner.info(task).await
+    }
+    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        self.inner.tasks().await
+    }
+    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
+        self.inner.put_snapshot(task, snapshot).await
+    }
+    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
+        self.inner.snapshot(task).await
+    }
+}
+
+#[test]
+fn a_crash_while_children_run_resumes_each_call_exactly_once() {
+    let calls = || vec![task_call("explore", "one"), task_call("plan", "two")];
+    // Appends of a clean run bound where a crash can land.
+    let clean = Run::new();
+    clean.start(Model::new(calls()), 2);
+    let appends = block_on(clean.log.tasks())
+        .unwrap()
+        .iter()
+        .map(|t| block_on(clean.log.read(&t.id, 0)).unwrap().len())
+        .sum::<usize>();
+    for limit in 2..appends {
+        let run = Run::new();
+        let dying = Arc::new(Dying {
+            inner: run.log.clone(),
+            left: Mutex::new(limit),
+        });
+        let rt = run
+            .runtime(dying, Model::new(calls()))
+            .with_children_at_once(2);
+        if block_on(rt.create(&run.host.parent, &run.task, "do the work")).is_err() {
+            continue;
+        }
+        if block_on(rt.run_tree(&run.host, &run.task)).is_ok() {
+            continue; // past the run's last append
+        }
+        run.clock.advance(5_000);
+        let rt = run.runtime(run.log.clone(), Model::new(calls()));
+        let (_, outcome) = block_on(rt.run_tree(&run.host, &run.task)).unwrap();
+        assert!(
+            matches!(outcome, RunOutcome::Ended { .. }),
+            "limit {limit}: {outcome:?}"
+        );
+        let results = run.results();
+        assert_eq!(results.len(), 2, "limit {limit}: {results:?}");
+        for (call, text, _) in &results {
+            assert_eq!(
+                results.iter().filter(|(c, _, _)| c == call).count(),
+                1,
+                "limit {limit}: {call} answered once"
+            );
+            assert!(text.contains("did: "), "limit {limit}: {text}");
+        }
+        let kinds = run.core_kinds(&run.task);
+        let woken = kinds.iter().filter(|k| *k == "children_finished").count();
+        assert_eq!(woken, 2, "limit {limit}: {kinds:?}");
+        assert_eq!(run.children().len(), 2, "limit {limit}");
+        for child in run.children() {
+            let ended = run
+                .core_kinds(&child.id)
+                .iter()
+                .filter(|k| *k == "turn_ended")
+                .count();
+            assert_eq!(ended, 1, "limit {limit}: child {} ended once", child.id);
+        }
+    }
+}
