@@ -85,9 +85,9 @@ fn the_default_agent_compiles_with_the_always_on_builtins() {
     assert_eq!(agent.spec.plugins, expected);
     assert_eq!(
         noeta::DEFAULT_PLUGINS,
-        ["ask_user_question", "fs", "todo_write", "web"]
+        ["ask_user_question", "delegation", "fs", "todo_write", "web"]
     );
-    assert!(agent.spec.spawnable.is_empty());
+    assert_eq!(agent.spec.spawnable, ["explore", "general-purpose", "plan"]);
 }
 
 #[test]
@@ -109,7 +109,9 @@ fn an_agent_naming_presets_gets_them_on_its_roster_and_nobody_else_does() {
         ["fs", "web", "ask_user_question"]
     );
 
-    let plain = compile_agent(&set, &merged, &default_agent(), &activation_rules()).unwrap();
+    let mut alone = default_agent();
+    alone.agents.clear();
+    let plain = compile_agent(&set, &merged, &alone, &activation_rules()).unwrap();
     assert!(plain.roster.is_empty());
 }
 

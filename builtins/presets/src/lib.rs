@@ -1,7 +1,9 @@
-//! The `presets` built-in plugin: the official child agents as data.
+//! The `presets` built-in plugin: the official agents as data.
 //!
-//! Each definition lists its tools and plugins; a preset joins an agent's
-//! roster (and so its identity) only where that agent's definition names it.
+//! `main` is the agent a user talks to (the host's default); the others are
+//! subagents. Each definition lists its tools and plugins; a preset joins an
+//! agent's roster (and so its identity) only where that agent's definition
+//! names it: `main` names `explore`, `general-purpose` and `plan`.
 
 use std::sync::Arc;
 
@@ -22,6 +24,29 @@ const SCOUT_TOOLS: [&str; 9] = [
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The plugins the official `main` agent activates on top of the host's always-on built-ins;
+/// `memory` and `mcp` stay off unless the settings add them.
+pub const MAIN_PLUGINS: [&str; 5] = ["ask_user_question", "delegation", "fs", "todo_write", "web"];
+
+/// The subagents `main` may start.
+pub const MAIN_ROSTER: [&str; 3] = ["explore", "general-purpose", "plan"];
+
+/// The instructions of `main`.
+pub const MAIN_INSTRUCTIONS: &str = "You are noeta, an agent that works in the user's workspace (the current directory) with the tools you are given. Understand before you change: read the relevant files and search the code first. Keep changes small and focused on what was asked, and check your work (run the tests or the command that shows it works) when you can. For work with several steps, keep a todo list with TodoWrite. Hand self-contained searches and independent pieces of work to subagents with Task (several at once when they do not depend on each other), and pass on what they report. When a choice is the user's to make, ask with AskUserQuestion rather than guess. Tools that change files or run commands may need the user's permission; a denied call is the user's answer, so do not try to get around it. End with a short account of what you did and what is left.";
+
+/// The official main agent: the one a user talks to.
+pub fn main_agent() -> AgentDefinition {
+    AgentDefinition {
+        name: "main".to_owned(),
+        description: "The main agent: works in the workspace with the file, shell and web tools, plans with a todo list, asks the user, and delegates to subagents.".to_owned(),
+        instructions: MAIN_INSTRUCTIONS.to_owned(),
+        tools: None,
+        plugins: strings(&MAIN_PLUGINS),
+        agents: strings(&MAIN_ROSTER),
+        model: None,
+    }
 }
 
 fn general_purpose() -> AgentDefinition {
@@ -86,9 +111,16 @@ fn consolidation() -> AgentDefinition {
     }
 }
 
-/// Every preset child agent, by name.
+/// Every preset agent, by name.
 pub(crate) fn definitions() -> Vec<AgentDefinition> {
-    vec![consolidation(), explore(), general_purpose(), plan(), web()]
+    vec![
+        consolidation(),
+        explore(),
+        general_purpose(),
+        main_agent(),
+        plan(),
+        web(),
+    ]
 }
 
 fn resolver() -> RefTable {

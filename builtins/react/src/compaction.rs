@@ -450,11 +450,12 @@ impl Compaction {
             prompt.push_str("\nAlso:\n");
             prompt.push_str(&instructions.join("\n"));
         }
-        let request = ModelRequest::auxiliary(
+        let mut request = ModelRequest::auxiliary(
             EXTENSION,
             SUMMARY_SYSTEM,
             vec![Message::synthetic(0, Role::User, prompt)],
         );
+        request.agent = view.agent().to_owned();
         let failed = |why: String| StepSignal::TurnFailed {
             reason: format!("compaction_summary_failed: {why}"),
         };

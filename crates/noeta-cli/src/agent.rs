@@ -1,15 +1,16 @@
 //! Running agents from the command line: the plugin set, the agent's session, the store, the
 //! model and the runtime, put together for one workspace.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use noeta::{HostOptions, HostPaths, Settings, SettingsFiles};
 use noeta_core::exec::LocalExecEnv;
 use noeta_core::provider::Provider;
-use noeta_core::runner::Runtime;
-use noeta_core::session::Session;
+use noeta_core::runner::{Runtime, Sessions};
+use noeta_core::session::{Instances, Session};
 use noeta_core::store::{ContentStore, EventLog, SystemClock, TaskId};
 use serde_json::json;
 
@@ -62,7 +63,9 @@ pub(crate) struct AgentHost {
     /// The runtime.
     pub(crate) runtime: Runtime,
     /// The agent's session.
-    pub(crate) session: Session,
+    pub(crate) session: Arc<Session>,
+    /// Every agent's session (the agent's own and its subagents'), for `run_tree`.
+    pub(crate) sessions: HostSessions,
     /// The store's events (for listings).
     pub(crate) log: Arc<dyn EventLog>,
     /// Prints what happens.
@@ -203,25 +206,19 @@ impl AgentHost {
         }
         let merged = set.merged()?;
         let name = args.agent.as_deref().unwrap_or("main");
-        let files = noeta::load_agent_files(paths)?;
-        let mut agent = match files.iter().find(|f| f.name == name) {
-            Some(file) => file.options(),
-            None => noeta::agent_options(&set, &merged, name)?,
-        };
-        for dropped in settings.apply_to(&mut agent) {
-            eprintln!(
-                "warning: plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
-            );
-        }
-        let compiled =
-            noeta_core::compile_agent(&set, &merged, &agent, &noeta::activation_rules())?;
         let printer = Arc::new(Printer::new(args.json));
-        let session =
-            noeta::build_session_with_secrets(&set, &compiled, &agent.config, &secrets())?
-                .with_host_extension(printer.clone())
-                .with_host_extension(Arc::new(Approver::new(printer.clone())));
+        let sessions = HostSessions {
+            files: noeta::load_agent_files(paths)?,
+            set,
+            merged,
+            settings,
+            instances: Instances::new(),
+            printer: printer.clone(),
+            built: Mutex::new(BTreeMap::new()),
+        };
+        let session = sessions.get(name)?;
         let (log, content) = open_store(paths, args.store.as_deref())?;
-        let model = open_model(args, &settings)?;
+        let model = open_model(args, &sessions.settings)?;
         let sink = printer.clone();
         let text = printer.clone();
         let runtime = Runtime::new(log.clone(), content.clone(), model)
@@ -232,9 +229,76 @@ impl AgentHost {
         Ok(Self {
             runtime,
             session,
+            sessions,
             log,
             printer,
         })
+    }
+}
+
+/// The sessions of the agents this host runs, each built when first asked for (the task's
+/// own agent's at once, a subagent's when `run_tree` first needs it), all over one set of
+/// plugin instances and with the host's printer and approver, so a subagent's activity and
+/// its permission prompts reach the same terminal.
+pub(crate) struct HostSessions {
+    set: noeta_core::PluginSet,
+    merged: noeta_core::Merged,
+    settings: Settings,
+    files: Vec<noeta::AgentFile>,
+    instances: Instances,
+    printer: Arc<Printer>,
+    built: Mutex<BTreeMap<String, Arc<Session>>>,
+}
+
+impl HostSessions {
+    /// The session of agent `name`: an agent file of that name, else an `agent` contribution
+    /// (`main`: the official preset), with the settings applied.
+    pub(crate) fn get(&self, name: &str) -> Result<Arc<Session>> {
+        if let Some(session) = self.lock().get(name) {
+            return Ok(Arc::clone(session));
+        }
+        let mut agent = match self.files.iter().find(|f| f.name == name) {
+            Some(file) => file.options(),
+            None => noeta::agent_options(&self.set, &self.merged, name)?,
+        };
+        for dropped in self.settings.apply_to(&mut agent) {
+            eprintln!(
+                "warning: plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
+            );
+        }
+        let compiled =
+            noeta_core::compile_agent(&self.set, &self.merged, &agent, &noeta::activation_rules())?;
+        let session = noeta::build_session_shared(
+            &self.set,
+            &compiled,
+            &agent.config,
+            &secrets(),
+            &self.instances,
+        )?
+        .with_host_extension(self.printer.clone())
+        .with_host_extension(Arc::new(Approver::new(self.printer.clone())));
+        let session = Arc::new(session);
+        self.lock().insert(name.to_owned(), Arc::clone(&session));
+        Ok(session)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Session>>> {
+        self.built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Sessions for HostSessions {
+    fn session(&self, agent: &str) -> Option<Arc<Session>> {
+        match self.get(agent) {
+            Ok(session) => Some(session),
+            Err(err) => {
+                // The child fails alone, and its parent hears that this host cannot run it.
+                eprintln!("warning: agent `{agent}` cannot run here: {err:#}");
+                None
+            }
+        }
     }
 }
 

@@ -26,18 +26,24 @@ async fn interruptible<F: Future>(work: F) -> Option<F::Output> {
     }
 }
 
-/// Runs the task until its turn ends, answering parked questions at the terminal.
+/// Runs the task (and the subagents it starts) until its turn ends, answering parked
+/// questions at the terminal, the subagents' included.
 async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
     loop {
-        let outcome = host
+        let (stopped, outcome) = host
             .runtime
-            .run(&host.session, task)
+            .run_tree(&host.sessions, task)
             .await
             .with_context(|| format!("running task {task}"))?;
         let RunOutcome::Parked { call_id, question } = &outcome else {
             return Ok(outcome);
         };
-        let state = host.runtime.load(&host.session, task).await?;
+        // The task that waits may be a subagent's: answer it with its own agent's session.
+        let state = host.runtime.load(&host.session, &stopped).await?;
+        let session = match &state.core.agent {
+            Some(agent) if stopped != *task => host.sessions.get(agent)?,
+            _ => host.session.clone(),
+        };
         let asks_a_person = state
             .core
             .parked
@@ -50,7 +56,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
             return Ok(outcome);
         };
         host.runtime
-            .reply(&host.session, task, call_id, answer)
+            .reply(&session, &stopped, call_id, answer)
             .await?;
     }
 }

@@ -41,6 +41,13 @@ impl Env {
         format!("scripted:{}", path.display())
     }
 
+    /// Writes a whole model script (with `agents` for subagents); returns the `--provider` value.
+    fn script_file(&self, script: Value) -> String {
+        let path = self.workspace.join("script.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        format!("scripted:{}", path.display())
+    }
+
     /// Runs the binary with `stdin` piped in (closed at once when `None`).
     fn noeta(&self, args: &[&str], stdin: Option<&str>) -> Output {
         self.noeta_with(args, stdin, &[])
@@ -578,5 +585,77 @@ fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
         )),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn main_delegates_to_explore_and_explore_runs_on_its_own() {
+    let env = Env::new();
+    std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
+    let provider = env.script_file(json!({
+        "turns": [
+            call("Task", json!({
+                "description": "find the answer",
+                "prompt": "What does notes.txt say?",
+                "subagent_type": "explore"
+            })),
+            { "text": "Explore found it: 42." }
+        ],
+        "agents": { "explore": { "turns": [
+            call("Read", json!({ "file_path": "notes.txt" })),
+            { "text": "notes.txt says the answer is 42." }
+        ] } }
+    }));
+    let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).lines().last(),
+        Some("Explore found it: 42.")
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("● Task("), "{err}");
+    assert!(
+        err.contains("● Read(notes.txt)"),
+        "the child's activity shows: {err}"
+    );
+    let task = task_of(&out);
+    let log = text(&env.noeta(&["log", &task, "--json"], None).stdout);
+    assert!(
+        log.contains("Subagent `explore`") && log.contains("reports:"),
+        "{log}"
+    );
+    let listed = text(&env.noeta(&["tasks"], None).stdout);
+    assert!(
+        listed.contains("explore"),
+        "the child task is listed: {listed}"
+    );
+
+    // The preset runs as the main agent too.
+    let alone = env.script(json!([
+        call("Read", json!({ "file_path": "notes.txt" })),
+        { "text": "It says 42." }
+    ]));
+    let out = env.noeta(
+        &[
+            "run",
+            "--agent",
+            "explore",
+            "--provider",
+            &alone,
+            "read the notes",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "It says 42.\n");
+    let unknown = env.noeta(
+        &["run", "--agent", "nobody", "--provider", &alone, "x"],
+        None,
+    );
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        text(&unknown.stderr).contains("nobody") && text(&unknown.stderr).contains("explore"),
+        "{}",
+        text(&unknown.stderr)
     );
 }

@@ -391,6 +391,10 @@ impl crate::contrib::StateView for View<'_> {
 pub struct ModelRequest {
     /// What the request is for.
     pub purpose: Purpose,
+    /// The agent whose task asks (empty for an auxiliary request made outside a task). Not
+    /// sent to the model; a provider may route by it (the scripted provider does).
+    #[serde(skip)]
+    pub agent: String,
     /// The model replies in the task's conversation before this request (the step number, from
     /// zero; a fork counts the replies it continued from).
     pub step: u64,
@@ -421,6 +425,7 @@ impl ModelRequest {
             purpose: Purpose::Auxiliary {
                 name: name.to_owned(),
             },
+            agent: String::new(),
             step: 0,
             system: system.into(),
             tools: Arc::new(Vec::new()),

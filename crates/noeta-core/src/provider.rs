@@ -32,6 +32,7 @@
 //! strings; running out is an error), or, when it has none, a fixed sentence
 //! counting the messages they were sent.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
@@ -156,6 +157,19 @@ struct Script {
     turns: Vec<ScriptTurn>,
     #[serde(default)]
     auxiliary: Vec<String>,
+    /// Scripts of other agents' tasks (subagents), by agent name: a request from a task of a
+    /// listed agent is answered from its script, by that task's step.
+    #[serde(default)]
+    agents: BTreeMap<String, AgentScript>,
+}
+
+/// One agent's script inside a script.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentScript {
+    turns: Vec<ScriptTurn>,
+    #[serde(default)]
+    auxiliary: Vec<String>,
 }
 
 fn default_model() -> String {
@@ -203,6 +217,8 @@ struct ScriptStep {
 #[derive(Debug)]
 pub struct ScriptedProvider {
     script: Script,
+    /// The providers of the agents the script lists, by agent name.
+    agents: BTreeMap<String, ScriptedProvider>,
     steps: Vec<ScriptStep>,
     /// The step last asked for and how many of its errors this process has served.
     served: Mutex<(u64, usize)>,
@@ -213,11 +229,31 @@ pub struct ScriptedProvider {
 impl ScriptedProvider {
     /// Parses a script; `origin` names it in errors.
     pub fn from_json(text: &str, origin: &str) -> Result<Self, ScriptFileError> {
-        let script: Script =
+        let mut script: Script =
             serde_json::from_str(text).map_err(|source| ScriptFileError::Parse {
                 path: origin.to_owned(),
                 source,
             })?;
+        let agents = std::mem::take(&mut script.agents)
+            .into_iter()
+            .map(|(name, agent)| {
+                let script = Script {
+                    model: script.model.clone(),
+                    context_window: script.context_window,
+                    turns: agent.turns,
+                    auxiliary: agent.auxiliary,
+                    agents: BTreeMap::new(),
+                };
+                (name, Self::from_script(script))
+            })
+            .collect();
+        Ok(Self {
+            agents,
+            ..Self::from_script(script)
+        })
+    }
+
+    fn from_script(script: Script) -> Self {
         let mut steps = Vec::new();
         let mut errors = Vec::new();
         for (i, turn) in script.turns.iter().enumerate() {
@@ -236,12 +272,13 @@ impl ScriptedProvider {
                 answer: None,
             });
         }
-        Ok(Self {
+        Self {
             script,
+            agents: BTreeMap::new(),
             steps,
             served: Mutex::new((u64::MAX, 0)),
             auxiliary: Mutex::new(0),
-        })
+        }
     }
 
     /// Reads a script file.
@@ -317,6 +354,9 @@ impl Provider for ScriptedProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
+        if let Some(agent) = self.agents.get(&request.agent) {
+            return agent.complete(request).await;
+        }
         if let Purpose::Auxiliary { name } = &request.purpose {
             return self.auxiliary_reply(name, request);
         }
@@ -387,5 +427,56 @@ impl Provider for ScriptedProvider {
             usage: turn.usage.unwrap_or_default(),
             reasoning: turn.reasoning.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    fn step(agent: &str, step: u64) -> ModelRequest {
+        let mut request = ModelRequest::auxiliary("x", "system", Vec::new());
+        request.purpose = Purpose::Step;
+        request.agent = agent.to_owned();
+        request.step = step;
+        request
+    }
+
+    #[test]
+    fn a_listed_agents_tasks_are_answered_from_its_own_script() {
+        let provider = ScriptedProvider::from_json(
+            r#"{
+                "turns": [{ "text": "main one" }, { "text": "main two" }],
+                "agents": { "explore": { "turns": [{ "text": "explore one" }], "auxiliary": ["explore aside"] } }
+            }"#,
+            "test",
+        )
+        .unwrap();
+        let text = |request: ModelRequest| block_on(provider.complete(&request)).map(|r| r.text);
+        assert_eq!(text(step("main", 1)).unwrap(), "main two");
+        assert_eq!(text(step("explore", 0)).unwrap(), "explore one");
+        // Unlisted agents use the top-level script.
+        assert_eq!(text(step("plan", 0)).unwrap(), "main one");
+        let mut aside = ModelRequest::auxiliary("compaction", "s", Vec::new());
+        aside.agent = "explore".into();
+        assert_eq!(text(aside).unwrap(), "explore aside");
+        let err = text(step("explore", 1)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the model script has 1 step(s) and step 2 was asked for"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_agent_script_with_an_unknown_key_is_refused() {
+        let err = ScriptedProvider::from_json(
+            r#"{ "turns": [], "agents": { "explore": { "turns": [], "model": "x" } } }"#,
+            "script.json",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("script.json"), "{err}");
+        assert!(err.to_string().contains("unknown field `model`"), "{err}");
     }
 }

@@ -1868,6 +1868,7 @@ impl Claim<'_> {
         let tools = self.render_tools(offer);
         Ok(ModelRequest {
             purpose: Purpose::Step,
+            agent: self.session.spec.name.clone(),
             step: self
                 .state
                 .core

@@ -8,8 +8,9 @@ use noeta_core::{
     PluginSource, SurfaceRegistry, TrustError, TrustStore, load_plugins, standard_registry,
 };
 
-/// The plugins the interim default agent `main` activates (on top of [`ALWAYS_ON`]).
-pub const DEFAULT_PLUGINS: [&str; 4] = ["ask_user_question", "fs", "todo_write", "web"];
+/// The plugins the default agent `main` activates (on top of [`ALWAYS_ON`]): the official
+/// preset's.
+pub const DEFAULT_PLUGINS: [&str; 5] = noeta_builtin_presets::MAIN_PLUGINS;
 
 /// Built-ins active for every agent: guards and observers of governance are
 /// process-wide anyway; the host-wired built-ins are backends.
@@ -245,8 +246,9 @@ pub fn build_session_shared(
     )?)
 }
 
-/// The options of the agent called `name`: `main` is the interim default agent, any other name
-/// an `agent` contribution of a loaded plugin (an unknown name lists the known ones).
+/// The options of the agent called `name`: `main` is the default agent (the official preset),
+/// any other name an `agent` contribution of a loaded plugin (an unknown name lists the known
+/// ones).
 pub fn agent_options(
     set: &PluginSet,
     merged: &noeta_core::Merged,
@@ -262,7 +264,9 @@ pub fn agent_options(
             .map(|e| e.contribution.name.as_str())
             .filter(|n| !n.starts_with("__"))
             .collect();
-        known.insert(0, "main");
+        if !known.contains(&"main") {
+            known.insert(0, "main");
+        }
         return Err(HostError::UnknownAgent {
             name: name.to_owned(),
             known: known.join(", "),
@@ -278,13 +282,11 @@ pub fn agent_options(
     }
 }
 
-/// The interim default agent `main`, activating [`DEFAULT_PLUGINS`].
+/// The default agent `main`: the official preset (activating [`DEFAULT_PLUGINS`], with
+/// `explore`, `general-purpose` and `plan` on its roster).
 pub fn default_agent() -> AgentOptions {
-    let mut options = AgentOptions::named("main");
-    options.instructions = MAIN_INSTRUCTIONS.to_owned();
-    options.plugins = DEFAULT_PLUGINS.iter().map(|s| (*s).to_owned()).collect();
-    options
+    AgentOptions::from_definition(&noeta_builtin_presets::main_agent())
 }
 
-/// The interim default agent's instructions (the official presets replace them).
-pub const MAIN_INSTRUCTIONS: &str = "You are noeta, an agent that works in the user's workspace (the current directory) with the tools you are given. Understand before you change: read the relevant files and search the code first. Keep changes small and focused on what was asked, and check your work (run the tests or the command that shows it works) when you can. For work with several steps, keep a todo list with TodoWrite. When a choice is the user's to make, ask with AskUserQuestion rather than guess. Tools that change files or run commands may need the user's permission; a denied call is the user's answer, so do not try to get around it. End with a short account of what you did and what is left.";
+/// The default agent's instructions.
+pub const MAIN_INSTRUCTIONS: &str = noeta_builtin_presets::MAIN_INSTRUCTIONS;

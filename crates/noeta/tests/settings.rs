@@ -485,7 +485,10 @@ fn a_blocked_plugin_is_off_whatever_users_and_projects_say() {
             .is_superset(&set(&["web", "memory", "extra"]))
     );
     let main = applied(&settings, &noeta::default_agent());
-    assert_eq!(main.plugins, ["ask_user_question", "fs", "todo_write"]);
+    assert_eq!(
+        main.plugins,
+        ["ask_user_question", "delegation", "fs", "todo_write"]
+    );
     assert!(!main.config.contains_key("web"));
 
     let mut host_options = HostOptions::default();

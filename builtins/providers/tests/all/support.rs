@@ -342,6 +342,7 @@ pub(crate) fn tool_result(call_id: &str, text: &str, is_error: bool) -> Message 
 pub(crate) fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         purpose: Purpose::Step,
+        agent: "main".to_owned(),
         step: 0,
         system: "You are a test.".to_owned(),
         tools: Arc::new(Vec::new()),
