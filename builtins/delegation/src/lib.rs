@@ -4,7 +4,9 @@
 //! spawns the child (through the runtime's spawn checkpoint, so guards and budgets see it)
 //! and parks until it has finished, then returns the child's final reply — or, when the
 //! child failed, why, in that one result. Several `Task` calls in one reply park together and
-//! their children run at once (the runtime's `run_tree` runs them on a bounded pool).
+//! their children run at once (the runtime's `run_tree` runs them on a bounded pool). With
+//! `background: true` the call returns at once; the child runs once the caller's turn has
+//! stopped, and its report reaches the caller as a message that starts another turn.
 
 use std::sync::Arc;
 
@@ -33,7 +35,8 @@ where something is done, surveying a part of the code), or for independent piece
 task. Give `prompt` everything the subagent needs: it sees nothing of this conversation. Say \
 exactly what to return. Several Task calls in one reply run at the same time. The subagent's \
 final report comes back as this call's result; it is not shown to the user, so pass on what \
-matters.";
+matters. With `background: true` the call returns at once and the report arrives later as a \
+message; use it only for work you do not need before you can go on.";
 
 /// The `Task` tool over one agent's roster.
 struct Task {
@@ -59,6 +62,10 @@ impl Task {
                     "type": "string",
                     "description": "Which agent does the work",
                     "enum": roster
+                },
+                "background": {
+                    "type": "boolean",
+                    "description": "Run the subagent in the background: this call returns at once and its report arrives as a message once it finished"
                 }
             },
             "required": ["description", "prompt", "subagent_type"],
@@ -141,6 +148,18 @@ impl Tool for Task {
             return Err(ToolError::RespondToModel(format!(
                 "{TOOL}: there is no subagent `{agent}` (available: {})",
                 self.roster.join(", ")
+            )));
+        }
+        // The schema admits only a boolean here.
+        let background = input
+            .get("background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if background {
+            let child = ctx.spawn_background(agent, prompt)?;
+            return Ok(ToolOutput::text(format!(
+                "Started subagent `{agent}` in the background as task {child}; its report \
+                 arrives as a message when it finishes."
             )));
         }
         ctx.spawn(agent, prompt)?;

@@ -365,6 +365,87 @@ fn a_child_this_host_cannot_run_fails_alone_and_says_why_once() {
     assert_eq!(failed, 1);
 }
 
+fn background_call(agent: &str, prompt: &str) -> Value {
+    let mut call = task_call(agent, prompt);
+    call["background"] = json!(true);
+    call
+}
+
+impl Run {
+    /// The parent's goal and what was delivered to it.
+    fn user_messages(&self) -> Vec<String> {
+        let rt = self.runtime(self.log.clone(), Model::new(Vec::new()));
+        let state = block_on(rt.load(&self.host.parent, &self.task)).unwrap();
+        state
+            .core
+            .messages
+            .iter()
+            .filter(|m| matches!(m.role, Role::User | Role::Context))
+            .map(|m| m.text.clone())
+            .collect()
+    }
+}
+
+#[test]
+fn a_background_child_returns_at_once_and_delivers_its_report_later() {
+    let run = Run::new();
+    let (_, outcome) = run.start(
+        Model::new(vec![
+            background_call("explore", "survey the tests"),
+            background_call("ghost", "haunt"),
+        ]),
+        8,
+    );
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let results = run.results();
+    assert_eq!(results.len(), 2);
+    for (_, text, is_error) in &results {
+        assert!(!is_error, "{text}");
+        assert!(text.contains("in the background as task child"), "{text}");
+        assert!(text.ends_with("its report arrives as a message when it finishes."));
+    }
+    let delivered = run.user_messages();
+    assert_eq!(delivered.len(), 3, "{delivered:?}");
+    assert!(
+        delivered[1].starts_with("Background subagent `explore` (task child")
+            && delivered[1].ends_with("finished. Its report:\n\ndid: survey the tests"),
+        "{}",
+        delivered[1]
+    );
+    // A child that cannot run fails alone; the parent hears why once.
+    assert!(
+        delivered[2].starts_with("Background subagent `ghost` (task child")
+            && delivered[2].contains("did not finish: the child task failed"),
+        "{}",
+        delivered[2]
+    );
+    let kinds = run.core_kinds(&run.task);
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(count("background_started"), 2);
+    assert_eq!(count("background_delivered"), 2);
+    assert_eq!(count("children_finished"), 0);
+    assert_eq!(run.children().len(), 2);
+}
+
+#[test]
+fn a_background_flag_that_is_not_a_boolean_is_refused_naming_it() {
+    let run = Run::new();
+    let mut call = task_call("explore", "x");
+    call["background"] = json!("yes");
+    run.start(Model::new(vec![call]), 8);
+    let results = run.results();
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].2
+            && results[0]
+                .1
+                .contains("/background: \"yes\" is not of type \"boolean\""),
+        "{:?}",
+        results[0]
+    );
+    assert!(run.children().is_empty());
+}
+
 #[test]
 fn an_empty_prompt_or_an_agent_outside_the_roster_is_refused() {
     let run = Run::new();

@@ -212,6 +212,9 @@ pub struct CoreState {
     pub inherited: BTreeMap<String, Value>,
     /// Calls parked by their tools, by call id.
     pub parked: BTreeMap<String, ParkedCall>,
+    /// Background children whose results were not delivered yet, in the order they started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<crate::tool::SpawnOrder>,
     /// The pinned identity hash.
     pub identity: Option<String>,
     /// The pinned plugins.
@@ -595,6 +598,16 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             if let Some(parked) = core.parked.get_mut(&call_id) {
                 parked.wake = Some(Wake::Answer { answer });
                 core.turn = next_waiting(&core.parked);
+            }
+        }
+        CoreRecord::BackgroundStarted { children, .. } => {
+            core.background.extend(children);
+        }
+        CoreRecord::BackgroundDelivered { result } => {
+            core.background.retain(|order| order.child != result.task);
+            // The result (the record's message) is news for the model: it takes a turn on it.
+            if !matches!(core.turn, TurnState::Running | TurnState::Parked { .. }) {
+                core.turn = TurnState::Running;
             }
         }
         CoreRecord::ChildrenFinished { call_id, results } => {

@@ -206,6 +206,19 @@ pub enum CoreRecord {
         /// The answer.
         answer: Value,
     },
+    /// A call started children it does not wait for (recorded with its result).
+    BackgroundStarted {
+        /// The call's id.
+        call_id: String,
+        /// The children.
+        children: Vec<SpawnOrder>,
+    },
+    /// A background child finished and its result reached the task (the record's message);
+    /// the task takes a turn on it.
+    BackgroundDelivered {
+        /// The child's result.
+        result: ChildResult,
+    },
     /// Every child of a parked call finished: the wake, recorded once.
     ChildrenFinished {
         /// The call's id.

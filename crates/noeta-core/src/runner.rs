@@ -698,7 +698,13 @@ impl Runtime {
                     Err(err) => return Err(err),
                 };
                 if !matches!(outcome, RunOutcome::Parked { .. }) {
-                    return Ok((task, outcome));
+                    // Background children run once the task stopped; their results start
+                    // another turn, so the task runs again.
+                    match self.run_background(sessions, &session, &task).await? {
+                        Background::None => return Ok((task, outcome)),
+                        Background::Delivered => continue,
+                        Background::Waiting(stopped, outcome) => return Ok((stopped, outcome)),
+                    }
                 }
                 let waiting = self.unfinished_children(&session, &task).await?;
                 if waiting.is_empty() {
@@ -721,6 +727,70 @@ impl Runtime {
             }
         }
         .boxed()
+    }
+
+    /// Runs `task`'s background children that have not delivered (creating any a crash left
+    /// uncreated), then delivers every finished one's result to it.
+    async fn run_background(
+        &self,
+        sessions: &dyn Sessions,
+        session: &Session,
+        task: &TaskId,
+    ) -> Result<Background, RunError> {
+        use futures::StreamExt;
+        let state = self.load(session, task).await?;
+        if state.core.background.is_empty() {
+            return Ok(Background::None);
+        }
+        let orders = state.core.background.clone();
+        let mut unfinished = Vec::new();
+        for order in &orders {
+            create_child(self, task, state.core.depth, order).await?;
+            let child = TaskId::new(order.child.clone())?;
+            if child_result(self, &child, order).await?.is_none() {
+                unfinished.push(child);
+            }
+        }
+        let ran: Vec<Result<(TaskId, RunOutcome), RunError>> = futures::stream::iter(unfinished)
+            .map(|c| self.subtree(sessions, c, true))
+            .buffered(self.children_at_once)
+            .collect()
+            .await;
+        for result in ran {
+            let (stopped, outcome) = result?;
+            if matches!(outcome, RunOutcome::Parked { .. }) {
+                return Ok(Background::Waiting(stopped, outcome));
+            }
+        }
+        let mut delivered = Vec::new();
+        for order in &orders {
+            let child = TaskId::new(order.child.clone())?;
+            if let Some(result) = child_result(self, &child, order).await? {
+                let message = if result.ok {
+                    format!(
+                        "Background subagent `{}` (task {}) finished. Its report:\n\n{}",
+                        result.agent, result.task, result.text
+                    )
+                } else {
+                    format!(
+                        "Background subagent `{}` (task {}) did not finish: {}",
+                        result.agent, result.task, result.text
+                    )
+                };
+                delivered.push(
+                    CoreRecord::BackgroundDelivered { result }
+                        .to_record()
+                        .with_message(message),
+                );
+            }
+        }
+        if delivered.is_empty() {
+            return Ok(Background::None);
+        }
+        let mut claim = self.claim(session, task).await?;
+        claim.commit(delivered).await?;
+        claim.release().await?;
+        Ok(Background::Delivered)
     }
 
     /// A child that cannot run here fails alone (recorded, so its parent wakes with why); the
@@ -1028,6 +1098,16 @@ impl Runtime {
             Err(err) => Err(err),
         }
     }
+}
+
+/// What running a task's background children came to.
+enum Background {
+    /// It has none waiting.
+    None,
+    /// Results were delivered: the task has a turn to take.
+    Delivered,
+    /// A background child (or one of its own) waits for a person.
+    Waiting(TaskId, RunOutcome),
 }
 
 /// What one run of a tool produced.
@@ -2448,6 +2528,22 @@ impl Claim<'_> {
     ) -> Result<(), RunError> {
         let limit = tool.flags().max_result_chars;
         let Some(park) = ran.output.park.clone() else {
+            if !ran.spawns.is_empty() && ran.spawns.iter().all(|s| s.background) {
+                // Children it does not wait for: recorded with the result, created after it.
+                let started = CoreRecord::BackgroundStarted {
+                    call_id: call.id.clone(),
+                    children: ran.spawns.clone(),
+                };
+                let mut staged = ran.staged;
+                staged.push(started.to_record());
+                self.finish_call(call, ran.output, ran.outcome, staged, limit)
+                    .await?;
+                let depth = self.state.core.depth;
+                for order in &ran.spawns {
+                    create_child(self.rt, &self.task, depth, order).await?;
+                }
+                return Ok(());
+            }
             if !ran.spawns.is_empty() {
                 let output = ToolOutput::error(format!(
                     "{}: spawned {} child task(s) without waiting for them — a tool that spawns must return ToolOutput::wait_for_children()",

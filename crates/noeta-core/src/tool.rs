@@ -161,6 +161,10 @@ pub struct SpawnOrder {
     pub goal: String,
     /// What each extension hands it (`inherit`), by extension name.
     pub inherited: std::collections::BTreeMap<String, Value>,
+    /// It runs in the background: the call does not wait for it, and its result is delivered
+    /// to the task as a message once it finished.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// What the runtime hands a running tool.
@@ -318,6 +322,17 @@ impl ToolContext {
     /// `inherit` run now, so a refusal reaches the tool; the child is created when the call's
     /// records commit, and dropped with them if the call fails.
     pub fn spawn(&self, agent: &str, goal: &str) -> Result<String, ToolError> {
+        self.spawn_order(agent, goal, false)
+    }
+
+    /// Like [`spawn`](Self::spawn), for a child the call does not wait for: the call returns
+    /// its result at once, the child is created when the result commits, and its result is
+    /// delivered to this task as a message once it finished (starting a turn if none runs).
+    pub fn spawn_background(&self, agent: &str, goal: &str) -> Result<String, ToolError> {
+        self.spawn_order(agent, goal, true)
+    }
+
+    fn spawn_order(&self, agent: &str, goal: &str, background: bool) -> Result<String, ToolError> {
         let Some(spawner) = &self.spawner else {
             return Err(ToolError::RespondToModel(
                 "this host cannot start child tasks here".to_owned(),
@@ -333,6 +348,7 @@ impl ToolContext {
             agent: agent.to_owned(),
             goal: goal.to_owned(),
             inherited,
+            background,
         });
         Ok(child)
     }

@@ -1666,9 +1666,19 @@ impl Tool for Delegate {
         json!({"type": "object", "properties": {"agents": {"type": "array", "items": {"type": "string"}}}})
     }
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let background = input["background"].as_bool().unwrap_or(false);
+        let mut started = Vec::new();
         for agent in input["agents"].as_array().into_iter().flatten() {
             let agent = agent.as_str().unwrap_or_default();
-            ctx.spawn(agent, &format!("do the {agent} part"))?;
+            let goal = format!("do the {agent} part");
+            if background {
+                started.push(ctx.spawn_background(agent, &goal)?);
+            } else {
+                ctx.spawn(agent, &goal)?;
+            }
+        }
+        if background {
+            return Ok(ToolOutput::text(format!("started {}", started.join(", "))));
         }
         Ok(ToolOutput::wait_for_children())
     }
@@ -1959,6 +1969,170 @@ fn a_crash_at_every_boundary_of_a_parent_with_two_children_loses_nothing() {
                 replies <= 2,
                 "limit {limit}: {} replied {replies} times",
                 info.id
+            );
+        }
+    }
+}
+
+/// The parent starts `scout` in the background, ends its turn, and sums up once the report
+/// arrives; a child reports once.
+struct BackgroundAware;
+
+#[async_trait]
+impl noeta_core::provider::Provider for BackgroundAware {
+    fn name(&self) -> &str {
+        "background-aware"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    fn context_window(&self) -> u64 {
+        1_000
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+        let replies = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        let mut reply = noeta_core::extension::ModelReply::default();
+        if request.system.contains("child") {
+            reply.text = "scout reporting".into();
+        } else if replies == 0 {
+            reply.text = "Sending a scout.".into();
+            reply.calls = vec![ToolCall {
+                id: "d1".into(),
+                name: "Delegate".into(),
+                input: json!({"agents": ["scout"], "background": true}),
+            }];
+        } else if replies == 1 {
+            reply.text = "The scout is out; I will wait.".into();
+        } else {
+            let last = request.messages.last().map(|m| m.text.clone());
+            reply.text = format!("Heard back: {}", last.unwrap_or_default());
+        }
+        Ok(reply)
+    }
+}
+
+/// The texts of `t`'s messages in order, by role.
+fn transcript(rt: &Runtime, s: &Session, t: &TaskId) -> Vec<(Role, String)> {
+    let state = block_on(rt.load(s, t)).unwrap();
+    state
+        .core
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text.clone()))
+        .collect()
+}
+
+#[test]
+fn a_background_child_runs_after_its_parent_stops_and_its_report_starts_one_more_turn() {
+    let h = Harness::new();
+    let host = family(Arc::new(AtomicUsize::new(0)), None);
+    let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(BackgroundAware))
+        .with_lease_ttl(1_000);
+    let t = task("parent");
+    block_on(rt.create(&host.parent, &t, "look around")).unwrap();
+    let (stopped, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+    assert_eq!(stopped, t);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let kinds = h.core_kinds(&t);
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(count("background_started"), 1);
+    assert_eq!(count("background_delivered"), 1, "delivered exactly once");
+    assert_eq!(count("children_finished"), 0, "the call never waited");
+    let messages = transcript(&rt, &host.parent, &t);
+    let child = block_on(h.log.tasks())
+        .unwrap()
+        .into_iter()
+        .find(|i| i.parent.as_ref() == Some(&t))
+        .expect("the child was created")
+        .id;
+    let tool_result = messages
+        .iter()
+        .find(|(role, _)| *role == Role::Tool)
+        .map(|(_, text)| text.clone());
+    assert_eq!(
+        tool_result.as_deref(),
+        Some(format!("started {child}").as_str()),
+        "the call returned at once"
+    );
+    let report = format!(
+        "Background subagent `scout` (task {child}) finished. Its report:\n\nscout reporting"
+    );
+    let last = messages.last().unwrap();
+    assert_eq!(last.0, Role::Assistant);
+    assert_eq!(last.1, format!("Heard back: {report}"));
+    let state = block_on(rt.load(&host.parent, &t)).unwrap();
+    assert!(state.core.background.is_empty(), "nothing left to deliver");
+}
+
+#[test]
+fn a_crash_at_every_boundary_of_a_background_child_delivers_its_report_exactly_once() {
+    let reference = {
+        let h = Harness::new();
+        let host = family(Arc::new(AtomicUsize::new(0)), None);
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(BackgroundAware))
+            .with_lease_ttl(1_000);
+        let t = task("parent");
+        block_on(rt.create(&host.parent, &t, "look around")).unwrap();
+        block_on(rt.run_tree(&host, &t)).unwrap();
+        let total: u64 = block_on(h.log.tasks())
+            .unwrap()
+            .iter()
+            .map(|i| i.head)
+            .sum();
+        total as usize
+    };
+    for limit in 1..reference + 4 {
+        let h = Harness::new();
+        let host = family(Arc::new(AtomicUsize::new(0)), None);
+        let t = task("parent");
+        let dying = Runtime::new(
+            Arc::new(Crashing::after(h.log.clone(), limit)),
+            h.content.clone(),
+            Arc::new(BackgroundAware),
+        )
+        .with_lease_ttl(1_000);
+        if block_on(dying.create(&host.parent, &t, "look around")).is_err()
+            && block_on(h.log.info(&t)).map(|i| i.head).unwrap_or(0) == 0
+        {
+            continue;
+        }
+        let crashed = block_on(dying.run_tree(&host, &t)).is_err();
+        h.clock.advance(5_000);
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(BackgroundAware))
+            .with_lease_ttl(1_000);
+        let (_, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+        assert!(
+            matches!(outcome, RunOutcome::Ended { .. }),
+            "limit {limit} (crashed: {crashed}): {outcome:?}"
+        );
+        let kinds = h.core_kinds(&t);
+        let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+        let children = block_on(h.log.tasks())
+            .unwrap()
+            .into_iter()
+            .filter(|i| i.parent.as_ref() == Some(&t))
+            .count();
+        assert!(children <= 1, "limit {limit}: {children} children");
+        assert_eq!(
+            count("background_delivered"),
+            count("background_started"),
+            "limit {limit}: every started child delivers once"
+        );
+        assert!(count("background_started") <= 1, "limit {limit}");
+        if count("background_started") == 1 {
+            let last = transcript(&rt, &host.parent, &t).pop().unwrap();
+            assert!(
+                last.1
+                    .starts_with("Heard back: Background subagent `scout`"),
+                "limit {limit}: {}",
+                last.1
             );
         }
     }
