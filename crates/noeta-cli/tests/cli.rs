@@ -140,6 +140,7 @@ fn plugins_list_json_is_byte_identical_across_runs_and_lists_all_builtins() {
             "__consolidation__",
             "explore",
             "general-purpose",
+            "main",
             "plan",
             "web"
         ]
@@ -281,7 +282,7 @@ fn plugins_check_passes_on_the_builtins() {
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("checked presets 0.1.0 (builtin, crate `noeta-builtin-presets`): agent 5"),
+        text.contains("checked presets 0.1.0 (builtin, crate `noeta-builtin-presets`): agent 6"),
         "{text}"
     );
     assert!(

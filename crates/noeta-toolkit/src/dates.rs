@@ -22,6 +22,19 @@ pub fn iso_date(unix_secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` (RFC 3339, UTC, to the second) of a Unix time in milliseconds.
+pub fn rfc3339_utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let rem = secs % 86_400;
+    format!(
+        "{}T{:02}:{:02}:{:02}Z",
+        iso_date(secs),
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +51,14 @@ mod tests {
     fn seconds_become_iso_dates() {
         assert_eq!(iso_date(0), "1970-01-01");
         assert_eq!(iso_date(20_789 * 86_400 + 86_399), "2026-12-02");
+    }
+
+    #[test]
+    fn milliseconds_become_rfc3339_instants() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_utc((20_789 * 86_400 + 13 * 3600 + 4 * 60 + 5) * 1000 + 999),
+            "2026-12-02T13:04:05Z"
+        );
     }
 }
