@@ -12,6 +12,8 @@ use crate::store::{Memory, Store};
 
 /// The extension's name: its records and state live under it.
 pub(crate) const EXTENSION: &str = "memory";
+/// The content kind of the index resident, and its layout band.
+pub(crate) const MEMORY_KIND: (&str, i64) = ("memory", 200);
 /// The record kind holding the index and the memory directory.
 pub(crate) const INDEX_KIND: &str = "index";
 /// The most memories the index lists.
@@ -112,7 +114,7 @@ impl Extension for MemoryIndex {
             .ext_state(EXTENSION)
             .and_then(|s| s.get(INDEX_KIND))
             .and_then(Value::as_str)
-            .map(|text| vec![ContextPart::resident(text)])
+            .map(|text| vec![ContextPart::resident_of(MEMORY_KIND.0, text)])
             .unwrap_or_default())
     }
 

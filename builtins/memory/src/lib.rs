@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use noeta_core::store::{Clock, SystemClock};
 use noeta_core::{
-    LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext, SessionPackFactory,
-    Tool,
+    ContentKindSpec, LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext,
+    SessionPackFactory, Tool,
 };
 
 /// What the model is told about saving memories.
@@ -64,6 +64,11 @@ impl SessionPackFactory for Pack {
             pack.tools
                 .push(Arc::new(tools::MemoryArchive::new(Arc::clone(&store))));
         }
+        pack.content_kinds.push(ContentKindSpec {
+            kind: index::MEMORY_KIND.0.to_owned(),
+            band: index::MEMORY_KIND.1,
+            title: String::new(),
+        });
         pack.extensions
             .push(Arc::new(index::MemoryIndex::new(store)));
         Ok(pack)

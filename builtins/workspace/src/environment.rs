@@ -155,7 +155,7 @@ impl Extension for Environment {
             .ext_state(EXTENSION)
             .and_then(|s| s.get("text"))
             .and_then(Value::as_str)
-            .map(|text| vec![ContextPart::resident(text)])
+            .map(|text| vec![ContextPart::resident_of(crate::ENVIRONMENT_KIND.0, text)])
             .unwrap_or_default())
     }
 

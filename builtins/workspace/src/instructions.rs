@@ -240,18 +240,24 @@ impl Extension for Instructions {
         let state = State::read(view);
         let mut parts = Vec::new();
         if let Some(root) = &state.root {
-            parts.push(ContextPart::resident(format!(
-                "Project instructions from `{}` at the workspace root. Follow them:\n\n{}",
-                root.file, root.text
-            )));
+            parts.push(ContextPart::resident_of(
+                crate::INSTRUCTIONS_KIND.0,
+                format!(
+                    "Project instructions from `{}` at the workspace root. Follow them:\n\n{}",
+                    root.file, root.text
+                ),
+            ));
         }
         for sub in &state.subdirs {
-            parts.push(ContextPart::resident(format!(
-                "Instructions from `{}`, for work in `{}/`. Follow them there:\n\n{}",
-                shown(&sub.dir, &sub.file),
-                sub.dir,
-                sub.text
-            )));
+            parts.push(ContextPart::resident_of(
+                crate::INSTRUCTIONS_KIND.0,
+                format!(
+                    "Instructions from `{}`, for work in `{}/`. Follow them there:\n\n{}",
+                    shown(&sub.dir, &sub.file),
+                    sub.dir,
+                    sub.text
+                ),
+            ));
         }
         Ok(parts)
     }

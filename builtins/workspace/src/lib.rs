@@ -10,7 +10,8 @@
 //! - `environment` (500): platform, date, working directory and git state, recorded once per
 //!   task: a resume keeps the same bytes, whatever the clock or the repository says later.
 //!
-//! Both read the workspace root through `View::workspace()`: without an execution
+//! Their residents are of content kinds `instructions` (band 300) and `environment` (band
+//! 400). Both read the workspace root through `View::workspace()`: without an execution
 //! environment they add nothing.
 
 mod environment;
@@ -20,7 +21,8 @@ mod settings;
 use std::sync::Arc;
 
 use noeta_core::{
-    LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext, SessionPackFactory,
+    ContentKindSpec, LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext,
+    SessionPackFactory,
 };
 
 pub use environment::{EXTENSION as ENVIRONMENT, Environment};
@@ -30,6 +32,20 @@ pub use settings::{MAX_INSTRUCTION_BYTES, Settings};
 /// The plugin's name.
 pub const PLUGIN: &str = "workspace";
 
+/// The content kind of the instruction residents, and its layout band.
+pub const INSTRUCTIONS_KIND: (&str, i64) = ("instructions", 300);
+/// The content kind of the environment resident, and its layout band.
+pub const ENVIRONMENT_KIND: (&str, i64) = ("environment", 400);
+
+/// The content kind `(name, band)` as a pack declares it (no title).
+pub fn content_kind((kind, band): (&str, i64)) -> ContentKindSpec {
+    ContentKindSpec {
+        kind: kind.to_owned(),
+        band,
+        title: String::new(),
+    }
+}
+
 /// Adds the `instructions` extension.
 struct InstructionsPack;
 
@@ -37,6 +53,7 @@ impl SessionPackFactory for InstructionsPack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let settings = Settings::parse(ctx.config(PLUGIN))?;
         let mut pack = PackContribution::empty();
+        pack.content_kinds.push(content_kind(INSTRUCTIONS_KIND));
         pack.extensions
             .push(Arc::new(Instructions::new(settings.max_instruction_bytes)));
         Ok(pack)
@@ -50,6 +67,7 @@ impl SessionPackFactory for EnvironmentPack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let settings = Settings::parse(ctx.config(PLUGIN))?;
         let mut pack = PackContribution::empty();
+        pack.content_kinds.push(content_kind(ENVIRONMENT_KIND));
         pack.extensions
             .push(Arc::new(Environment::new(settings.git)));
         Ok(pack)

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::executor::block_on;
-use noeta_builtin_workspace::{Environment, Instructions};
+use noeta_builtin_workspace::{
+    ENVIRONMENT_KIND, Environment, INSTRUCTIONS_KIND, Instructions, content_kind,
+};
 use noeta_core::exec::LocalExecEnv;
 use noeta_core::extension::{Extension, ModelRequest, StepSignal, View};
 use noeta_core::fold::Folder;
@@ -87,7 +89,9 @@ struct Harness {
 impl Harness {
     fn new(extensions: Vec<Arc<dyn Extension>>) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut session = bare_session("main", "You help.");
+        let mut session = bare_session("main", "You help.")
+            .with_content_kind(content_kind(INSTRUCTIONS_KIND))
+            .with_content_kind(content_kind(ENVIRONMENT_KIND));
         session.extensions.extend(extensions);
         session.extensions.push(Arc::new(Offer));
         session.extensions.push(Arc::new(Capture(seen.clone())));
@@ -366,6 +370,12 @@ fn the_packs_add_both_extensions_in_band_order() {
     let names: Vec<&str> = session.extensions.iter().map(|e| e.name()).collect();
     let at = |name: &str| names.iter().position(|n| *n == name).unwrap();
     assert!(at("instructions") < at("environment"), "{names:?}");
+    let kinds: Vec<(&str, i64)> = session
+        .kinds
+        .iter()
+        .map(|k| (k.kind.as_str(), k.band))
+        .collect();
+    assert_eq!(kinds, [("instructions", 300), ("environment", 400)]);
 }
 
 #[test]

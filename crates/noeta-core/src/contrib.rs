@@ -355,6 +355,9 @@ pub struct SessionBuildContext {
     /// The agent's allow-list of model-visible tool names (`None`: every tool). The session
     /// build drops pack tools not on it; a pack may also skip building them.
     pub tools: Option<Vec<String>>,
+    /// The directories of skill packs every loaded plugin contributes (the `skills` surface),
+    /// as `(plugin, path)` in `(plugin, name)` order.
+    pub skills_dirs: Vec<(String, std::path::PathBuf)>,
 }
 
 impl SessionBuildContext {
@@ -367,6 +370,7 @@ impl SessionBuildContext {
             config: BTreeMap::new(),
             policy: crate::policy::minimal_policy_ref(),
             tools: None,
+            skills_dirs: Vec::new(),
         }
     }
 

@@ -130,6 +130,10 @@ pub struct ContextPart {
     pub segment: Segment,
     /// The text.
     pub text: String,
+    /// The content kind of a resident (one of the session's [`kinds`](crate::session::Session::kinds)),
+    /// which places it; residents without one follow every kind, in extension order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 impl ContextPart {
@@ -138,14 +142,25 @@ impl ContextPart {
         Self {
             segment: Segment::Stable,
             text: text.into(),
+            kind: None,
         }
     }
 
-    /// A resident.
+    /// A resident of no content kind: placed after the residents of every kind.
     pub fn resident(text: impl Into<String>) -> Self {
         Self {
             segment: Segment::Resident,
             text: text.into(),
+            kind: None,
+        }
+    }
+
+    /// A resident of content kind `kind`, placed by the kind's band.
+    pub fn resident_of(kind: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            segment: Segment::Resident,
+            text: text.into(),
+            kind: Some(kind.into()),
         }
     }
 }

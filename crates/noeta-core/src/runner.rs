@@ -1925,15 +1925,46 @@ impl Claim<'_> {
     fn compose(&mut self, offer: &Offer) -> Result<ModelRequest, String> {
         let view = self.view();
         let mut system: Vec<String> = Vec::new();
-        let mut residents: Vec<String> = Vec::new();
+        // Residents by their kind's place in the layout (no kind: after every kind), then in
+        // extension order.
+        let kinds = &self.session.kinds;
+        let mut placed: Vec<(usize, String)> = Vec::new();
         for ext in &self.session.extensions {
             let parts = std::panic::catch_unwind(AssertUnwindSafe(|| ext.context(&view)));
             for part in flatten_sync(ext.name(), "context", parts)? {
                 match part.segment {
                     Segment::Stable => system.push(part.text),
-                    Segment::Resident => residents.push(part.text),
+                    Segment::Resident => {
+                        let rank = match &part.kind {
+                            None => kinds.len(),
+                            Some(kind) => kinds.iter().position(|k| &k.kind == kind).ok_or_else(|| {
+                                let known: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+                                format!(
+                                    "extension `{}`: context gave a resident of content kind `{kind}`, which agent `{}` does not have (kinds: {})",
+                                    ext.name(),
+                                    self.session.spec.name,
+                                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                                )
+                            })?,
+                        };
+                        placed.push((rank, part.text));
+                    }
                 }
             }
+        }
+        placed.sort_by_key(|(rank, _)| *rank);
+        let mut residents: Vec<String> = Vec::with_capacity(placed.len());
+        let mut titled = usize::MAX;
+        for (rank, text) in placed {
+            // A kind's title heads its residents.
+            if rank != titled
+                && let Some(kind) = kinds.get(rank)
+                && !kind.title.is_empty()
+            {
+                residents.push(kind.title.clone());
+                titled = rank;
+            }
+            residents.push(text);
         }
         let tail: Vec<String> = self
             .session

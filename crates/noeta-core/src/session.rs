@@ -44,9 +44,18 @@ pub struct Session {
     pub pins: Vec<PluginPin>,
     /// The folder for this extension list (its plugin-set hash tags snapshots).
     pub folder: Folder,
+    /// The resident content kinds in layout order: the session packs' kinds by band (ties in
+    /// pack order), then the agent's `content_kind` contributions.
+    pub kinds: Vec<crate::contrib::ContentKindSpec>,
 }
 
 impl Session {
+    /// Adds a content kind after the session's own (a host's or a test's residents).
+    pub fn with_content_kind(mut self, kind: crate::contrib::ContentKindSpec) -> Self {
+        self.kinds.push(kind);
+        self
+    }
+
     /// Appends a host's own extension (a terminal approver, an event printer) to the list and
     /// rebuilds the folder over it; the plugin-set tag of snapshots is unchanged, since a host
     /// extension keeps no records of its own.
@@ -92,6 +101,20 @@ pub enum SessionError {
         agent: String,
         /// The shared name.
         name: String,
+    },
+    /// Two session packs (or a pack and a `content_kind` contribution) declare one content kind.
+    #[error(
+        "agent `{agent}`: content kind `{kind}` is declared by both {first} and {second} — a kind has one owner"
+    )]
+    DuplicateContentKind {
+        /// The agent.
+        agent: String,
+        /// The kind.
+        kind: String,
+        /// The first declaration (`plugin/pack`).
+        first: String,
+        /// The second.
+        second: String,
     },
     /// A session pack's factory failed or panicked.
     #[error("plugin `{plugin}`: session pack `{pack}` failed for agent `{agent}`: {reason}")]
@@ -536,7 +559,16 @@ pub fn build_session_shared(
     ctx.config = resolved.clone();
     ctx.policy = spec.policy.clone();
     ctx.tools = spec.allowed_tools.clone();
+    ctx.skills_dirs = resolution
+        .for_surface("skills")
+        .iter()
+        .filter_map(|entry| match &entry.value {
+            Resolved::SkillsPath(path) => Some((entry.plugin.clone(), path.clone())),
+            _ => None,
+        })
+        .collect();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
+    let mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)> = Vec::new();
     for entry in resolution.for_surface("session_pack") {
         let Resolved::SessionPack(factory) = &entry.value else {
             continue;
@@ -581,7 +613,42 @@ pub fn build_session_shared(
         }
         extensions.extend(pack.extensions.iter().cloned());
         pack_controls.extend(controls.iter().cloned());
+        let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
+        pack_kinds.extend(
+            pack.content_kinds
+                .iter()
+                .map(|k| (k.clone(), owner.clone())),
+        );
     }
+    // The agent's own kinds follow the packs'; a kind has one owner.
+    let mut own_kinds = Vec::new();
+    for entry in resolution.for_surface("content_kind") {
+        if let Resolved::ContentKind(kind) = &entry.value
+            && spec.plugins.contains(&entry.plugin)
+        {
+            let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
+            own_kinds.push((kind.as_ref().clone(), owner));
+        }
+    }
+    let declared: Vec<&(crate::contrib::ContentKindSpec, String)> =
+        pack_kinds.iter().chain(&own_kinds).collect();
+    for (i, (kind, owner)) in declared.iter().enumerate() {
+        if let Some((_, first)) = declared[..i].iter().find(|(k, _)| k.kind == kind.kind) {
+            return Err(SessionError::DuplicateContentKind {
+                agent: spec.name.clone(),
+                kind: kind.kind.clone(),
+                first: first.clone(),
+                second: owner.clone(),
+            });
+        }
+    }
+    // Pack kinds by band, ties in pack order (the sort is stable).
+    pack_kinds.sort_by_key(|(kind, _)| kind.band);
+    let kinds: Vec<crate::contrib::ContentKindSpec> = pack_kinds
+        .into_iter()
+        .chain(own_kinds)
+        .map(|(kind, _)| kind)
+        .collect();
 
     // The agent's own tools (tool contributions and in-process MCP servers), in name order,
     // then its control tools in schema render order.
@@ -704,6 +771,7 @@ pub fn build_session_shared(
         policy,
         pins,
         folder,
+        kinds,
     })
 }
 
@@ -730,5 +798,6 @@ pub fn bare_session(name: &str, instructions: &str) -> Session {
         policy: minimal_policy(),
         pins: Vec::new(),
         folder,
+        kinds: Vec::new(),
     }
 }

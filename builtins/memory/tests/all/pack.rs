@@ -19,6 +19,12 @@ fn the_pack_mounts_the_four_tools_and_the_memory_extension() {
     let names: Vec<String> = tools(&s).iter().map(|t| t.name().to_owned()).collect();
     assert_eq!(names, MOUNTED);
     assert_eq!(extension(&s, "memory").name(), "memory");
+    let kinds: Vec<(&str, i64)> = s.kinds.iter().map(|k| (k.kind.as_str(), k.band)).collect();
+    assert_eq!(
+        kinds,
+        [("memory", 200)],
+        "the index is a resident of kind `memory`"
+    );
     assert_eq!(
         extension(&s, "memory/memory-recall").name(),
         "memory/memory-recall"

@@ -2472,7 +2472,9 @@ fn in_plan_mode_only_tools_safe_while_planning_run() {
 
 mod from_plugins {
     use super::*;
+    use crate::support::assert_mentions;
     use crate::support::{Fixtures, Manifest, ResolveWith, agent, compile};
+    use noeta_core::ContentKindSpec;
     use noeta_core::session::build_session;
     use noeta_core::{
         PluginSource, ProvidedReminder, ProviderInput, ReminderProvider, Resolved,
@@ -2483,6 +2485,225 @@ mod from_plugins {
         let set = crate::support::load(&manifests);
         let compiled = compile(&set, &agent("main", plugins)).unwrap();
         build_session(&set, &compiled, &Default::default(), None).unwrap()
+    }
+
+    /// A pack declaring content kinds whose extension gives one resident of each (and one
+    /// of no kind, and one of `stray` when told).
+    struct KindPack {
+        name: &'static str,
+        kinds: Vec<ContentKindSpec>,
+        stray: bool,
+    }
+
+    struct KindResidents {
+        name: String,
+        kinds: Vec<String>,
+        stray: bool,
+    }
+
+    #[async_trait]
+    impl Extension for KindResidents {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn context(&self, _v: &View<'_>) -> HookResult<Vec<noeta_core::extension::ContextPart>> {
+            use noeta_core::extension::ContextPart;
+            let mut parts = vec![ContextPart::resident(format!("{} plain", self.name))];
+            for kind in &self.kinds {
+                parts.push(ContextPart::resident_of(
+                    kind,
+                    format!("{} {kind}", self.name),
+                ));
+            }
+            if self.stray {
+                parts.push(ContextPart::resident_of("stray", "lost"));
+            }
+            Ok(parts)
+        }
+    }
+
+    impl noeta_core::SessionPackFactory for KindPack {
+        fn build(
+            &self,
+            _ctx: &noeta_core::SessionBuildContext,
+        ) -> Result<noeta_core::PackContribution, String> {
+            let mut pack = noeta_core::PackContribution::empty();
+            pack.content_kinds = self.kinds.clone();
+            pack.extensions.push(Arc::new(KindResidents {
+                name: self.name.to_owned(),
+                kinds: self.kinds.iter().map(|k| k.kind.clone()).collect(),
+                stray: self.stray,
+            }));
+            Ok(pack)
+        }
+    }
+
+    fn kind(name: &str, band: i64, title: &str) -> ContentKindSpec {
+        ContentKindSpec {
+            kind: name.to_owned(),
+            band,
+            title: title.to_owned(),
+        }
+    }
+
+    fn kind_plugin(plugin: &'static str, priority: i64, pack: KindPack) -> PluginSource {
+        let pack = Arc::new(pack);
+        PluginSource::Linked(
+            Manifest::new(plugin)
+                .with(
+                    "session_pack",
+                    &format!("{plugin}-residents"),
+                    &format!("priority = {priority}"),
+                )
+                .linked(
+                    &format!("noeta-{plugin}"),
+                    ResolveWith(move |_: &noeta_core::ResolveRequest<'_>| {
+                        Ok(Resolved::SessionPack(pack.clone()))
+                    }),
+                ),
+        )
+    }
+
+    /// Keeps every request it is sent and answers "done".
+    #[derive(Default)]
+    struct Capture(Mutex<Vec<ModelRequest>>);
+
+    #[async_trait]
+    impl noeta_core::provider::Provider for Capture {
+        fn name(&self) -> &str {
+            "capture"
+        }
+        fn model(&self) -> &str {
+            "capture"
+        }
+        fn context_window(&self) -> u64 {
+            100_000
+        }
+        async fn complete(
+            &self,
+            request: &ModelRequest,
+        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
+        {
+            self.0.lock().unwrap().push(request.clone());
+            Ok(noeta_core::extension::ModelReply {
+                text: "done".into(),
+                ..Default::default()
+            })
+        }
+    }
+
+    fn first_request(s: &Session) -> Result<ModelRequest, RunOutcome> {
+        let h = Harness::new();
+        let capture = Arc::new(Capture::default());
+        let rt =
+            Runtime::new(h.log.clone(), h.content.clone(), capture.clone()).with_lease_ttl(1_000);
+        let t = task("kinds");
+        block_on(rt.create(s, &t, "go")).unwrap();
+        let outcome = block_on(rt.run(s, &t)).unwrap();
+        capture.0.lock().unwrap().first().cloned().ok_or(outcome)
+    }
+
+    #[test]
+    fn residents_are_laid_out_by_content_kind_band_then_pack_order_and_unkinded_ones_last() {
+        // Pack order is `first` (100) then `second` (200); bands put `second`'s `skills`
+        // first, and `rules` and `facts` (both band 20) keep pack order.
+        let s = built(
+            vec![
+                kind_plugin(
+                    "first",
+                    100,
+                    KindPack {
+                        name: "first",
+                        kinds: vec![kind("notes", 30, ""), kind("rules", 20, "")],
+                        stray: false,
+                    },
+                ),
+                kind_plugin(
+                    "second",
+                    200,
+                    KindPack {
+                        name: "second",
+                        kinds: vec![kind("skills", 10, "## Skills"), kind("facts", 20, "")],
+                        stray: false,
+                    },
+                ),
+            ],
+            &["first", "second"],
+        );
+        let kinds: Vec<&str> = s.kinds.iter().map(|k| k.kind.as_str()).collect();
+        assert_eq!(kinds, ["skills", "rules", "facts", "notes"]);
+        let request = first_request(&s).unwrap();
+        assert_eq!(
+            request.residents,
+            [
+                "## Skills",
+                "second skills",
+                "first rules",
+                "second facts",
+                "first notes",
+                "first plain",
+                "second plain"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_resident_of_a_kind_the_agent_lacks_fails_the_turn_naming_extension_and_kind() {
+        let s = built(
+            vec![kind_plugin(
+                "first",
+                100,
+                KindPack {
+                    name: "first",
+                    kinds: vec![kind("notes", 30, "")],
+                    stray: true,
+                },
+            )],
+            &["first"],
+        );
+        let outcome = first_request(&s).unwrap_err();
+        let RunOutcome::TurnFailed { reason } = outcome else {
+            panic!("{outcome:?}");
+        };
+        assert_mentions(
+            &reason,
+            &[
+                "extension `first`",
+                "content kind `stray`",
+                "agent `main`",
+                "(kinds: notes)",
+            ],
+        );
+    }
+
+    #[test]
+    fn two_packs_declaring_one_content_kind_is_an_error_naming_both() {
+        let set = crate::support::load(&[
+            kind_plugin(
+                "first",
+                100,
+                KindPack {
+                    name: "first",
+                    kinds: vec![kind("notes", 30, "")],
+                    stray: false,
+                },
+            ),
+            kind_plugin(
+                "second",
+                200,
+                KindPack {
+                    name: "second",
+                    kinds: vec![kind("notes", 10, "")],
+                    stray: false,
+                },
+            ),
+        ]);
+        let compiled = compile(&set, &agent("main", &["first", "second"])).unwrap();
+        let err = build_session(&set, &compiled, &Default::default(), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "agent `main`: content kind `notes` is declared by both first/first-residents and second/second-residents — a kind has one owner"
+        );
     }
 
     #[test]
