@@ -94,6 +94,81 @@ fn default_agent_request() -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((tools.into_bytes(), prefix))
 }
 
+/// A third-party plugin for the layout golden, registered like any other crate: a session
+/// pack at band 900 (past every built-in band) mounting one tool and declaring one content
+/// kind.
+const HOUSE_MANIFEST: &str = r#"name = "house"
+version = "0.1.0"
+
+[[contributions]]
+surface = "session_pack"
+name = "house"
+ref = "xtask::house"
+priority = 900
+tools = ["HouseRules"]
+"#;
+
+struct HousePack;
+
+impl noeta_core::SessionPackFactory for HousePack {
+    fn build(
+        &self,
+        _ctx: &noeta_core::SessionBuildContext,
+    ) -> Result<noeta_core::PackContribution, String> {
+        let mut pack = noeta_core::PackContribution::empty();
+        pack.tools.push(Arc::new(HouseRules));
+        pack.content_kinds.push(noeta_core::ContentKindSpec {
+            kind: "house".to_owned(),
+            band: 500,
+            title: "House rules".to_owned(),
+        });
+        Ok(pack)
+    }
+}
+
+/// The house pack's tool.
+struct HouseRules;
+
+#[async_trait]
+impl noeta_core::Tool for HouseRules {
+    fn name(&self) -> &str {
+        "HouseRules"
+    }
+    fn description(&self) -> &str {
+        "The house rules."
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object", "properties": {}, "additionalProperties": false })
+    }
+    async fn run(
+        &self,
+        _input: Value,
+        _ctx: &noeta_core::ToolContext,
+    ) -> Result<noeta_core::ToolOutput, noeta_core::ToolError> {
+        Ok(noeta_core::ToolOutput::text("Be kind."))
+    }
+}
+
+/// Every session pack that exists (each built-in's, the house pack at 900), the extension
+/// list they make and the resident content kinds, for an agent activating all of them. The
+/// settings turn on what needs them (a search key mounts `WebSearch`); no path is read.
+fn session_layout() -> Result<Vec<u8>> {
+    let house = noeta_core::LinkedPlugin::new(
+        "xtask",
+        HOUSE_MANIFEST,
+        noeta_core::RefTable::new().with("xtask::house", |_| {
+            Ok(noeta_core::Resolved::SessionPack(Arc::new(HousePack)))
+        }),
+    );
+    let config: BTreeMap<String, Value> = [
+        ("memory".to_owned(), json!({ "dir": "/var/empty/memories" })),
+        ("web".to_owned(), json!({ "search_api_key": "golden" })),
+    ]
+    .into_iter()
+    .collect();
+    Ok(noeta::listing::session_layout_text(vec![house], &config)?.into_bytes())
+}
+
 /// Each golden: its file under the root and the bytes the code produces now.
 pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
     let (default_tools, default_prefix) = default_agent_request()?;
@@ -119,6 +194,7 @@ pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
             "tests/golden/default-agent-stable-prefix.txt",
             default_prefix,
         ),
+        ("tests/golden/session-layout.txt", session_layout()?),
     ])
 }
 

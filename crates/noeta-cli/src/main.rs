@@ -5,6 +5,7 @@
 mod agent;
 mod interact;
 mod output;
+mod skills;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -128,10 +129,25 @@ enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// List the skills: every indexed skill with its tier and source, every skipped one with the reason
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
     /// Trust a workspace plugin directory (or a workspace) so its plugins load; never prompts
     Trust {
         /// The directory to trust
         dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum SkillsCommand {
+    /// Every skill of every tier, indexed or skipped
+    List {
+        /// Print JSON on stdout
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -297,6 +313,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             check(&set, strict, resolve, json)
         }
+        Command::Skills {
+            command: SkillsCommand::List { json },
+        } => skills::list(&paths, dirs, json),
         Command::Trust { dir } => {
             let mut store = paths.trust_store()?;
             if paths.trust_store_path().is_none() {

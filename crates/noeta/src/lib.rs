@@ -19,6 +19,8 @@ pub use host::{
     activation_rules, agent_options, build_session, build_session_shared,
     build_session_with_secrets, default_agent, load, non_removable, sources,
 };
+/// The skills index as `noeta skills list` shows it.
+pub use noeta_builtin_skills::listing as skills;
 pub use settings::{
     EnvSecrets, Layer, MockSecrets, SecretError, SecretStore, Settings, SettingsError,
     SettingsFiles, resolve_secrets,

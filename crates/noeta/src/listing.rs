@@ -276,3 +276,55 @@ pub fn builtin_tool_schemas_json() -> Result<String, HostError> {
         tools.into_iter().map(|(_, v)| v).collect(),
     )))
 }
+
+/// The layout of a session of every built-in plus `extra` plugins (the golden): the session
+/// packs in their loop order (priority, plugin, name), the extension list in call order with
+/// the tools each offers, and the resident content kinds in layout order. `extra` is how the
+/// golden adds a third-party pack at a band of its own.
+pub fn session_layout_text(
+    extra: Vec<noeta_core::LinkedPlugin>,
+    config: &BTreeMap<String, Value>,
+) -> Result<String, HostError> {
+    let sources: Vec<PluginSource> = crate::builtins::linked()
+        .into_iter()
+        .chain(extra)
+        .map(PluginSource::Linked)
+        .collect();
+    let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
+    let merged = set.merged()?;
+    let mut options = noeta_core::AgentOptions::named("goldens");
+    options.plugins = set.names().into_iter().map(str::to_owned).collect();
+    let compiled =
+        noeta_core::compile_agent(&set, &merged, &options, &crate::host::activation_rules())?;
+    let session = crate::host::build_session(&set, &compiled, config)?;
+    let mut out = String::from("session packs, in build order:\n");
+    for entry in compiled.resolution.for_surface("session_pack") {
+        out.push_str(&format!(
+            "  {:>4}  {}/{}\n",
+            entry.contribution.priority(),
+            entry.plugin,
+            entry.contribution.name
+        ));
+    }
+    let task = noeta_core::store::TaskId::new("goldens")
+        .map_err(|err| HostError::Listing(err.to_string()))?;
+    let state = noeta_core::fold::TaskState::default();
+    let view = noeta_core::extension::View::new(&task, "goldens", &state, &[], &session.extensions);
+    out.push_str("extensions, in call order (tools offered):\n");
+    for ext in &session.extensions {
+        let tools = ext
+            .tools(&view)
+            .map_err(|err| HostError::Listing(format!("`{}` tools failed: {err}", ext.name())))?;
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        if names.is_empty() {
+            out.push_str(&format!("  {}\n", ext.name()));
+        } else {
+            out.push_str(&format!("  {} ({})\n", ext.name(), names.join(", ")));
+        }
+    }
+    out.push_str("resident content kinds, in layout order:\n");
+    for kind in &session.kinds {
+        out.push_str(&format!("  {:>4}  {}\n", kind.band, kind.kind));
+    }
+    Ok(out)
+}
