@@ -659,3 +659,132 @@ fn main_delegates_to_explore_and_explore_runs_on_its_own() {
         text(&unknown.stderr)
     );
 }
+
+#[test]
+fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task() {
+    let env = Env::new();
+    // Memory is off for the official agents: the user's settings turn it on.
+    let settings = env.home.join(".noeta");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("config.toml"),
+        "[agents.main]\nadd_plugins = [\"memory\"]\n",
+    )
+    .unwrap();
+    let skill = env.workspace.join(".noeta/skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Write the release notes from CHANGES.md.\n---\nAsk explore what CHANGES.md lists, then write the notes.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.workspace.join("CHANGES.md"),
+        "- fix the parser\n- faster startup\n",
+    )
+    .unwrap();
+
+    let provider = env.script_file(json!({
+        "turns": [
+            call("skill", json!({ "skill": "release-notes" })),
+            call("Task", json!({
+                "description": "read the changes",
+                "prompt": "What does CHANGES.md list?",
+                "subagent_type": "explore"
+            })),
+            call("memory_write", json!({
+                "name": "release-notes-process",
+                "text": "Release notes are written from CHANGES.md; explore reads it first.",
+                "description": "How this project's release notes are written",
+                "type": "procedural",
+                "keywords": "release, notes, changelog"
+            })),
+            { "text": "Release notes: the parser is fixed and startup is faster." }
+        ],
+        "agents": { "explore": { "turns": [
+            call("Read", json!({ "file_path": "CHANGES.md" })),
+            { "text": "CHANGES.md lists a parser fix and faster startup." }
+        ] } }
+    }));
+    // The memory write is a medium-risk call: the user allows it on stdin.
+    let out = env.noeta(
+        &["run", "--provider", &provider, "write the release notes"],
+        Some("y\n"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).lines().last(),
+        Some("Release notes: the parser is fixed and startup is faster.")
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("● Read(CHANGES.md)"),
+        "explore read the file: {err}"
+    );
+    assert!(err.contains("? memory_write wants to run"), "{err}");
+    let first = task_of(&out);
+    let log = text(&env.noeta(&["log", &first, "--json"], None).stdout);
+    let records: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let activated = records
+        .iter()
+        .find(|r| r["extension"] == "skills" && r["kind"] == "activated")
+        .unwrap_or_else(|| panic!("no activation recorded: {log}"));
+    assert_eq!(activated["data"]["name"], "release-notes", "{activated}");
+    assert_eq!(
+        activated["data"]["sha256"].as_str().map(str::len),
+        Some(64),
+        "activation is recorded with the SKILL.md hash: {activated}"
+    );
+    assert!(
+        log.contains("Subagent `explore`") && log.contains("a parser fix and faster startup"),
+        "{log}"
+    );
+    let memory =
+        std::fs::read_to_string(env.home.join(".noeta/memories/release-notes-process.md")).unwrap();
+    assert!(memory.contains("type: procedural"), "{memory}");
+    assert!(
+        memory.ends_with("Release notes are written from CHANGES.md; explore reads it first.\n"),
+        "{memory}"
+    );
+
+    // A later task: the index lists the memory and the recall names it at intake.
+    let provider = env.script(json!([{ "text": "We write them from CHANGES.md." }]));
+    let out = env.noeta(
+        &[
+            "run",
+            "--provider",
+            &provider,
+            "how are the release notes written?",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let second = task_of(&out);
+    assert_ne!(first, second);
+    let log = text(&env.noeta(&["log", &second, "--json"], None).stdout);
+    let records: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let index = records
+        .iter()
+        .find(|r| r["extension"] == "memory" && r["kind"] == "index")
+        .unwrap_or_else(|| panic!("no index recorded: {log}"));
+    assert!(
+        index["data"]["index"]
+            .as_str()
+            .unwrap()
+            .contains("release-notes-process"),
+        "{index}"
+    );
+    assert!(
+        records.iter().any(|r| r
+            .to_string()
+            .contains("Saved memories that may bear on this message")
+            && r.to_string().contains("release-notes-process")),
+        "the recall reminder is recorded at intake: {log}"
+    );
+}
