@@ -2369,7 +2369,6 @@ impl Claim<'_> {
             }
         }
         self.flush(&mut batch).await?;
-        self.write_unwritten().await?;
         if matches!(self.state.core.turn, TurnState::Parked { .. }) {
             return Ok(Flow::Stop(self.parked_outcome()));
         }
@@ -2585,9 +2584,15 @@ impl Claim<'_> {
                     .finish_call(call, output, CallOutcome::Error, Vec::new(), limit)
                     .await;
             }
-            return self
-                .finish_call(call, ran.output, ran.outcome, ran.staged, limit)
-                .await;
+            let batch = self
+                .finished_records(call, ran.output, ran.outcome, ran.staged, limit)
+                .await?;
+            if tool.flags().retry_safe {
+                // Lost in a crash, it runs again: its result goes with the next write (the
+                // next reply's, a person asked, the turn's end), one durable write per step.
+                return self.defer(batch).await;
+            }
+            return self.commit(batch).await;
         };
         let question = match park {
             Park::Ask { question } => Some(question),
@@ -2724,6 +2729,22 @@ impl Claim<'_> {
         staged: Vec<Record>,
         limit: Option<usize>,
     ) -> Result<(), RunError> {
+        let batch = self
+            .finished_records(call, output, outcome, staged, limit)
+            .await?;
+        self.commit(batch).await
+    }
+
+    /// A call's result (after every `after_tool`, bounded by the overflow rule) with the
+    /// records staged while it ran, ready to append.
+    async fn finished_records(
+        &mut self,
+        call: &ToolCall,
+        output: ToolOutput,
+        outcome: CallOutcome,
+        staged: Vec<Record>,
+        limit: Option<usize>,
+    ) -> Result<Vec<Record>, RunError> {
         let mut output = output;
         let mut hook_records = Vec::new();
         if matches!(outcome, CallOutcome::Ok | CallOutcome::Error) {
@@ -2772,7 +2793,7 @@ impl Claim<'_> {
         let mut batch = staged;
         batch.extend(hook_records);
         batch.push(finished.to_record());
-        self.commit(batch).await
+        Ok(batch)
     }
 
     /// The one overflow rule: over the limit, the full body goes to the content store and a bounded preview stays inline.

@@ -1136,6 +1136,88 @@ fn a_reply_is_written_with_the_started_records_of_its_calls() {
 }
 
 #[test]
+fn a_retry_safe_result_is_written_with_the_next_reply_one_write_per_step() {
+    let h = Harness::new();
+    let log = Batches::over(h.log.clone());
+    let mut look = TestTool::new("Look").read_only();
+    look.flags.retry_safe = true;
+    let look = Arc::new(look);
+    let s = session(vec![offers(vec![look.clone()])]);
+    let t = task("deferred");
+    let rt = h.runtime_over(
+        log.clone(),
+        json!([
+            { "calls": [call("Look", json!({"n": 1}))] },
+            { "calls": [call("Look", json!({"n": 2}))] },
+            { "text": "done" }
+        ]),
+    );
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let batches = log.seen.lock().unwrap().clone();
+    let expected: Vec<Vec<&str>> = vec![
+        vec!["task_started", "plugins_pinned", "user_message"],
+        vec!["intake_done"],
+        vec!["request_composed", "assistant_reply", "call_started"],
+        // The tool's own record and its result go with the next reply.
+        vec![
+            "ran",
+            "call_finished",
+            "request_composed",
+            "assistant_reply",
+            "call_started",
+        ],
+        vec![
+            "ran",
+            "call_finished",
+            "request_composed",
+            "assistant_reply",
+        ],
+        vec!["turn_ended"],
+    ];
+    assert_eq!(batches, expected, "{batches:?}");
+    assert_eq!(look.runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_crash_before_a_retry_safe_result_is_written_runs_the_call_again() {
+    let h = Harness::new();
+    let mut look = TestTool::new("Look").read_only();
+    look.flags.retry_safe = true;
+    let look = Arc::new(look);
+    let s = session(vec![offers(vec![look.clone()])]);
+    let t = task("rerun");
+    let turns = json!([
+        { "calls": [call("Look", json!({}))] },
+        { "text": "done" }
+    ]);
+    // Appends: the first batch, intake, the reply with its started-record; the fourth (the
+    // result with the next reply) never lands.
+    let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 3)), turns.clone());
+    block_on(dying.create(&s, &t, "go")).unwrap();
+    assert!(block_on(dying.run(&s, &t)).is_err());
+    assert_eq!(look.runs.load(Ordering::SeqCst), 1);
+    h.clock.advance(5_000);
+    let rt = h.runtime(turns);
+    assert!(matches!(
+        block_on(rt.run(&s, &t)).unwrap(),
+        RunOutcome::Ended { .. }
+    ));
+    assert_eq!(
+        look.runs.load(Ordering::SeqCst),
+        2,
+        "run again, not outcome unknown"
+    );
+    let finished = h
+        .core_kinds(&t)
+        .iter()
+        .filter(|k| *k == "call_finished")
+        .count();
+    assert_eq!(finished, 1, "one result recorded");
+    assert_eq!(result_text(&rt, &s, &t), "ran with {}");
+}
+
+#[test]
 fn the_lease_is_renewed_once_a_tenth_of_it_has_passed_not_every_step() {
     let steps = json!([
         { "calls": [call("Work", json!({}))] },
