@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use noeta_core::ToolOutput;
 use noeta_core::extension::{Extension, HookResult, View};
-use noeta_core::records::{CallOutcome, CoreRecord};
+use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
 use noeta_core::store::Event;
 use serde_json::{Value, json};
 
@@ -36,6 +37,9 @@ pub(crate) struct Printer {
     in_flight: Arc<Mutex<InFlight>>,
     /// The text of the reply streaming in now, as printed so far.
     streamed: Mutex<String>,
+    /// Calls whose result was shown when the call finished (`after_tool`), before its
+    /// record is written (a retry-safe call's goes with the next reply).
+    shown: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Printer {
@@ -46,6 +50,7 @@ impl Printer {
             tty: std::io::stderr().is_terminal(),
             in_flight: Arc::new(Mutex::new(InFlight::default())),
             streamed: Mutex::new(String::new()),
+            shown: Mutex::new(std::collections::BTreeSet::new()),
         };
         if printer.tty && !json {
             let in_flight = Arc::clone(&printer.in_flight);
@@ -117,6 +122,32 @@ impl Printer {
         }
     }
 
+    /// A call's result in one line: its first line (clipped) and how many follow.
+    fn result(&self, tool: &str, text: &str, ok: bool) {
+        {
+            let mut flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            flight.call = None;
+        }
+        self.clear_tick();
+        let mut lines = text.lines();
+        let first = lines.next().unwrap_or("").trim_end();
+        let more = lines.count();
+        let more = if more > 0 {
+            format!(" (+{more} lines)")
+        } else {
+            String::new()
+        };
+        let first = clip(first, 160);
+        if ok {
+            eprintln!("  ⎿ {first}{more}");
+        } else {
+            eprintln!("  ⎿ {tool} failed: {first}{more}");
+        }
+    }
+
     fn clear_tick(&self) {
         let mut flight = self
             .in_flight
@@ -161,31 +192,19 @@ impl Printer {
                 flight.call = Some((format!("{tool} {call_id}"), Instant::now()));
             }
             CoreRecord::CallFinished {
+                call_id,
                 text,
                 outcome,
                 tool,
                 ..
             } => {
-                {
-                    let mut flight = self
-                        .in_flight
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    flight.call = None;
-                }
-                self.clear_tick();
-                let mut lines = text.lines();
-                let first = lines.next().unwrap_or("").trim_end();
-                let more = lines.count();
-                let more = if more > 0 {
-                    format!(" (+{more} lines)")
-                } else {
-                    String::new()
-                };
-                let first = clip(first, 160);
-                match outcome {
-                    CallOutcome::Ok => eprintln!("  ⎿ {first}{more}"),
-                    _ => eprintln!("  ⎿ {tool} failed: {first}{more}"),
+                let shown = self
+                    .shown
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&call_id);
+                if !shown {
+                    self.result(&tool, &text, outcome == CallOutcome::Ok);
                 }
             }
             CoreRecord::ToolParked { .. } | CoreRecord::CallParked { .. } => self.pause_ticker(),
@@ -273,6 +292,23 @@ fn tick(in_flight: &Mutex<InFlight>) {
 impl Extension for Printer {
     fn name(&self) -> &str {
         PRINTER
+    }
+
+    /// Shows a result as the call finishes, whenever its record is written.
+    async fn after_tool(
+        &self,
+        _view: &View<'_>,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> HookResult<ToolOutput> {
+        if !self.json {
+            self.result(&call.name, &output.text, !output.is_error);
+            self.shown
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(call.id.clone());
+        }
+        Ok(output)
     }
 
     fn on_event(&self, _view: &View<'_>, event: &Event) -> HookResult<()> {

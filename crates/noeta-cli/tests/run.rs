@@ -788,3 +788,27 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
         "the recall reminder is recorded at intake: {log}"
     );
 }
+
+#[test]
+fn a_result_shows_under_its_call_before_the_next_reply() {
+    // A Read's record is written with the next reply; the terminal shows it as it finishes.
+    let env = Env::new();
+    std::fs::write(env.workspace.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(env.workspace.join("b.txt"), "beta\n").unwrap();
+    let provider = env.script(json!([
+        { "text": "first", "calls": [{ "name": "Read", "input": { "file_path": "a.txt" } }] },
+        { "text": "second", "calls": [{ "name": "Read", "input": { "file_path": "b.txt" } }] },
+        { "text": "done" }
+    ]));
+    let out = env.noeta(&["run", "--provider", &provider, "read"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let at = |needle: &str| {
+        err.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} missing from {err}"))
+    };
+    assert!(at("● Read(a.txt)") < at("alpha"));
+    assert!(at("alpha") < at("● Read(b.txt)"));
+    assert!(at("● Read(b.txt)") < at("beta"));
+    assert_eq!(err.matches("alpha").count(), 1, "shown once: {err}");
+}
