@@ -82,7 +82,7 @@ enum Fetched {
 /// The `WebFetch` tool. Its cache lives as long as the tool (one per plugin instance).
 pub struct WebFetch {
     settings: Arc<Settings>,
-    client: reqwest::Client,
+    client: http::LazyClient,
     cache: PageCache,
 }
 
@@ -102,11 +102,10 @@ impl WebFetch {
 
     /// The same, with the clock the cache and the fetched-at times read (for tests).
     pub fn with_clock(settings: Settings, clock: Arc<dyn Clock>) -> Result<Self, String> {
-        let client = http::client(&settings)?;
         Ok(Self {
             cache: PageCache::new(settings.cache_ttl, clock),
             settings: Arc::new(settings),
-            client,
+            client: http::LazyClient::default(),
         })
     }
 
@@ -117,6 +116,8 @@ impl WebFetch {
         loop {
             let response = self
                 .client
+                .get(&self.settings)
+                .map_err(fail)?
                 .get(current.clone())
                 .header(ACCEPT, ACCEPTED)
                 .send()

@@ -1,7 +1,7 @@
 //! The HTTP side both tools share: the client (no automatic redirects, the configured user
 //! agent and timeout), reading a body up to a cap, and error messages that say why.
 
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
 use noeta_core::ToolError;
@@ -18,6 +18,22 @@ fn install_crypto_provider() {
         // An error means another provider was installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// An HTTP client built on its first use: building one loads the TLS trust roots, which a
+/// session whose model never reads the web does not pay for.
+#[derive(Default)]
+pub(crate) struct LazyClient(OnceLock<reqwest::Client>);
+
+impl LazyClient {
+    /// The client, built from `settings` the first time.
+    pub(crate) fn get(&self, settings: &Settings) -> Result<&reqwest::Client, String> {
+        if let Some(client) = self.0.get() {
+            return Ok(client);
+        }
+        let built = client(settings)?;
+        Ok(self.0.get_or_init(|| built))
+    }
 }
 
 /// A client that follows no redirect by itself (WebFetch decides which it follows).

@@ -70,7 +70,7 @@ fn fail(message: impl std::fmt::Display) -> ToolError {
 pub struct WebSearch {
     settings: Arc<Settings>,
     key: String,
-    client: reqwest::Client,
+    client: http::LazyClient,
 }
 
 impl std::fmt::Debug for WebSearch {
@@ -90,11 +90,10 @@ impl WebSearch {
                     .to_owned(),
             );
         };
-        let client = http::client(&settings)?;
         Ok(Self {
             settings: Arc::new(settings),
             key,
-            client,
+            client: http::LazyClient::default(),
         })
     }
 
@@ -211,6 +210,8 @@ impl Tool for WebSearch {
         let endpoint = &self.settings.search_endpoint;
         let response = self
             .client
+            .get(&self.settings)
+            .map_err(fail)?
             .post(endpoint.as_str())
             .header(AUTHORIZATION, format!("Bearer {}", self.key))
             .header(CONTENT_TYPE, "application/json")
