@@ -460,7 +460,15 @@ pub fn compile_agent(
     }
     for (child, def) in &roster {
         let child_label = agent_label(child, Some(&options.name));
-        check_activations(set, &def.plugins, &child_label)?;
+        // A built-in switched off for this host is the child's to run without (or fail on)
+        // when its own session is built; it does not keep the parent from compiling.
+        let active: Vec<String> = def
+            .plugins
+            .iter()
+            .filter(|name| !set.disabled_builtins().contains(*name))
+            .cloned()
+            .collect();
+        check_activations(set, &active, &child_label)?;
         for grandchild in &def.agents {
             if !catalogue.contains_key(grandchild.as_str()) {
                 return Err(CompileError::UnknownAgent {

@@ -286,6 +286,36 @@ fn a_disabled_builtin_is_dropped_remembered_and_refused_on_activation() {
 }
 
 #[test]
+fn a_roster_child_naming_a_disabled_builtin_does_not_keep_its_parent_from_compiling() {
+    let extras = Manifest::new("extras").with("guard", "trap", "");
+    let crew = Manifest::new("crew").with("agent", "helper", "agent_plugins = [\"extras\"]");
+    let mut options = options();
+    options.disabled_builtins = names(&["extras"]);
+    let set = load_plugins(
+        &[
+            PluginSource::Linked(
+                extras
+                    .linked(
+                        "noeta-extras",
+                        Panicking("a disabled built-in was resolved"),
+                    )
+                    .as_builtin(),
+            ),
+            linked(&crew),
+        ],
+        &options,
+    )
+    .unwrap();
+    let mut main = agent("main", &[]);
+    main.agents = vec!["helper".to_owned()];
+    let compiled = compile(&set, &main).unwrap();
+    assert_eq!(compiled.spec.spawnable, ["helper"]);
+    // The child itself still cannot activate it.
+    let err = compile(&set, &agent("helper", &["extras"])).unwrap_err();
+    assert!(matches!(err, CompileError::Disabled { .. }), "{err:?}");
+}
+
+#[test]
 fn disabled_builtins_only_touch_builtins() {
     let mut options = options();
     options.disabled_builtins = names(&["thirdparty"]);
