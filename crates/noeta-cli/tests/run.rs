@@ -812,3 +812,40 @@ fn a_result_shows_under_its_call_before_the_next_reply() {
     assert!(at("● Read(b.txt)") < at("beta"));
     assert_eq!(err.matches("alpha").count(), 1, "shown once: {err}");
 }
+
+#[test]
+fn with_web_switched_off_main_and_its_subagents_run_without_it() {
+    let env = Env::new();
+    let settings = env.home.join(".noeta");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("config.toml"),
+        "[plugins.web]\nenabled = false\n",
+    )
+    .unwrap();
+    std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
+    let provider = env.script_file(json!({
+        "turns": [
+            call("Task", json!({
+                "description": "find the answer",
+                "prompt": "What does notes.txt say?",
+                "subagent_type": "explore"
+            })),
+            { "text": "It is 42." }
+        ],
+        "agents": { "explore": { "turns": [
+            call("Read", json!({ "file_path": "notes.txt" })),
+            { "text": "42." }
+        ] } }
+    }));
+    let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().last(), Some("It is 42."));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "warning: plugin `web` is switched off by the settings; agent `main` runs without it"
+        ) && err.contains("agent `explore` runs without it"),
+        "{err}"
+    );
+}
