@@ -109,6 +109,17 @@ pub(crate) struct Recorded {
     pub(crate) body: String,
 }
 
+impl From<noeta_testkit::http::Request> for Recorded {
+    fn from(request: noeta_testkit::http::Request) -> Self {
+        Self {
+            method: request.method,
+            path: request.path,
+            headers: request.headers,
+            body: request.body,
+        }
+    }
+}
+
 impl Recorded {
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap()
@@ -186,48 +197,6 @@ impl MockServer {
     }
 }
 
-async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_owned();
-    let path = request_line.next()?.to_owned();
-    let headers: BTreeMap<String, String> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buffer[head_end + 4..].to_vec();
-    while body.len() < length {
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Recorded {
-        method,
-        path,
-        headers,
-        body: String::from_utf8(body).unwrap(),
-    })
-}
-
 /// Reads until the peer closes the connection.
 async fn await_hangup(socket: &mut TcpStream, state: &State) {
     let mut sink = [0u8; 1024];
@@ -241,7 +210,10 @@ async fn await_hangup(socket: &mut TcpStream, state: &State) {
 }
 
 async fn serve(mut socket: TcpStream, state: Arc<State>) {
-    let Some(request) = read_request(&mut socket).await else {
+    let Some(request) = noeta_testkit::http::read_request(&mut socket)
+        .await
+        .map(Recorded::from)
+    else {
         return;
     };
     let reply = {

@@ -17,7 +17,7 @@ use noeta_core::provider::{Provider, ProviderError};
 use noeta_core::records::{StopReason, Usage};
 use noeta_core::{Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -64,13 +64,7 @@ impl Reply {
 }
 
 /// A request the server received.
-#[derive(Debug, Clone)]
-pub(crate) struct Seen {
-    pub(crate) method: String,
-    pub(crate) path: String,
-    pub(crate) headers: BTreeMap<String, String>,
-    pub(crate) body: String,
-}
+pub(crate) type Seen = noeta_testkit::http::Request;
 
 #[derive(Default)]
 struct Shared {
@@ -140,50 +134,8 @@ impl Server {
     }
 }
 
-async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_owned();
-    let path = request_line.next()?.to_owned();
-    let headers: BTreeMap<String, String> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buffer[head_end + 4..].to_vec();
-    while body.len() < length {
-        let n = socket.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(Seen {
-        method,
-        path,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
 async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
-    let Some(request) = read_request(&mut socket).await else {
+    let Some(request) = noeta_testkit::http::read_request(&mut socket).await else {
         return;
     };
     let reply = shared
