@@ -76,6 +76,16 @@ fn name_schema() -> Value {
     })
 }
 
+/// The input of a tool that takes one memory's name and nothing else.
+fn name_only_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "name": name_schema() },
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
 /// Creates or updates a memory.
 pub(crate) struct MemoryWrite {
     store: Arc<Store>,
@@ -313,12 +323,7 @@ impl Tool for MemoryRead {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": { "name": name_schema() },
-            "required": ["name"],
-            "additionalProperties": false
-        })
+        name_only_schema()
     }
 
     fn flags(&self) -> ToolFlags {
@@ -450,12 +455,7 @@ impl Tool for MemoryArchive {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": { "name": name_schema() },
-            "required": ["name"],
-            "additionalProperties": false
-        })
+        name_only_schema()
     }
 
     fn flags(&self) -> ToolFlags {

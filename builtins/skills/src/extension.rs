@@ -53,6 +53,31 @@ pub(crate) struct State {
     /// The skills active in this turn, by name.
     #[serde(default)]
     pub(crate) active: BTreeMap<String, Activation>,
+    /// The listing resident, rendered once when the index is folded (not on every compose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) listing: Option<String>,
+    /// Whether any indexed skill may be activated by the model.
+    #[serde(default)]
+    pub(crate) invocable: bool,
+}
+
+/// The part of the folded state the per-step hooks read (`context` reads the listing text
+/// in place): not the index, so a step does not decode every indexed skill.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Live {
+    #[serde(default)]
+    pub(crate) active: BTreeMap<String, Activation>,
+    #[serde(default)]
+    pub(crate) invocable: bool,
+}
+
+impl Live {
+    /// The live part of the folded state (the default when there is none or it does not read).
+    pub(crate) fn from_value(value: Option<&Value>) -> Self {
+        value
+            .and_then(|v| Self::deserialize(v).ok())
+            .unwrap_or_default()
+    }
 }
 
 impl State {
@@ -108,12 +133,11 @@ impl Skills {
 
     /// The tools `call` may not use under the active skills' `allowed-tools`: the verdict, or
     /// `None` when the active skills do not restrict it.
-    fn enforce(&self, state: &State, tool: &str) -> Option<Verdict> {
+    fn enforce(&self, active: &BTreeMap<String, Activation>, tool: &str) -> Option<Verdict> {
         if self.settings.tool_enforcement == Enforcement::Off || tool == SKILL_TOOL {
             return None;
         }
-        let declaring: Vec<&Activation> = state
-            .active
+        let declaring: Vec<&Activation> = active
             .values()
             .filter(|a| a.allowed_tools.is_some())
             .collect();
@@ -196,10 +220,10 @@ impl Extension for Skills {
     }
 
     fn tool_changes(&self, view: &View<'_>, offered: &[OfferedTool]) -> HookResult<ToolChanges> {
-        let state = State::from_value(view.ext_state(EXTENSION));
+        let state = Live::from_value(view.ext_state(EXTENSION));
         let mut changes = ToolChanges::none();
         let offers = |name: &str| offered.iter().any(|t| t.tool.name() == name);
-        if offers(SKILL_TOOL) && !state.skills.iter().any(|s| !s.disable_model_invocation) {
+        if offers(SKILL_TOOL) && !state.invocable {
             changes.withhold.push((
                 SKILL_TOOL.to_owned(),
                 "no skill is available to activate".to_owned(),
@@ -216,18 +240,19 @@ impl Extension for Skills {
     }
 
     fn context(&self, view: &View<'_>) -> HookResult<Vec<ContextPart>> {
-        let state = State::from_value(view.ext_state(EXTENSION));
-        Ok(
-            menu::listing(&state.skills, self.settings.listing_budget_tokens)
-                .map(|text| vec![ContextPart::resident_of(crate::LISTING_KIND.0, text)])
-                .unwrap_or_default(),
-        )
+        let listing = view
+            .ext_state(EXTENSION)
+            .and_then(|s| s.get("listing"))
+            .and_then(Value::as_str);
+        Ok(listing
+            .map(|text| vec![ContextPart::resident_of(crate::LISTING_KIND.0, text)])
+            .unwrap_or_default())
     }
 
     async fn before_tool(&self, view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
-        let state = State::from_value(view.ext_state(EXTENSION));
+        let state = Live::from_value(view.ext_state(EXTENSION));
         if call.name == SCRIPT_TOOL {
-            return Ok(Some(match check_script(&state, &call.input) {
+            return Ok(Some(match check_script(&state.active, &call.input) {
                 Ok(script) => Verdict::Ask {
                     reason: format!(
                         "run the script `{}` of the skill `{}`{}?",
@@ -244,7 +269,7 @@ impl Extension for Skills {
                 Err(reason) => Verdict::Deny { reason },
             }));
         }
-        Ok(self.enforce(&state, &call.name))
+        Ok(self.enforce(&state.active, &call.name))
     }
 
     /// What must stay after compaction: which skills are active.
@@ -275,6 +300,8 @@ impl Extension for Skills {
                 folded.skills = Vec::<IndexedSkill>::deserialize(&data["skills"])
                     .map_err(|err| format!("bad `indexed` record: {err}"))?;
                 folded.indexed = true;
+                folded.listing = menu::listing(&folded.skills, self.settings.listing_budget_tokens);
+                folded.invocable = folded.skills.iter().any(|s| !s.disable_model_invocation);
             }
             "activated" => {
                 let activation = Activation::deserialize(data)

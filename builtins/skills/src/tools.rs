@@ -1,6 +1,7 @@
 //! The `skill` control tool (activates a skill) and `run_skill_script` (runs a script an active
 //! skill ships, always after asking).
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use noeta_core::exec::ExecCommand;
 use noeta_core::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::extension::{Activation, EXTENSION, State};
+use crate::extension::{Activation, EXTENSION, Live, State};
 use crate::frontmatter::SkillFile;
 use crate::index::{SKILL_FILE, interpreter, read_skill_file};
 use crate::settings::{Enforcement, Settings};
@@ -206,7 +207,10 @@ pub(crate) struct ScriptCall {
 
 /// Checks a `run_skill_script` input against the active skills: the skill is active, the path
 /// is one of its indexed scripts and stays in its directory. The error names what is wrong.
-pub(crate) fn check_script(state: &State, input: &Value) -> Result<ScriptCall, String> {
+pub(crate) fn check_script(
+    active: &BTreeMap<String, Activation>,
+    input: &Value,
+) -> Result<ScriptCall, String> {
     let skill = input
         .get("skill")
         .and_then(Value::as_str)
@@ -229,7 +233,7 @@ pub(crate) fn check_script(state: &State, input: &Value) -> Result<ScriptCall, S
             "{SCRIPT_TOOL}: at most {MAX_SCRIPT_ARGS} arguments of at most {MAX_ARGS_CHARS} characters each"
         ));
     }
-    let activation = state.active.get(skill).ok_or_else(|| {
+    let activation = active.get(skill).ok_or_else(|| {
         format!(
             "{SCRIPT_TOOL}: the skill `{skill}` is not active — activate it with the `{SKILL_TOOL}` tool first"
         )
@@ -334,8 +338,8 @@ impl Tool for RunSkillScript {
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let state = State::from_value(ctx.state(EXTENSION));
-        let call = check_script(&state, &input).map_err(respond)?;
+        let state = Live::from_value(ctx.state(EXTENSION));
+        let call = check_script(&state.active, &input).map_err(respond)?;
         let script = fenced(Path::new(&call.activation.dir), &call.relpath)
             .map_err(|why| respond(format!("{SCRIPT_TOOL}: {why}")))?;
         let program = interpreter(&script).ok_or_else(|| {

@@ -278,19 +278,6 @@ fn render(kind: Kind, body: &[u8], charset: Option<&str>) -> Result<String, Stri
     })
 }
 
-/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ`.
-fn iso_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let day = secs % 86_400;
-    format!(
-        "{}T{:02}:{:02}:{:02}Z",
-        noeta_toolkit::dates::iso_date(secs),
-        day / 3600,
-        day % 3600 / 60,
-        day % 60
-    )
-}
-
 /// The line saying where a result came from: the URL asked for, where it ended up, the
 /// status, the content type, and when it was fetched (or that it came from the cache).
 fn provenance(url: &str, page: &Page, from_cache: bool) -> String {
@@ -313,7 +300,7 @@ fn provenance(url: &str, page: &Page, from_cache: bool) -> String {
     if page.cut {
         line.push_str(&format!(" · cut at {} bytes", page.bytes));
     }
-    let at = iso_time(page.fetched_at_ms);
+    let at = noeta_toolkit::dates::rfc3339_utc(page.fetched_at_ms);
     if from_cache {
         line.push_str(&format!(" · from cache (fetched {at})"));
     } else {
@@ -435,12 +422,6 @@ impl Tool for WebFetch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_utc_iso() {
-        assert_eq!(iso_time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso_time(1_796_212_245_123), "2026-12-02T11:50:45Z");
-    }
 
     fn page(final_url: &str, redirects: usize, cut: bool) -> Page {
         Page {

@@ -42,6 +42,39 @@ struct State {
     subdirs: Vec<Loaded>,
 }
 
+/// The folded state as `context` reads it on every compose: borrowed, the texts not copied.
+#[derive(Debug, Default, Deserialize)]
+struct Shown<'a> {
+    #[serde(borrow)]
+    root: Option<ShownFile<'a>>,
+    #[serde(borrow, default)]
+    subdirs: Vec<ShownFile<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShownFile<'a> {
+    dir: &'a str,
+    file: &'a str,
+    text: &'a str,
+}
+
+impl<'a> Shown<'a> {
+    fn read(view: &'a View<'_>) -> Self {
+        view.ext_state(EXTENSION)
+            .and_then(|value| Self::deserialize(value).ok())
+            .unwrap_or_default()
+    }
+
+    /// Whether the file of directory `dir` (`""`: the root) is loaded.
+    fn has(&self, dir: &str) -> bool {
+        if dir.is_empty() {
+            self.root.is_some()
+        } else {
+            self.subdirs.iter().any(|l| l.dir == dir)
+        }
+    }
+}
+
 impl State {
     fn read(view: &View<'_>) -> Self {
         view.ext_state(EXTENSION)
@@ -216,13 +249,19 @@ impl Extension for Instructions {
         let Some(dir) = file.parent().filter(|d| d.starts_with(&root)) else {
             return Ok(output);
         };
-        let state = State::read(view);
+        // Most reads land where everything is loaded: the texts are decoded only when not.
+        let loaded = Shown::read(view);
         let mut seen = BTreeSet::new();
+        let unloaded: Vec<String> = dirs_down_to(&root, dir)
+            .into_iter()
+            .filter(|rel| !loaded.has(rel) && seen.insert(rel.clone()))
+            .collect();
+        if unloaded.is_empty() {
+            return Ok(output);
+        }
+        let state = State::read(view);
         let mut applied = Vec::new();
-        for rel in dirs_down_to(&root, dir) {
-            if state.get(&rel).is_some() || !seen.insert(rel.clone()) {
-                continue;
-            }
+        for rel in unloaded {
             if let Some(loaded) = self.refresh(view, &state, &root, &rel) {
                 applied.push(shown(&loaded.dir, &loaded.file));
             }
@@ -237,7 +276,7 @@ impl Extension for Instructions {
     }
 
     fn context(&self, view: &View<'_>) -> HookResult<Vec<ContextPart>> {
-        let state = State::read(view);
+        let state = Shown::read(view);
         let mut parts = Vec::new();
         if let Some(root) = &state.root {
             parts.push(ContextPart::resident_of(
@@ -253,7 +292,7 @@ impl Extension for Instructions {
                 crate::INSTRUCTIONS_KIND.0,
                 format!(
                     "Instructions from `{}`, for work in `{}/`. Follow them there:\n\n{}",
-                    shown(&sub.dir, &sub.file),
+                    shown(sub.dir, sub.file),
                     sub.dir,
                     sub.text
                 ),

@@ -690,8 +690,8 @@ impl Runtime {
                     };
                     return self.child_cannot_run(task, child, err).await;
                 };
-                let outcome = match self.run(&session, &task).await {
-                    Ok(outcome) => outcome,
+                let (outcome, state) = match self.run_to_stop(&session, &task).await {
+                    Ok(stopped) => stopped,
                     Err(err @ RunError::PluginMissing { .. }) => {
                         return self.child_cannot_run(task, child, err).await;
                     }
@@ -700,13 +700,16 @@ impl Runtime {
                 if !matches!(outcome, RunOutcome::Parked { .. }) {
                     // Background children run once the task stopped; their results start
                     // another turn, so the task runs again.
-                    match self.run_background(sessions, &session, &task).await? {
+                    match self
+                        .run_background(sessions, &session, &task, &state)
+                        .await?
+                    {
                         Background::None => return Ok((task, outcome)),
                         Background::Delivered => continue,
                         Background::Waiting(stopped, outcome) => return Ok((stopped, outcome)),
                     }
                 }
-                let waiting = self.unfinished_children(&session, &task).await?;
+                let waiting = self.unfinished_children(&state).await?;
                 if waiting.is_empty() {
                     // Parked on a person: the whole tree waits for the answer.
                     return Ok((task, outcome));
@@ -729,16 +732,17 @@ impl Runtime {
         .boxed()
     }
 
-    /// Runs `task`'s background children that have not delivered (creating any a crash left
-    /// uncreated), then delivers every finished one's result to it.
+    /// Runs `task`'s background children that have not delivered (`state`: the task as its
+    /// run left it; creating any a crash left uncreated), then delivers every finished one's
+    /// result to it.
     async fn run_background(
         &self,
         sessions: &dyn Sessions,
         session: &Session,
         task: &TaskId,
+        state: &TaskState,
     ) -> Result<Background, RunError> {
         use futures::StreamExt;
-        let state = self.load(session, task).await?;
         if state.core.background.is_empty() {
             return Ok(Background::None);
         }
@@ -835,13 +839,8 @@ impl Runtime {
         }
     }
 
-    /// The children a parked call of `task` still waits for.
-    async fn unfinished_children(
-        &self,
-        session: &Session,
-        task: &TaskId,
-    ) -> Result<Vec<TaskId>, RunError> {
-        let state = self.load(session, task).await?;
+    /// The children a parked call of the task in `state` still waits for.
+    async fn unfinished_children(&self, state: &TaskState) -> Result<Vec<TaskId>, RunError> {
         let mut waiting = Vec::new();
         for parked in state.core.parked.values().filter(|p| p.wake.is_none()) {
             for order in &parked.children {
@@ -1083,20 +1082,28 @@ impl Runtime {
 
     /// Runs the task until its turn ends, parks or fails.
     pub async fn run(&self, session: &Session, task: &TaskId) -> Result<RunOutcome, RunError> {
+        self.run_to_stop(session, task)
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// [`run`](Self::run), also handing back the task's state as the run left it (so a caller
+    /// that looks at it next does not fold the log again).
+    async fn run_to_stop(
+        &self,
+        session: &Session,
+        task: &TaskId,
+    ) -> Result<(RunOutcome, Arc<TaskState>), RunError> {
         let mut claim = self.claim(session, task).await?;
         let _driving = Driving::start(&self.driving, task);
-        let outcome = claim.drive().await;
-        match outcome {
-            Ok(outcome) => {
-                claim.write_unwritten().await?;
-                if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
-                    claim.snapshot().await;
-                }
-                claim.release().await?;
-                Ok(outcome)
-            }
-            Err(err) => Err(err),
+        let outcome = claim.drive().await?;
+        claim.write_unwritten().await?;
+        if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
+            claim.snapshot().await;
         }
+        let state = Arc::clone(&claim.state);
+        claim.release().await?;
+        Ok((outcome, state))
     }
 }
 

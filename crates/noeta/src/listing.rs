@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use noeta_core::merge::contribution_json;
 use noeta_core::{
@@ -224,6 +225,27 @@ fn all_builtins_agent() -> Result<(PluginSet, noeta_core::CompiledAgent), HostEr
     builtin_agent(&options)
 }
 
+/// An extension's name and the tools it offers.
+type Offered = (String, Vec<Arc<dyn noeta_core::Tool>>);
+
+/// Each extension of `session` in call order with the tools it offers a fresh task.
+fn offered_tools(session: &noeta_core::session::Session) -> Result<Vec<Offered>, HostError> {
+    let task = noeta_core::store::TaskId::new("goldens")
+        .map_err(|err| HostError::Listing(err.to_string()))?;
+    let state = noeta_core::fold::TaskState::default();
+    let view = noeta_core::extension::View::new(&task, "goldens", &state, &[], &session.extensions);
+    session
+        .extensions
+        .iter()
+        .map(|ext| {
+            let tools = ext.tools(&view).map_err(|err| {
+                HostError::Listing(format!("`{}` tools failed: {err}", ext.name()))
+            })?;
+            Ok((ext.name().to_owned(), tools))
+        })
+        .collect()
+}
+
 fn tool_json(tool: &dyn noeta_core::Tool) -> Value {
     json!({
         "name": tool.name(),
@@ -248,17 +270,10 @@ pub fn control_tool_schemas_json() -> Result<String, HostError> {
 pub fn builtin_tool_schemas_json() -> Result<String, HostError> {
     let (set, agent) = all_builtins_agent()?;
     let session = crate::host::build_session(&set, &agent, &BTreeMap::new())?;
-    let task = noeta_core::store::TaskId::new("goldens")
-        .map_err(|err| HostError::Listing(err.to_string()))?;
-    let state = noeta_core::fold::TaskState::default();
-    let view = noeta_core::extension::View::new(&task, "goldens", &state, &[], &session.extensions);
-    let mut mounted = Vec::new();
-    for ext in &session.extensions {
-        let tools = ext
-            .tools(&view)
-            .map_err(|err| HostError::Listing(format!("`{}` tools failed: {err}", ext.name())))?;
-        mounted.extend(tools);
-    }
+    let mounted: Vec<Arc<dyn noeta_core::Tool>> = offered_tools(&session)?
+        .into_iter()
+        .flat_map(|(_, tools)| tools)
+        .collect();
     let mut tools: Vec<(String, Value)> = agent
         .tools
         .values()
@@ -306,20 +321,13 @@ pub fn session_layout_text(
             entry.contribution.name
         ));
     }
-    let task = noeta_core::store::TaskId::new("goldens")
-        .map_err(|err| HostError::Listing(err.to_string()))?;
-    let state = noeta_core::fold::TaskState::default();
-    let view = noeta_core::extension::View::new(&task, "goldens", &state, &[], &session.extensions);
     out.push_str("extensions, in call order (tools offered):\n");
-    for ext in &session.extensions {
-        let tools = ext
-            .tools(&view)
-            .map_err(|err| HostError::Listing(format!("`{}` tools failed: {err}", ext.name())))?;
+    for (name, tools) in offered_tools(&session)? {
         let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         if names.is_empty() {
-            out.push_str(&format!("  {}\n", ext.name()));
+            out.push_str(&format!("  {name}\n"));
         } else {
-            out.push_str(&format!("  {} ({})\n", ext.name(), names.join(", ")));
+            out.push_str(&format!("  {name} ({})\n", names.join(", ")));
         }
     }
     out.push_str("resident content kinds, in layout order:\n");
