@@ -415,15 +415,9 @@ impl EventLog for SqliteStore {
                 let data = json(&data, || {
                     format!("the data of event {seq} of task `{task}`")
                 })?;
-                events.push(Event::new(
-                    seq,
-                    Record {
-                        extension,
-                        kind,
-                        data,
-                        message,
-                    },
-                ));
+                let mut record = Record::new(extension, kind, data);
+                record.message = message;
+                events.push(Event::new(seq, record));
             }
             Ok(events)
         })

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use noeta::HostPaths;
 use noeta_core::fold::{Role, TaskState, TurnState};
-use noeta_core::records::hydrate;
+use noeta_core::records::{hydrate, hydrate_all};
 use noeta_core::runner::RunOutcome;
 use noeta_core::store::{EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};
@@ -320,10 +320,8 @@ async fn core_state(
     content: &dyn noeta_core::store::ContentStore,
     task: &TaskId,
 ) -> Result<TaskState> {
-    let mut events = Vec::new();
-    for event in log.read(task, 0).await? {
-        events.push(hydrate(event, content).await?);
-    }
+    let mut events = log.read(task, 0).await?;
+    hydrate_all(&mut events, content).await?;
     Ok(noeta_core::fold::Folder::new(&[], "listing").fold(&events)?)
 }
 

@@ -13,7 +13,7 @@ use futures::executor::block_on;
 use noeta_core::extension::{Extension, HookResult, View};
 use noeta_core::fold::Folder;
 use noeta_core::provider::ScriptedProvider;
-use noeta_core::records::hydrate;
+use noeta_core::records::hydrate_all;
 use noeta_core::runner::Runtime;
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{Event, EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
@@ -182,14 +182,9 @@ fn main() {
     let mut times = Vec::new();
     for _ in 0..7 {
         let start = Instant::now();
-        let events = block_on(async {
-            let mut events = Vec::with_capacity(raw.len());
-            for event in raw.iter().cloned() {
-                events.push(hydrate(event, big.content.as_ref()).await?);
-            }
-            Ok::<_, noeta_core::store::StoreError>(events)
-        })
-        .unwrap_or_else(|e| fail(&e.to_string()));
+        let mut events = raw.clone();
+        block_on(hydrate_all(&mut events, big.content.as_ref()))
+            .unwrap_or_else(|e| fail(&e.to_string()));
         let state = big
             .session
             .folder

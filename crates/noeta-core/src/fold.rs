@@ -100,51 +100,63 @@ impl Message {
     /// length-prefixed, so distinct conversations never hash alike; calls as JSON with sorted
     /// keys; the text hashed as it is, never re-encoded).
     fn link(&self, previous: &Digest) -> Digest {
-        let role_tag: &[u8] = match self.role {
-            Role::User => b"u",
-            Role::Assistant => b"a",
-            Role::Tool => b"t",
-            Role::Context => b"c",
-        };
-        let calls_json = if self.calls.is_empty() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&self.calls).unwrap_or_default()
-        };
-        let call = self.call_id.as_deref().unwrap_or_default().as_bytes();
-        let lengths =
-            [self.text.len(), calls_json.len(), call.len()].map(|n| (n as u64).to_le_bytes());
-        let mut extra = if self.reasoning.is_empty() {
-            Vec::new()
-        } else {
+        PREIMAGE.with_borrow_mut(|buf| {
+            buf.clear();
+            buf.extend_from_slice(&previous.0);
+            buf.push(match self.role {
+                Role::User => b'u',
+                Role::Assistant => b'a',
+                Role::Tool => b't',
+                Role::Context => b'c',
+            });
+            buf.push(u8::from(self.is_error));
+            put_sized(buf, self.text.as_bytes());
+            put_json(buf, &self.calls);
+            put_sized(buf, self.call_id.as_deref().unwrap_or_default().as_bytes());
             // Tagged and length-prefixed after the rest, so a message without blocks links as
             // it always has.
-            let json = serde_json::to_vec(&self.reasoning).unwrap_or_default();
-            let mut part = b"r".to_vec();
-            part.extend_from_slice(&(json.len() as u64).to_le_bytes());
-            part.extend_from_slice(&json);
-            part
-        };
-        // Attachments likewise, by their hashes.
-        for attachment in &self.attachments {
-            extra.push(b'i');
-            extra.extend_from_slice(attachment.sha256.as_bytes());
-        }
-        Digest::blake3(&[
-            &previous.0,
-            role_tag,
-            &[u8::from(self.is_error)],
-            &lengths[0],
-            self.text.as_bytes(),
-            &lengths[1],
-            &calls_json,
-            &lengths[2],
-            call,
-            &extra,
-        ])
+            if !self.reasoning.is_empty() {
+                buf.push(b'r');
+                put_json(buf, &self.reasoning);
+            }
+            // Attachments likewise, by their hashes.
+            for attachment in &self.attachments {
+                buf.push(b'i');
+                buf.extend_from_slice(attachment.sha256.as_bytes());
+            }
+            let link = Digest(*blake3::hash(buf).as_bytes());
+            // A huge message (a pasted file) does not keep its buffer alive for the thread.
+            if buf.capacity() > 1 << 16 {
+                *buf = Vec::new();
+            }
+            link
+        })
     }
 }
 
+/// Appends `bytes` after their length (8 bytes, little-endian).
+fn put_sized(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    buf.extend_from_slice(bytes);
+}
+
+/// Appends the JSON of `items` after its length; nothing but the zero length for no items.
+fn put_json<T: Serialize>(buf: &mut Vec<u8>, items: &[T]) {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 8]);
+    if !items.is_empty() {
+        // Writing into a Vec cannot fail, and the items are plain JSON data.
+        let _ = serde_json::to_writer(&mut *buf, items);
+    }
+    let len = (buf.len() - at - 8) as u64;
+    buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
+}
+
+thread_local! {
+    /// The bytes a message's link hashes: one buffer per thread, reused, so linking allocates
+    /// nothing.
+    static PREIMAGE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 /// A tool call that started and has not finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenCall {
@@ -152,6 +164,8 @@ pub struct OpenCall {
     pub tool: String,
     /// The `call_started` record's sequence number.
     pub seq: u64,
+    /// The input it started with (after any rewrite).
+    pub input: Value,
 }
 
 /// A call its tool parked, and what woke it (once something did).
@@ -248,8 +262,6 @@ pub struct CoreState {
     pub intake_seq: u64,
     /// Answers to asks, by call id.
     pub answers: BTreeMap<String, bool>,
-    /// The inputs calls started with, by call id, until they finish.
-    pub started_inputs: BTreeMap<String, Value>,
 }
 
 impl CoreState {
@@ -337,7 +349,7 @@ pub enum FoldError {
 }
 
 /// The version of the fold's own state layout and hashing; part of every snapshot's tag.
-pub const FOLD_FORMAT: &str = "fold-3";
+pub const FOLD_FORMAT: &str = "fold-4";
 
 /// Folds events for one set of extensions.
 #[derive(Clone)]
@@ -455,11 +467,29 @@ impl Folder {
         }
         let record = &event.record;
         let mut erased = None;
-        if record.extension == CORE {
-            erased = fold_core(&mut state.core, event)?;
-            if record.kind == "continued"
-                && let Some(states) = record.data.get("states").and_then(Value::as_object)
+        // A record the kernel made keeps its typed form; one read from a store is decoded here,
+        // except the kinds the fold does not read.
+        let decoded;
+        let core = match record.typed() {
+            Some(typed) => Some(typed),
+            None if record.extension == CORE
+                && !matches!(record.kind.as_str(), "request_composed" | "note") =>
             {
+                decoded =
+                    CoreRecord::from_record(record)
+                        .transpose()
+                        .map_err(|err| FoldError::Core {
+                            kind: record.kind.clone(),
+                            seq: event.seq,
+                            reason: err.to_string(),
+                        })?;
+                decoded.as_ref()
+            }
+            None => None,
+        };
+        if let Some(core) = core {
+            erased = fold_core(&mut state.core, event.seq, core);
+            if let CoreRecord::Continued { states, .. } = core {
                 for (name, value) in states {
                     state.ext.insert(name.clone(), value.clone());
                 }
@@ -482,7 +512,11 @@ impl Folder {
                     self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
                 }
             }
-        } else if let Some(indices) = self.routes.get(&record.extension) {
+        } else if let Some(indices) = self.routes.get(if core.is_some() {
+            CORE
+        } else {
+            &record.extension
+        }) {
             for &i in indices {
                 self.reduce(state, i, &record.kind, &record.data, event.seq)?;
             }
@@ -541,20 +575,9 @@ pub fn chain_of(messages: &[Message]) -> Digest {
         .fold(Digest::default(), |chain, m| m.link(&chain))
 }
 
-/// Folds one `core` record; returns the erased sequence number for an erasure.
-fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldError> {
-    // Kinds the fold does not read are not parsed at all.
-    if matches!(event.record.kind.as_str(), "request_composed" | "note") {
-        return Ok(None);
-    }
-    let Some(parsed) = CoreRecord::from_record(&event.record) else {
-        return Ok(None);
-    };
-    let record = parsed.map_err(|err| FoldError::Core {
-        kind: event.record.kind.clone(),
-        seq: event.seq,
-        reason: err.to_string(),
-    })?;
+/// Folds one `core` record; returns the erased sequence number for an erasure. Only what the
+/// state keeps is copied out of the record.
+fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64> {
     match record {
         CoreRecord::TaskStarted {
             agent,
@@ -562,10 +585,10 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             depth,
             inherited,
         } => {
-            core.agent = Some(agent);
-            core.parent = parent;
-            core.depth = depth;
-            core.inherited = inherited;
+            core.agent = Some(agent.clone());
+            core.parent.clone_from(parent);
+            core.depth = *depth;
+            core.inherited.clone_from(inherited);
         }
         CoreRecord::ToolParked {
             call_id,
@@ -577,31 +600,33 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
                 .unwrap_or_else(|| format!("waiting for {} child task(s)", children.len()));
             let earlier_children = core
                 .parked
-                .get(&call_id)
+                .get(call_id)
                 .map_or(0, |p| p.earlier_children + p.children.len());
             core.parked.insert(
                 call_id.clone(),
                 ParkedCall {
-                    question,
-                    children,
+                    question: question.clone(),
+                    children: children.clone(),
                     wake: None,
                     resuming: false,
                     earlier_children,
                 },
             );
             core.turn = TurnState::Parked {
-                call_id,
+                call_id: call_id.clone(),
                 question: asked,
             };
         }
         CoreRecord::CallAnswered { call_id, answer } => {
-            if let Some(parked) = core.parked.get_mut(&call_id) {
-                parked.wake = Some(Wake::Answer { answer });
+            if let Some(parked) = core.parked.get_mut(call_id) {
+                parked.wake = Some(Wake::Answer {
+                    answer: answer.clone(),
+                });
                 core.turn = next_waiting(&core.parked);
             }
         }
         CoreRecord::BackgroundStarted { children, .. } => {
-            core.background.extend(children);
+            core.background.extend(children.iter().cloned());
         }
         CoreRecord::BackgroundDelivered { result } => {
             core.background.retain(|order| order.child != result.task);
@@ -611,8 +636,10 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             }
         }
         CoreRecord::ChildrenFinished { call_id, results } => {
-            if let Some(parked) = core.parked.get_mut(&call_id) {
-                parked.wake = Some(Wake::Children { results });
+            if let Some(parked) = core.parked.get_mut(call_id) {
+                parked.wake = Some(Wake::Children {
+                    results: results.clone(),
+                });
                 core.turn = next_waiting(&core.parked);
             }
         }
@@ -620,32 +647,32 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             // The extensions' states are set by `Folder::apply`, which owns them. The copied
             // messages take this record's sequence number: they are this task's from here on.
             let messages = messages
-                .into_iter()
-                .map(|m| Message {
-                    seq: event.seq,
-                    ..m
-                })
+                .iter()
+                .map(|m| Message { seq, ..m.clone() })
                 .collect();
             core.messages = Arc::new(messages);
             core.rechain();
             core.last_user = core.messages.iter().rposition(|m| m.role == Role::User);
         }
         CoreRecord::ResumeStarted { call_id } => {
-            if let Some(parked) = core.parked.get_mut(&call_id) {
+            if let Some(parked) = core.parked.get_mut(call_id) {
                 parked.resuming = true;
             }
         }
-        CoreRecord::FoldFailed { .. } | CoreRecord::ClaimRefused { .. } => {}
+        CoreRecord::FoldFailed { .. }
+        | CoreRecord::ClaimRefused { .. }
+        | CoreRecord::Note { .. }
+        | CoreRecord::RequestComposed { .. } => {}
         CoreRecord::PluginsPinned { identity, pins } => {
-            core.identity = Some(identity);
-            core.pins = pins;
+            core.identity = Some(identity.clone());
+            core.pins.clone_from(pins);
         }
         CoreRecord::UserMessage { text } => {
             core.last_user = Some(core.messages.len());
             core.push(Message::new(
-                event.seq,
+                seq,
                 Role::User,
-                text,
+                text.clone(),
                 Vec::new(),
                 None,
                 false,
@@ -659,7 +686,7 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             stop,
             reasoning,
         } => {
-            core.last_stop = Some(stop);
+            core.last_stop = Some(*stop);
             core.model_calls += 1;
             core.usage.input_tokens += usage.input_tokens;
             core.usage.output_tokens += usage.output_tokens;
@@ -671,8 +698,15 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
                 }
                 None => core.unpriced_calls += 1,
             }
-            let mut message = Message::new(event.seq, Role::Assistant, text, calls, None, false);
-            message.reasoning = reasoning;
+            let mut message = Message::new(
+                seq,
+                Role::Assistant,
+                text.clone(),
+                calls.clone(),
+                None,
+                false,
+            );
+            message.reasoning.clone_from(reasoning);
             core.push(message);
         }
         CoreRecord::CallStarted {
@@ -680,22 +714,24 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             tool,
             input,
         } => {
-            core.started_inputs.insert(call_id.clone(), input);
             core.open_calls.insert(
-                call_id,
+                call_id.clone(),
                 OpenCall {
-                    tool,
-                    seq: event.seq,
+                    tool: tool.clone(),
+                    seq,
+                    input: input.clone(),
                 },
             );
         }
-        CoreRecord::IntakeDone { seq } => core.intake_seq = seq,
-        CoreRecord::Note { .. } => {}
+        CoreRecord::IntakeDone { seq } => core.intake_seq = *seq,
         CoreRecord::CallParked { call_id, question } => {
-            core.turn = TurnState::Parked { call_id, question };
+            core.turn = TurnState::Parked {
+                call_id: call_id.clone(),
+                question: question.clone(),
+            };
         }
         CoreRecord::AskAnswered { call_id, allow } => {
-            core.answers.insert(call_id, allow);
+            core.answers.insert(call_id.clone(), *allow);
             if matches!(core.turn, TurnState::Parked { .. }) {
                 core.turn = TurnState::Running;
             }
@@ -707,39 +743,106 @@ fn fold_core(core: &mut CoreState, event: &Event) -> Result<Option<u64>, FoldErr
             attachments,
             ..
         } => {
-            core.open_calls.remove(&call_id);
+            // The open call's key becomes the tool message's call id.
+            let call_id = core
+                .open_calls
+                .remove_entry(call_id)
+                .map_or_else(|| call_id.clone(), |(id, _)| id);
             core.parked.remove(&call_id);
-            core.started_inputs.remove(&call_id);
             core.answers.remove(&call_id);
             core.tool_calls += 1;
-            let is_error = outcome != CallOutcome::Ok;
+            let is_error = *outcome != CallOutcome::Ok;
             let mut message = Message::new(
-                event.seq,
+                seq,
                 Role::Tool,
-                text,
+                text.clone(),
                 Vec::new(),
                 Some(call_id),
                 is_error,
             );
-            message.attachments = attachments;
+            message.attachments.clone_from(attachments);
             core.push(message);
         }
         CoreRecord::TurnEnded { reason } => {
-            core.turn = TurnState::Ended { reason };
+            core.turn = TurnState::Ended {
+                reason: reason.clone(),
+            };
             core.failed_turns = 0;
         }
         CoreRecord::TurnFailed { reason } => {
-            core.turn = TurnState::Failed { reason };
+            core.turn = TurnState::Failed {
+                reason: reason.clone(),
+            };
             core.failed_turns += 1;
         }
-        CoreRecord::TaskFailed { reason } => core.task_failed = Some(reason),
-        CoreRecord::Erased { seq } => {
-            Arc::make_mut(&mut core.messages).retain(|m| !(m.seq == seq && m.role == Role::User));
+        CoreRecord::TaskFailed { reason } => core.task_failed = Some(reason.clone()),
+        CoreRecord::Erased { seq: erased } => {
+            Arc::make_mut(&mut core.messages)
+                .retain(|m| !(m.seq == *erased && m.role == Role::User));
             core.rechain();
             core.last_user = core.messages.iter().rposition(|m| m.role == Role::User);
-            return Ok(Some(seq));
+            return Some(*erased);
         }
-        CoreRecord::RequestComposed { .. } => {}
     }
-    Ok(None)
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ContentRef;
+
+    /// The link's bytes, spelled out part by part as the format documents them.
+    fn spelled_out(message: &Message, previous: &Digest) -> Digest {
+        let sized = |bytes: &[u8]| [&(bytes.len() as u64).to_le_bytes()[..], bytes].concat();
+        let calls = if message.calls.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&message.calls).unwrap()
+        };
+        let mut bytes = previous.0.to_vec();
+        bytes.push(b'a');
+        bytes.push(u8::from(message.is_error));
+        bytes.extend(sized(message.text.as_bytes()));
+        bytes.extend(sized(&calls));
+        bytes.extend(sized(message.call_id.as_deref().unwrap_or("").as_bytes()));
+        bytes.push(b'r');
+        bytes.extend(sized(&serde_json::to_vec(&message.reasoning).unwrap()));
+        for attachment in &message.attachments {
+            bytes.push(b'i');
+            bytes.extend_from_slice(attachment.sha256.as_bytes());
+        }
+        Digest(*blake3::hash(&bytes).as_bytes())
+    }
+
+    #[test]
+    fn a_link_hashes_each_field_length_prefixed_in_order() {
+        let mut message = Message::new(
+            7,
+            Role::Assistant,
+            "héllo".into(),
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "Read".into(),
+                input: json!({"path": "a\"b", "n": 1}),
+            }],
+            Some("c0".into()),
+            true,
+        );
+        message.reasoning = vec![json!({"type": "thinking", "thinking": "…"})];
+        message.attachments = vec![ContentRef {
+            sha256: "cd".repeat(32),
+            len: 1,
+            media_type: "image/png".into(),
+        }];
+        let previous = Digest([9; 32]);
+        assert_eq!(message.link(&previous), spelled_out(&message, &previous));
+
+        // A message too large for the reused buffer to be kept links the same way, and the
+        // next small one after it still links correctly.
+        message.text = "x".repeat(200_000);
+        assert_eq!(message.link(&previous), spelled_out(&message, &previous));
+        message.text = "short".into();
+        assert_eq!(message.link(&previous), spelled_out(&message, &previous));
+    }
 }

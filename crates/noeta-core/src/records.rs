@@ -304,11 +304,19 @@ impl CoreRecord {
             Value::Object(map) => map.into_iter().next().unwrap_or_default(),
             _ => (String::new(), Value::Null),
         };
-        Record::new(CORE, kind, data)
+        Record::from_typed(kind, data, self.clone())
     }
 
     /// The typed form of a `core` record; `None` for other extensions' records.
     pub fn from_record(record: &Record) -> Option<Result<Self, serde_json::Error>> {
+        match record.typed() {
+            Some(typed) => Some(Ok(typed.clone())),
+            None => Self::decode(record),
+        }
+    }
+
+    /// The typed form decoded from the record's payload, whether or not it kept one.
+    pub(crate) fn decode(record: &Record) -> Option<Result<Self, serde_json::Error>> {
         use serde::de::IntoDeserializer;
         (record.extension == CORE).then(|| {
             // One entry, kind → payload, both borrowed: no copy of the record's data.
@@ -337,29 +345,52 @@ pub async fn spill(record: Record, content: &dyn ContentStore) -> Result<Record,
 
 /// Reads a spilled record's payload back; other records are returned as they are.
 pub async fn hydrate(mut event: Event, content: &dyn ContentStore) -> Result<Event, StoreError> {
+    if let Some(record) = unspill(&event.record, content).await? {
+        event.record = std::sync::Arc::new(record);
+    }
+    Ok(event)
+}
+
+/// [`hydrate`] for a whole read, in place: only spilled records are touched.
+pub async fn hydrate_all(
+    events: &mut [Event],
+    content: &dyn ContentStore,
+) -> Result<(), StoreError> {
+    for event in events {
+        if let Some(record) = unspill(&event.record, content).await? {
+            event.record = std::sync::Arc::new(record);
+        }
+    }
+    Ok(())
+}
+
+/// The record a spilled one stands for; `None` when it was not spilled.
+async fn unspill(
+    record: &Record,
+    content: &dyn ContentStore,
+) -> Result<Option<Record>, StoreError> {
     // Spilled payloads are exactly `{"$spilled": <ref>}`; anything else is a plugin's own data.
-    let spilled = match &event.record.data {
+    let spilled = match &record.data {
         Value::Object(map) if map.len() == 1 => map.get(SPILLED),
         _ => None,
     };
     let Some(reference) =
         spilled.and_then(|r| serde_json::from_value::<ContentRef>(r.clone()).ok())
     else {
-        return Ok(event);
+        return Ok(None);
     };
     let bytes = content.get(&reference).await?;
     let body: Value = serde_json::from_slice(&bytes).map_err(|err| StoreError::Backend {
         message: format!("spilled payload {} is not JSON: {err}", reference.sha256),
     })?;
-    let mut record = Record::new(
-        event.record.extension.clone(),
-        event.record.kind.clone(),
+    let mut full = Record::new(
+        record.extension.clone(),
+        record.kind.clone(),
         body.get("data").cloned().unwrap_or(Value::Null),
     );
-    record.message = body
+    full.message = body
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    event.record = std::sync::Arc::new(record);
-    Ok(event)
+    Ok(Some(full))
 }

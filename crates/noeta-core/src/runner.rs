@@ -23,7 +23,9 @@ use crate::fold::Folder;
 use crate::fold::{CoreState, Role, TaskState, TurnState, chain_hash};
 use crate::policy::Decision;
 use crate::provider::{Provider, ProviderError};
-use crate::records::{CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, hydrate, spill};
+use crate::records::{
+    CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, hydrate, hydrate_all, spill,
+};
 use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
@@ -1005,10 +1007,8 @@ impl Runtime {
     }
 
     async fn read_hydrated(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, RunError> {
-        let mut events = Vec::new();
-        for event in self.log.read(task, after).await? {
-            events.push(hydrate(event, self.content.as_ref()).await?);
-        }
+        let mut events = self.log.read(task, after).await?;
+        hydrate_all(&mut events, self.content.as_ref()).await?;
         Ok(events)
     }
 
@@ -2411,9 +2411,9 @@ impl Claim<'_> {
         let input = self
             .state
             .core
-            .started_inputs
+            .open_calls
             .get(&call.id)
-            .cloned()
+            .map(|open| open.input.clone())
             .unwrap_or_else(|| call.input.clone());
         let call = ToolCall {
             input,
@@ -2663,9 +2663,9 @@ impl Claim<'_> {
         let input = self
             .state
             .core
-            .started_inputs
+            .open_calls
             .get(&call.id)
-            .cloned()
+            .map(|open| open.input.clone())
             .unwrap_or_else(|| call.input.clone());
         let call = ToolCall {
             input,

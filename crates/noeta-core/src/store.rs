@@ -20,6 +20,7 @@ use serde_json::Value;
 pub use memory::{MemoryContentStore, MemoryEventLog};
 
 use crate::canonical;
+use crate::records::CoreRecord;
 
 /// The largest serialised size of one record's payload and message, in bytes; larger bodies
 /// go to the content store.
@@ -99,7 +100,13 @@ impl fmt::Display for TaskId {
 }
 
 /// One entry of a task's log: something an extension (or the kernel, as `core`) recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// `data` is the record's payload and the only thing stored. A record the kernel made from a
+/// [`CoreRecord`] also keeps that typed form beside it, so folding a record the runtime wrote
+/// itself (every batch of the step path, and every event of an in-memory log) decodes nothing;
+/// the typed form is never serialised, and equality and `Debug` ignore it. Such a record's
+/// `data` is not to be changed afterwards (debug builds check the two still agree).
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Record {
     /// The recording extension; the kernel records as `core`.
     pub extension: String,
@@ -110,6 +117,29 @@ pub struct Record {
     /// Text that enters the conversation, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The typed form `data` was made from, for a `core` record the kernel made.
+    #[serde(skip)]
+    typed: Option<CoreRecord>,
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Self) -> bool {
+        self.extension == other.extension
+            && self.kind == other.kind
+            && self.data == other.data
+            && self.message == other.message
+    }
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("extension", &self.extension)
+            .field("kind", &self.kind)
+            .field("data", &self.data)
+            .field("message", &self.message)
+            .finish()
+    }
 }
 
 impl Record {
@@ -120,7 +150,29 @@ impl Record {
             kind: kind.into(),
             data,
             message: None,
+            typed: None,
         }
+    }
+
+    /// A `core` record made from its typed form (`data` is that form's payload).
+    pub(crate) fn from_typed(kind: String, data: Value, typed: CoreRecord) -> Self {
+        Self {
+            typed: Some(typed),
+            ..Self::new(crate::records::CORE, kind, data)
+        }
+    }
+
+    /// The typed form this record was made from, when the kernel made it from one. Debug builds
+    /// (every test) check that it is what the payload decodes to.
+    pub(crate) fn typed(&self) -> Option<&CoreRecord> {
+        let typed = self.typed.as_ref()?;
+        debug_assert!(
+            matches!(CoreRecord::decode(self), Some(Ok(ref decoded)) if decoded == typed),
+            "core record `{}` no longer matches its payload: {:?}",
+            self.kind,
+            self.data
+        );
+        Some(typed)
     }
 
     /// Adds a message that enters the conversation.

@@ -5,6 +5,9 @@
 mod support;
 
 #[cfg(test)]
+#[path = "all/fold.rs"]
+mod fold;
+#[cfg(test)]
 #[path = "all/host_surface.rs"]
 mod host_surface;
 #[cfg(test)]
