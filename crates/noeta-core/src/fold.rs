@@ -357,6 +357,8 @@ pub struct Folder {
     extensions: Vec<Arc<dyn Extension>>,
     /// Record extension name → the extensions that fold it.
     routes: BTreeMap<String, Vec<usize>>,
+    /// The extensions that fold `core` records, looked up once rather than per record.
+    core_routes: Option<Vec<usize>>,
     plugin_set: String,
 }
 
@@ -387,6 +389,7 @@ impl Folder {
         }
         Self {
             extensions: extensions.to_vec(),
+            core_routes: routes.get(CORE).cloned(),
             routes,
             plugin_set: format!("{FOLD_FORMAT}:{}", plugin_set.into()),
         }
@@ -512,11 +515,11 @@ impl Folder {
                     self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
                 }
             }
-        } else if let Some(indices) = self.routes.get(if core.is_some() {
-            CORE
+        } else if let Some(indices) = if core.is_some() {
+            self.core_routes.as_deref()
         } else {
-            &record.extension
-        }) {
+            self.routes.get(&record.extension).map(Vec::as_slice)
+        } {
             for &i in indices {
                 self.reduce(state, i, &record.kind, &record.data, event.seq)?;
             }
