@@ -804,7 +804,7 @@ mod tests {
             });
         }
         let events: Vec<Event> = records
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, r)| Event::new(i as u64 + 1, r.to_record()))
             .collect();

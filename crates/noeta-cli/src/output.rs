@@ -124,14 +124,7 @@ impl Printer {
 
     /// A call's result in one line: its first line (clipped) and how many follow.
     fn result(&self, tool: &str, text: &str, ok: bool) {
-        {
-            let mut flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            flight.call = None;
-        }
-        self.clear_tick();
+        self.pause_ticker();
         let mut lines = text.lines();
         let first = lines.next().unwrap_or("").trim_end();
         let more = lines.count();

@@ -588,24 +588,34 @@ fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
     );
 }
 
-#[test]
-fn main_delegates_to_explore_and_explore_runs_on_its_own() {
-    let env = Env::new();
+/// Writes `notes.txt` and a script in which main hands the question to explore, which reads
+/// the file and answers `explore_says`; main then answers `main_says`.
+fn explore_reads_the_notes(env: &Env, main_says: &str, explore_says: &str) -> String {
     std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
-    let provider = env.script_file(json!({
+    env.script_file(json!({
         "turns": [
             call("Task", json!({
                 "description": "find the answer",
                 "prompt": "What does notes.txt say?",
                 "subagent_type": "explore"
             })),
-            { "text": "Explore found it: 42." }
+            { "text": main_says }
         ],
         "agents": { "explore": { "turns": [
             call("Read", json!({ "file_path": "notes.txt" })),
-            { "text": "notes.txt says the answer is 42." }
+            { "text": explore_says }
         ] } }
-    }));
+    }))
+}
+
+#[test]
+fn main_delegates_to_explore_and_explore_runs_on_its_own() {
+    let env = Env::new();
+    let provider = explore_reads_the_notes(
+        &env,
+        "Explore found it: 42.",
+        "notes.txt says the answer is 42.",
+    );
     let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
@@ -823,21 +833,7 @@ fn with_web_switched_off_main_and_its_subagents_run_without_it() {
         "[plugins.web]\nenabled = false\n",
     )
     .unwrap();
-    std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
-    let provider = env.script_file(json!({
-        "turns": [
-            call("Task", json!({
-                "description": "find the answer",
-                "prompt": "What does notes.txt say?",
-                "subagent_type": "explore"
-            })),
-            { "text": "It is 42." }
-        ],
-        "agents": { "explore": { "turns": [
-            call("Read", json!({ "file_path": "notes.txt" })),
-            { "text": "42." }
-        ] } }
-    }));
+    let provider = explore_reads_the_notes(&env, "It is 42.", "42.");
     let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().last(), Some("It is 42."));

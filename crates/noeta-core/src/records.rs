@@ -293,18 +293,19 @@ pub enum CoreRecord {
 
 impl CoreRecord {
     /// The record to append, with a message that enters the conversation.
-    pub fn with_message(&self, message: impl Into<String>) -> Record {
+    pub fn with_message(self, message: impl Into<String>) -> Record {
         self.to_record().with_message(message)
     }
 
-    /// The record to append: the variant's name is the kind, its fields the payload.
-    pub fn to_record(&self) -> Record {
-        let tagged = serde_json::to_value(self).unwrap_or(Value::Null);
+    /// The record to append: the variant's name is the kind, its fields the payload. The
+    /// record keeps this typed form too (moved, not copied) for the fold.
+    pub fn to_record(self) -> Record {
+        let tagged = serde_json::to_value(&self).unwrap_or(Value::Null);
         let (kind, data) = match tagged {
             Value::Object(map) => map.into_iter().next().unwrap_or_default(),
             _ => (String::new(), Value::Null),
         };
-        Record::from_typed(kind, data, self.clone())
+        Record::from_typed(kind, data, self)
     }
 
     /// The typed form of a `core` record; `None` for other extensions' records.

@@ -2406,19 +2406,24 @@ impl Claim<'_> {
         }
     }
 
-    /// Resumes a woken call, exactly once: the resume is recorded before it runs.
-    async fn resume(&mut self, offer: &Offer, call: &ToolCall, wake: Wake) -> Result<(), RunError> {
+    /// The call with the input it started with (after any rewrite), as its `call_started`
+    /// record holds it.
+    fn as_started(&self, call: &ToolCall) -> ToolCall {
         let input = self
             .state
             .core
             .open_calls
             .get(&call.id)
-            .map(|open| open.input.clone())
-            .unwrap_or_else(|| call.input.clone());
-        let call = ToolCall {
+            .map_or_else(|| call.input.clone(), |open| open.input.clone());
+        ToolCall {
             input,
             ..call.clone()
-        };
+        }
+    }
+
+    /// Resumes a woken call, exactly once: the resume is recorded before it runs.
+    async fn resume(&mut self, offer: &Offer, call: &ToolCall, wake: Wake) -> Result<(), RunError> {
+        let call = self.as_started(call);
         let Some(tool) = offer.find(&call.name).cloned() else {
             let output = ToolOutput::error(format!(
                 "{}: the tool is no longer offered, so the parked call cannot resume",
@@ -2660,17 +2665,7 @@ impl Claim<'_> {
 
     /// A call a crash left open: rerun it if retry-safe, else ask `recover`, else answer "outcome unknown".
     async fn recover(&mut self, offer: &Offer, call: &ToolCall) -> Result<(), RunError> {
-        let input = self
-            .state
-            .core
-            .open_calls
-            .get(&call.id)
-            .map(|open| open.input.clone())
-            .unwrap_or_else(|| call.input.clone());
-        let call = ToolCall {
-            input,
-            ..call.clone()
-        };
+        let call = self.as_started(call);
         let unknown = || {
             ToolOutput::error(format!(
                 "{}: outcome unknown — the worker stopped while this call was running; check its effects before trying again",

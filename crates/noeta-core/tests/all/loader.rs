@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use noeta_core::{
-    CompileError, LoadError, LoadWarning, Origin, PluginSource, ProblemError, SourceKind,
-    load_plugins,
+    CompileError, LoadError, LoadWarning, Origin, PluginSet, PluginSource, ProblemError,
+    SourceKind, load_plugins,
 };
 
 use crate::support::{
@@ -247,12 +247,12 @@ fn the_enabled_allow_list_drops_unlisted_third_party_plugins_before_anything_res
     );
 }
 
-#[test]
-fn a_disabled_builtin_is_dropped_remembered_and_refused_on_activation() {
+/// `other` beside a built-in `extras` that the host switched off (resolving it would panic).
+fn with_extras_disabled(other: &Manifest) -> PluginSet {
     let extras = Manifest::new("extras").with("guard", "trap", "");
     let mut options = options();
     options.disabled_builtins = names(&["extras"]);
-    let set = load_plugins(
+    load_plugins(
         &[
             PluginSource::Linked(
                 extras
@@ -262,11 +262,16 @@ fn a_disabled_builtin_is_dropped_remembered_and_refused_on_activation() {
                     )
                     .as_builtin(),
             ),
-            linked(&Manifest::new("other")),
+            linked(other),
         ],
         &options,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_disabled_builtin_is_dropped_remembered_and_refused_on_activation() {
+    let set = with_extras_disabled(&Manifest::new("other"));
     assert_eq!(set.names(), ["other"]);
     assert_eq!(set.disabled_builtins(), &names(&["extras"]));
     compile(&set, &agent("main", &["other"])).unwrap();
@@ -287,25 +292,8 @@ fn a_disabled_builtin_is_dropped_remembered_and_refused_on_activation() {
 
 #[test]
 fn a_roster_child_naming_a_disabled_builtin_does_not_keep_its_parent_from_compiling() {
-    let extras = Manifest::new("extras").with("guard", "trap", "");
     let crew = Manifest::new("crew").with("agent", "helper", "agent_plugins = [\"extras\"]");
-    let mut options = options();
-    options.disabled_builtins = names(&["extras"]);
-    let set = load_plugins(
-        &[
-            PluginSource::Linked(
-                extras
-                    .linked(
-                        "noeta-extras",
-                        Panicking("a disabled built-in was resolved"),
-                    )
-                    .as_builtin(),
-            ),
-            linked(&crew),
-        ],
-        &options,
-    )
-    .unwrap();
+    let set = with_extras_disabled(&crew);
     let mut main = agent("main", &[]);
     main.agents = vec!["helper".to_owned()];
     let compiled = compile(&set, &main).unwrap();

@@ -1107,20 +1107,25 @@ impl EventLog for Batches {
     }
 }
 
-#[test]
-fn a_reply_is_written_with_the_started_records_of_its_calls() {
+/// Runs one task of `s` over `turns` and gives back the kinds of each batch it appended.
+fn batches_of_a_run(s: &Session, turns: Value) -> Vec<Vec<String>> {
     let h = Harness::new();
     let log = Batches::over(h.log.clone());
+    let rt = h.runtime_over(log.clone(), turns);
+    let t = task("batches");
+    block_on(rt.create(s, &t, "go")).unwrap();
+    block_on(rt.run(s, &t)).unwrap();
+    log.seen.lock().unwrap().clone()
+}
+
+#[test]
+fn a_reply_is_written_with_the_started_records_of_its_calls() {
     let work = Arc::new(TestTool::new("Work"));
     let s = session(vec![offers(vec![work.clone()])]);
-    let t = task("merged");
-    let rt = h.runtime_over(
-        log.clone(),
+    let batches = batches_of_a_run(
+        &s,
         json!([{ "calls": [call("Work", json!({}))] }, { "text": "done" }]),
     );
-    block_on(rt.create(&s, &t, "go")).unwrap();
-    block_on(rt.run(&s, &t)).unwrap();
-    let batches = log.seen.lock().unwrap().clone();
     let expected: Vec<Vec<&str>> = vec![
         vec!["task_started", "plugins_pinned", "user_message"],
         vec!["intake_done"],
@@ -1135,26 +1140,26 @@ fn a_reply_is_written_with_the_started_records_of_its_calls() {
     assert_eq!(work.runs.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn a_retry_safe_result_is_written_with_the_next_reply_one_write_per_step() {
-    let h = Harness::new();
-    let log = Batches::over(h.log.clone());
+/// A read-only, retry-safe `Look` tool and a session offering it.
+fn retry_safe_look() -> (Arc<TestTool>, Session) {
     let mut look = TestTool::new("Look").read_only();
     look.flags.retry_safe = true;
     let look = Arc::new(look);
     let s = session(vec![offers(vec![look.clone()])]);
-    let t = task("deferred");
-    let rt = h.runtime_over(
-        log.clone(),
+    (look, s)
+}
+
+#[test]
+fn a_retry_safe_result_is_written_with_the_next_reply_one_write_per_step() {
+    let (look, s) = retry_safe_look();
+    let batches = batches_of_a_run(
+        &s,
         json!([
             { "calls": [call("Look", json!({"n": 1}))] },
             { "calls": [call("Look", json!({"n": 2}))] },
             { "text": "done" }
         ]),
     );
-    block_on(rt.create(&s, &t, "go")).unwrap();
-    block_on(rt.run(&s, &t)).unwrap();
-    let batches = log.seen.lock().unwrap().clone();
     let expected: Vec<Vec<&str>> = vec![
         vec!["task_started", "plugins_pinned", "user_message"],
         vec!["intake_done"],
@@ -1182,10 +1187,7 @@ fn a_retry_safe_result_is_written_with_the_next_reply_one_write_per_step() {
 #[test]
 fn a_crash_before_a_retry_safe_result_is_written_runs_the_call_again() {
     let h = Harness::new();
-    let mut look = TestTool::new("Look").read_only();
-    look.flags.retry_safe = true;
-    let look = Arc::new(look);
-    let s = session(vec![offers(vec![look.clone()])]);
+    let (look, s) = retry_safe_look();
     let t = task("rerun");
     let turns = json!([
         { "calls": [call("Look", json!({}))] },
