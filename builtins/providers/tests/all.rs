@@ -5,6 +5,9 @@
 #[path = "all/anthropic.rs"]
 mod anthropic;
 #[cfg(test)]
+#[path = "all/lease.rs"]
+mod lease;
+#[cfg(test)]
 #[path = "all/open.rs"]
 mod open;
 #[cfg(test)]

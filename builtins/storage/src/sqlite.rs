@@ -181,6 +181,11 @@ impl TaskRow {
             task: lease.task.clone(),
             epoch: lease.epoch,
             live: self.epoch,
+            holder: self
+                .lease
+                .as_ref()
+                .filter(|_| self.epoch != lease.epoch)
+                .map(|(worker, _)| worker.clone()),
         }
     }
 }

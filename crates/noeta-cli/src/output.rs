@@ -112,14 +112,19 @@ impl Printer {
         self.clear_tick();
     }
 
-    /// Forgets a reply's partial text (an interrupted or failed step) and the call in flight.
+    /// Forgets a reply's partial text (an interrupted or failed step) and the call in flight;
+    /// text that was shown but never recorded is marked as such.
     pub(crate) fn reset(&self) {
         let partial =
             std::mem::take(&mut *self.streamed.lock().unwrap_or_else(PoisonError::into_inner));
         self.pause_ticker();
-        if !partial.is_empty() && !partial.ends_with('\n') && !self.json {
+        if partial.is_empty() || self.json {
+            return;
+        }
+        if !partial.ends_with('\n') {
             println!();
         }
+        eprintln!("  (the reply above stopped before it was whole and was not recorded)");
     }
 
     /// A call's result in one line: its first line (clipped) and how many follow.

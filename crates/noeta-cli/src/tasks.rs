@@ -34,6 +34,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
             .runtime
             .run_tree(&host.sessions, task)
             .await
+            .inspect_err(|_| host.printer.reset())
             .with_context(|| format!("running task {task}"))?;
         let RunOutcome::Parked { call_id, question } = &outcome else {
             return Ok(outcome);

@@ -26,6 +26,8 @@
 //! over the whole list). An `error` turn (`context_overflow`, `transient`,
 //! `fatal`) fails the next step's model call once (in this process) and is
 //! then passed over, so a step the runner retries gets the answer after it.
+//! A turn's `delay_ms` holds its answer (or error) back that long, as a slow
+//! model would.
 //!
 //! Auxiliary requests (a compaction summary, a tool's side question) never
 //! take a turn: they get the script's `auxiliary` answers in order (a list of
@@ -137,6 +139,9 @@ struct ScriptTurn {
     error: Option<ScriptError>,
     #[serde(default)]
     reasoning: Vec<Value>,
+    /// How long the answer (or error) takes to arrive.
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -301,6 +306,14 @@ impl ScriptedProvider {
         self.script.turns.is_empty()
     }
 
+    /// Waits as long as turn `index` says its answer takes.
+    async fn take_time(&self, index: usize) {
+        let delay = self.script.turns[index].delay_ms;
+        if delay > 0 {
+            futures_timer::Delay::new(std::time::Duration::from_millis(delay)).await;
+        }
+    }
+
     fn auxiliary_reply(
         &self,
         name: &str,
@@ -383,6 +396,7 @@ impl Provider for ScriptedProvider {
             error
         };
         if let Some(index) = error {
+            self.take_time(index).await;
             return Err(match self.script.turns[index].error {
                 Some(ScriptError::ContextOverflow) => ProviderError::ContextOverflow {
                     message: format!("scripted overflow at turn {}", index + 1),
@@ -397,6 +411,7 @@ impl Provider for ScriptedProvider {
             });
         }
         let index = step.answer.ok_or_else(missing)?;
+        self.take_time(index).await;
         let turn = &self.script.turns[index];
         let calls: Vec<ToolCall> = turn
             .calls

@@ -29,10 +29,14 @@ use crate::records::{
 use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
+
+mod lease;
+
 use crate::tool::{
     ChildResult, Inbox, Keeper, Park, ProgressSink, SpawnOrder, Spawner, Tool, ToolContext,
     ToolError, ToolOutput, Wake,
 };
+use lease::HeldLease;
 
 /// At most this many adjacent read-only calls run at once.
 pub const MAX_PARALLEL_READS: usize = 10;
@@ -100,11 +104,14 @@ pub enum RunError {
         /// The missing plugin's pin.
         pin: PluginPin,
     },
-    /// Another worker took the task over.
-    #[error("lost the lease on task `{task}` to another worker; stopping without writing")]
+    /// The claim's lease is gone: another worker claimed the task, or the lease lapsed before
+    /// a renewal reached the store. Nothing more was written.
+    #[error("{}", lease::describe_loss(task, holder.as_deref()))]
     LeaseLost {
         /// The task.
         task: TaskId,
+        /// The worker that claimed the task since, when one did.
+        holder: Option<String>,
     },
     /// A message cannot be added now.
     #[error("task `{task}` cannot take a new message: {reason}")]
@@ -220,28 +227,14 @@ async fn child_result(
     })
 }
 
-/// The runner's side of `ctx.keep`: renews the claim's lease while a tool works in-process.
-struct ClaimKeeper {
-    log: Arc<dyn EventLog>,
-    lease: Arc<Mutex<Lease>>,
-    ttl_ms: u64,
-}
+/// The runner's side of `ctx.keep`: renews the claim's lease now (the heartbeat renews it on
+/// its own as well).
+struct ClaimKeeper(Arc<HeldLease>);
 
 #[async_trait::async_trait]
 impl Keeper for ClaimKeeper {
     async fn keep(&self) -> Result<(), String> {
-        let current = self
-            .lease
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let renewed = self
-            .log
-            .renew(&current, self.ttl_ms)
-            .await
-            .map_err(|err| err.to_string())?;
-        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = renewed;
-        Ok(())
+        self.0.renew().await.map_err(|err| err.to_string())
     }
 }
 
@@ -954,27 +947,30 @@ impl Runtime {
             });
         };
         let mut claim = self.claim(session, task).await?;
-        let (outcome, staged) = {
-            let view = claim.view();
-            let ext = session
-                .extensions
-                .iter()
-                .find(|e| e.name() == owner.as_str());
-            let outcome = match ext {
-                Some(ext) => AssertUnwindSafe(ext.run_command(&view, name, args))
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|payload| {
-                        Err(crate::extension::HookError::new(panicked(
-                            owner,
-                            "run_command",
-                            payload.as_ref(),
-                        )))
-                    }),
-                None => Err(crate::extension::HookError::new("the extension is gone")),
-            };
-            (outcome, view.take_staged())
-        };
+        let held = Arc::clone(&claim.lease);
+        let (outcome, staged) = held
+            .keep_alive(async {
+                let view = claim.view();
+                let ext = session
+                    .extensions
+                    .iter()
+                    .find(|e| e.name() == owner.as_str());
+                let outcome = match ext {
+                    Some(ext) => AssertUnwindSafe(ext.run_command(&view, name, args))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|payload| {
+                            Err(crate::extension::HookError::new(panicked(
+                                owner,
+                                "run_command",
+                                payload.as_ref(),
+                            )))
+                        }),
+                    None => Err(crate::extension::HookError::new("the extension is gone")),
+                };
+                Ok((outcome, view.take_staged()))
+            })
+            .await?;
         claim.commit(staged).await?;
         claim.release().await?;
         outcome.map_err(|err| RunError::Command {
@@ -1030,7 +1026,7 @@ impl Runtime {
             rt: self,
             session,
             task: task.clone(),
-            lease: Arc::new(Mutex::new(lease)),
+            lease: HeldLease::new(Arc::clone(&self.log), lease, self.lease_ttl_ms),
             refusals: trailing(&events, "claim_refused"),
             snapshot_seq: state.seq - events.len() as u64,
             state: Arc::new(state),
@@ -1039,7 +1035,6 @@ impl Runtime {
             rendered: None,
             images: HashMap::new(),
             unwritten: Vec::new(),
-            renewed: std::time::Instant::now(),
         })
     }
 
@@ -1096,7 +1091,8 @@ impl Runtime {
     ) -> Result<(RunOutcome, Arc<TaskState>), RunError> {
         let mut claim = self.claim(session, task).await?;
         let _driving = Driving::start(&self.driving, task);
-        let outcome = claim.drive().await?;
+        let held = Arc::clone(&claim.lease);
+        let outcome = held.keep_alive(claim.drive()).await?;
         claim.write_unwritten().await?;
         if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
             claim.snapshot().await;
@@ -1137,8 +1133,8 @@ struct Claim<'s> {
     rt: &'s Runtime,
     session: &'s Session,
     task: TaskId,
-    /// The live lease; shared with tools' `ctx.keep`.
-    lease: Arc<Mutex<Lease>>,
+    /// The live lease; shared with the heartbeat and tools' `ctx.keep`.
+    lease: Arc<HeldLease>,
     /// Claims refused in a row just before this one (a missing plugin).
     refusals: usize,
     /// The sequence number the task's latest snapshot reaches (0: none).
@@ -1159,8 +1155,6 @@ struct Claim<'s> {
     /// commit writes them first; anything slow or outside this process (a person asked, the
     /// turn ending, the claim ending) writes them before it starts.
     unwritten: Vec<(Record, Event)>,
-    /// When this worker last took or renewed the lease (its own monotonic clock).
-    renewed: std::time::Instant,
 }
 
 /// Rendered tool schemas, shared from request to request.
@@ -1251,16 +1245,13 @@ impl Claim<'_> {
         for record in &records {
             batch.push(spill(record.clone(), self.rt.content.as_ref()).await?);
         }
-        let lease = self.current_lease();
-        let last = match self.rt.log.append(&lease, &batch).await {
-            Ok(last) => last,
-            Err(StoreError::StaleLease { .. }) => {
-                return Err(RunError::LeaseLost {
-                    task: self.task.clone(),
-                });
-            }
-            Err(err) => return Err(err.into()),
-        };
+        let lease = self.lease.current();
+        let last = self
+            .rt
+            .log
+            .append(&lease, &batch)
+            .await
+            .map_err(lease::lost)?;
         let first = last + 1 - batch.len() as u64;
         // Deferred records were folded under the numbers the lease guarantees them.
         if let Some(event) = events.first()
@@ -1308,15 +1299,8 @@ impl Claim<'_> {
         Ok(())
     }
 
-    fn current_lease(&self) -> Lease {
-        self.lease
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
     async fn release(self) -> Result<(), RunError> {
-        self.rt.log.release(&self.current_lease()).await?;
+        self.rt.log.release(&self.lease.current()).await?;
         Ok(())
     }
 
@@ -1325,37 +1309,6 @@ impl Claim<'_> {
         let snapshot = self.session.folder.snapshot(&self.state);
         if let Err(err) = self.rt.log.put_snapshot(&self.task, &snapshot).await {
             tracing::warn!(task = %self.task, "writing a snapshot failed: {err}");
-        }
-    }
-
-    /// Renews the lease once a tenth of its time has passed since it was last taken or
-    /// renewed, so every step starts with at least nine tenths of it left, and a run of quick
-    /// steps does not pay a store write for each.
-    async fn renew_when_due(&mut self) -> Result<(), RunError> {
-        let ttl = std::time::Duration::from_millis(self.rt.lease_ttl_ms);
-        if self.renewed.elapsed() < ttl / 10 {
-            return Ok(());
-        }
-        self.renew().await
-    }
-
-    async fn renew(&mut self) -> Result<(), RunError> {
-        let asked = std::time::Instant::now();
-        match self
-            .rt
-            .log
-            .renew(&self.current_lease(), self.rt.lease_ttl_ms)
-            .await
-        {
-            Ok(lease) => {
-                *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = lease;
-                self.renewed = asked;
-                Ok(())
-            }
-            Err(StoreError::StaleLease { .. }) => Err(RunError::LeaseLost {
-                task: self.task.clone(),
-            }),
-            Err(err) => Err(err.into()),
         }
     }
 
@@ -1473,7 +1426,7 @@ impl Claim<'_> {
                     ))
                     .await;
             }
-            self.renew_when_due().await?;
+            self.lease.renew_when_due().await?;
             if let Flow::Stop(outcome) = self.step().await? {
                 return Ok(outcome);
             }
@@ -2514,11 +2467,7 @@ impl Claim<'_> {
         .with_model(Arc::clone(&self.rt.provider))
         .with_content(Arc::clone(&self.rt.content))
         .with_inbox(self.rt.inbox.clone())
-        .with_keeper(Arc::new(ClaimKeeper {
-            log: Arc::clone(&self.rt.log),
-            lease: Arc::clone(&self.lease),
-            ttl_ms: self.rt.lease_ttl_ms,
-        }));
+        .with_keeper(Arc::new(ClaimKeeper(Arc::clone(&self.lease))));
         match &self.rt.exec {
             Some(exec) => ctx.with_exec(Arc::clone(exec)),
             None => ctx,

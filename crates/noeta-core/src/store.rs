@@ -299,6 +299,9 @@ pub enum StoreError {
         epoch: u64,
         /// The live epoch.
         live: u64,
+        /// The worker that claimed the task after this lease's holder, when one did (`None`:
+        /// the lease lapsed or was released and nobody has claimed the task since).
+        holder: Option<String>,
     },
     /// A record's payload is over [`MAX_RECORD_BYTES`].
     #[error(

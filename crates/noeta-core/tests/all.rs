@@ -17,6 +17,9 @@ mod identity;
 #[path = "all/instances.rs"]
 mod instances;
 #[cfg(test)]
+#[path = "all/lease.rs"]
+mod lease;
+#[cfg(test)]
 #[path = "all/loader.rs"]
 mod loader;
 #[cfg(test)]

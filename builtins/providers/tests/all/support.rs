@@ -35,6 +35,8 @@ pub(crate) struct Reply {
     headers: Vec<(String, String)>,
     chunks: Vec<String>,
     end: End,
+    /// The pause after each chunk.
+    pace: Duration,
 }
 
 impl Reply {
@@ -64,6 +66,7 @@ impl Reply {
             headers: vec![("content-type".into(), "text/event-stream".into())],
             chunks,
             end: End::Complete,
+            pace: Duration::from_millis(2),
         }
     }
 
@@ -74,6 +77,7 @@ impl Reply {
             headers: vec![("content-type".into(), "application/json".into())],
             chunks: vec![body.to_string()],
             end: End::Complete,
+            pace: Duration::from_millis(2),
         }
     }
 
@@ -84,12 +88,19 @@ impl Reply {
             headers: Vec::new(),
             chunks: Vec::new(),
             end: End::Silent,
+            pace: Duration::from_millis(2),
         }
     }
 
     /// With one more header.
     pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Pausing `pace` after each chunk (a slow model).
+    pub(crate) fn paced(mut self, pace: Duration) -> Self {
+        self.pace = pace;
         self
     }
 
@@ -257,7 +268,7 @@ async fn serve(mut socket: TcpStream, state: Arc<State>) {
             return;
         }
         let _ = socket.flush().await;
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(reply.pace).await;
     }
     match reply.end {
         End::Complete => {

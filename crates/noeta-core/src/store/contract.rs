@@ -168,11 +168,20 @@ async fn stale_lease(log: &dyn EventLog, clock: &ManualClock, prefix: &str) -> O
     expect(matches!(lapsed, Err(StoreError::StaleLease { .. })), || {
         format!("a lapsed lease may not append, got {lapsed:?}")
     })?;
+    expect(
+        matches!(&lapsed, Err(StoreError::StaleLease { holder: None, .. })),
+        || format!("nobody claimed the task after a lapse, got {lapsed:?}"),
+    )?;
     let second = log.claim(&task, "w2", TTL).await.map_err(e)?;
     let res = log.append(&first, &[rec(2), rec(3)]).await;
-    expect(matches!(res, Err(StoreError::StaleLease { .. })), || {
-        format!("the old worker's append is refused after a new claim, got {res:?}")
-    })?;
+    expect(
+        matches!(&res, Err(StoreError::StaleLease { holder: Some(h), .. }) if h == "w2"),
+        || {
+            format!(
+                "the old worker's append is refused after a new claim, naming `w2`, got {res:?}"
+            )
+        },
+    )?;
     let head = log.info(&task).await.map_err(e)?.head;
     expect(head == 1, || {
         format!("a refused append writes nothing (head 1), got {head}")

@@ -72,6 +72,11 @@ fn stale(log: &TaskLog, lease: &Lease) -> StoreError {
         task: lease.task.clone(),
         epoch: lease.epoch,
         live: log.epoch,
+        holder: log
+            .lease
+            .as_ref()
+            .filter(|_| log.epoch != lease.epoch)
+            .map(|l| l.worker.clone()),
     }
 }
 
