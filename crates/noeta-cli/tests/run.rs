@@ -845,3 +845,79 @@ fn with_web_switched_off_main_and_its_subagents_run_without_it() {
         "{err}"
     );
 }
+
+/// A model server on the loopback interface that streams `text` for each request and then
+/// drops the connection before the reply is whole.
+fn cut_off_model(text: &str) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let events = [
+        json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
+            "content": [], "model": "claude-test", "stop_reason": null,
+            "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+    ];
+    let body: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let mut reader = BufReader::new(socket.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut request = vec![0; length];
+            let _ = reader.read_exact(&mut request);
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+            let chunk = format!("{:x}\r\n{body}\r\n", body.len());
+            let _ = socket.write_all(head.as_bytes());
+            let _ = socket.write_all(chunk.as_bytes());
+            let _ = socket.flush();
+            // Dropped here: the chunked body never ends.
+        }
+    });
+    base
+}
+
+#[test]
+fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
+    let env = Env::new();
+    let base = cut_off_model("Half a thou");
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/config.toml"),
+        format!(
+            "[plugins.providers]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\napi_key = \"test-key\"\nmax_retries = 0\n"
+        ),
+    )
+    .unwrap();
+    let out = env.noeta(&["run", "write an essay"], None);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stdout.contains("Half a thou"),
+        "the text was shown: {stdout}"
+    );
+    assert!(
+        stderr.contains("the reply above stopped before it was whole and was not recorded"),
+        "{stderr}"
+    );
+    let log = env.noeta(&["log", &task_of(&out), "--json"], None);
+    let log = text(&log.stdout);
+    assert!(!log.contains("assistant_reply"), "{log}");
+    assert!(log.contains("turn_failed"), "{log}");
+}
