@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -336,46 +335,21 @@ impl<'a> View<'a> {
     }
 
     /// Asks every other extension's `before_compact`; those with something to say answer
-    /// (a failing or panicking one is skipped).
+    /// (a failing or panicking one is skipped and logged).
     pub fn ask_before_compact(&self, asking: &str) -> Vec<(String, CompactAdvice)> {
-        self.peers
-            .iter()
-            .filter(|p| p.name() != asking)
-            .filter_map(|p| {
-                let advice = catch_unwind(AssertUnwindSafe(|| p.before_compact(self)))
-                    .ok()?
-                    .ok()?;
-                (advice != CompactAdvice::default()).then(|| (p.name().to_owned(), advice))
-            })
-            .collect()
+        crate::hooks::Hooks(self.peers).before_compact(self, asking)
     }
 
-    /// Collects every other extension's `resident` text; a failing or panicking one is skipped.
+    /// Collects every other extension's `resident` text; a failing or panicking one is skipped
+    /// and logged.
     pub fn ask_residents(&self, asking: &str) -> Vec<(String, String)> {
-        self.peers
-            .iter()
-            .filter(|p| p.name() != asking)
-            .filter_map(|p| {
-                let text = catch_unwind(AssertUnwindSafe(|| p.resident(self)))
-                    .ok()?
-                    .ok()??;
-                Some((p.name().to_owned(), text))
-            })
-            .collect()
+        crate::hooks::Hooks(self.peers).residents(self, asking)
     }
 
-    /// Collects every other extension's `lead_resident` text; a failing or panicking one is skipped.
+    /// Collects every other extension's `lead_resident` text; a failing or panicking one is
+    /// skipped and logged.
     pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
-        self.peers
-            .iter()
-            .filter(|p| p.name() != asking)
-            .filter_map(|p| {
-                let text = catch_unwind(AssertUnwindSafe(|| p.lead_resident(self)))
-                    .ok()?
-                    .ok()??;
-                Some((p.name().to_owned(), text))
-            })
-            .collect()
+        crate::hooks::Hooks(self.peers).lead_residents(self, asking)
     }
 }
 

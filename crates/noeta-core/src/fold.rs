@@ -8,7 +8,6 @@
 //! ignored when it was made under a different plugin set.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +18,6 @@ use crate::extension::Extension;
 use crate::records::{
     CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, StopReason, ToolCall, Usage,
 };
-use crate::resolve::panic_message;
 use crate::store::{Event, Snapshot};
 use crate::tool::{SpawnOrder, Wake};
 
@@ -543,11 +541,7 @@ impl Folder {
         let Some(slot) = state.ext.get_mut(ext.name()) else {
             return Ok(());
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| ext.reduce(slot, kind, data)))
-            .unwrap_or_else(|payload| {
-                Err(format!("panicked: {}", panic_message(payload.as_ref())))
-            });
-        outcome.map_err(|reason| FoldError::Reduce {
+        crate::hooks::reduce(ext.as_ref(), slot, kind, data).map_err(|reason| FoldError::Reduce {
             extension: ext.name().to_owned(),
             kind: kind.to_owned(),
             seq,

@@ -14,9 +14,10 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::contrib::{AgentDefinition, ComponentRef, ControlToolMount, SessionBuildContext};
+use crate::hooks::panic_message;
 use crate::loader::PluginSet;
 use crate::merge::Merged;
-use crate::resolve::{Resolution, ResolveError, ResolvedEntry, panic_message};
+use crate::resolve::{Resolution, ResolveError, ResolvedEntry};
 use crate::surface::{ActivationBinding, Plane};
 use crate::tool::{Tool, tool_schema_hash};
 use crate::value::Resolved;

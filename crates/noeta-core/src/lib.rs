@@ -19,6 +19,7 @@ pub mod contrib;
 pub mod exec;
 pub mod extension;
 pub mod fold;
+mod hooks;
 pub mod identity;
 pub mod loader;
 pub mod manifest;

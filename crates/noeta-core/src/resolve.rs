@@ -12,6 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, PoisonError};
 
+use crate::hooks::panic_message;
 use crate::loader::{PluginSet, ResolveRequest};
 use crate::manifest::ManifestContribution;
 use crate::merge::{Merged, MergedEntry};
@@ -157,16 +158,6 @@ const SKILLS: &str = "skills";
 
 /// The host surfaces consumed as soon as their plugin is loaded.
 const AUTO_CONSUMED: [&str; 2] = [SKILLS, "mcp_server"];
-
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-string panic payload".to_owned()
-    }
-}
 
 impl PluginSet {
     /// Resolves one contribution (memoised) and validates it against its surface.

@@ -9,24 +9,21 @@
 //! carries on from exactly where the last one stopped.
 
 use std::collections::{BTreeMap, HashMap};
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::FutureExt;
 use serde_json::{Value, json};
 
 use crate::canonical;
-use crate::contrib::Verdict;
 use crate::extension::SpawnRequest;
-use crate::extension::{ModelReply, ModelRequest, OfferedTool, Purpose, Segment, StepSignal, View};
+use crate::extension::{ModelReply, ModelRequest, Purpose, Segment, StepSignal, View};
 use crate::fold::Folder;
 use crate::fold::{CoreState, Role, TaskState, TurnState, chain_hash};
+use crate::hooks::{CallVerdict, FinishCheck, Hooks};
 use crate::policy::Decision;
 use crate::provider::{Provider, ProviderError};
 use crate::records::{
     CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, hydrate, hydrate_all, spill,
 };
-use crate::resolve::panic_message;
 use crate::session::Session;
 use crate::store::{ContentStore, Event, EventLog, Lease, Record, StoreError, TaskId};
 
@@ -279,38 +276,9 @@ impl Spawner for ClaimSpawner {
             depth: self.depth + 1,
             earlier_in_call,
         };
-        for ext in &self.extensions {
-            let verdict =
-                std::panic::catch_unwind(AssertUnwindSafe(|| ext.before_spawn(&view, &request)));
-            match verdict {
-                Ok(Ok(Some(Verdict::Deny { reason }))) => return Err(reason),
-                Ok(Ok(Some(Verdict::Ask { reason, .. }))) => {
-                    return Err(format!(
-                        "spawning `{agent}` needs approval ({reason}), and a spawn cannot wait for one"
-                    ));
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(err)) => return Err(format!("spawn check failed: {err}")),
-                Err(payload) => {
-                    return Err(format!(
-                        "spawn check failed: {}",
-                        panicked(ext.name(), "before_spawn", payload.as_ref())
-                    ));
-                }
-            }
-        }
-        let mut inherited = BTreeMap::new();
-        for ext in &self.extensions {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| ext.inherit(&view))) {
-                Ok(Ok(Some(value))) => {
-                    inherited.insert(ext.name().to_owned(), value);
-                }
-                Ok(Ok(None)) => {}
-                Ok(Err(err)) => return Err(format!("`{}` inherit failed: {err}", ext.name())),
-                Err(payload) => return Err(panicked(ext.name(), "inherit", payload.as_ref())),
-            }
-        }
-        Ok(inherited)
+        let hooks = Hooks(&self.extensions);
+        hooks.before_spawn(&view, &request)?;
+        hooks.inherit(&view)
     }
 
     fn child_id(&self, call_id: &str, n: usize) -> String {
@@ -857,22 +825,7 @@ impl Runtime {
         to: &TaskId,
     ) -> Result<(), RunError> {
         let source = self.load(session, from).await?;
-        let mut states = BTreeMap::new();
-        for ext in &session.extensions {
-            if let Some(state) = source.ext_state(ext.name()) {
-                let kept = std::panic::catch_unwind(AssertUnwindSafe(|| ext.continue_state(state)));
-                match kept {
-                    Ok(Value::Null) => {}
-                    Ok(value) => {
-                        states.insert(ext.name().to_owned(), value);
-                    }
-                    Err(payload) => tracing::warn!(
-                        "{}",
-                        panicked(ext.name(), "continue_state", payload.as_ref())
-                    ),
-                }
-            }
-        }
+        let states = Hooks(&session.extensions).continue_state(&source);
         self.log.create_task(to, None).await?;
         let mut claim = self.claim(session, to).await?;
         let started = CoreRecord::TaskStarted {
@@ -906,22 +859,7 @@ impl Runtime {
             &session.spec.spawnable,
             &session.extensions,
         );
-        let mut commands = Vec::new();
-        for ext in &session.extensions {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| ext.commands(&view))) {
-                Ok(Ok(list)) => {
-                    commands.extend(list.into_iter().map(|c| (ext.name().to_owned(), c)))
-                }
-                Ok(Err(err)) => tracing::warn!(
-                    extension = ext.name(),
-                    "commands failed and was skipped: {err}"
-                ),
-                Err(payload) => {
-                    tracing::warn!("{}", panicked(ext.name(), "commands", payload.as_ref()))
-                }
-            }
-        }
-        Ok(commands)
+        Ok(Hooks(&session.extensions).commands(&view))
     }
 
     /// Runs `/name args`; the offering extension's error goes to the caller.
@@ -951,23 +889,9 @@ impl Runtime {
         let (outcome, staged) = held
             .keep_alive(async {
                 let view = claim.view();
-                let ext = session
-                    .extensions
-                    .iter()
-                    .find(|e| e.name() == owner.as_str());
-                let outcome = match ext {
-                    Some(ext) => AssertUnwindSafe(ext.run_command(&view, name, args))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|payload| {
-                            Err(crate::extension::HookError::new(panicked(
-                                owner,
-                                "run_command",
-                                payload.as_ref(),
-                            )))
-                        }),
-                    None => Err(crate::extension::HookError::new("the extension is gone")),
-                };
+                let outcome = Hooks(&session.extensions)
+                    .run_command(owner, &view, name, args)
+                    .await;
                 Ok((outcome, view.take_staged()))
             })
             .await?;
@@ -1167,22 +1091,7 @@ type StableKey = (String, Schemas, Vec<Value>, String);
 type Rendered = (Vec<(Arc<dyn Tool>, bool)>, Schemas);
 
 /// The tools a step offers, first offer of a name winning, and those withheld.
-struct Offer {
-    tools: Vec<OfferedTool>,
-    withheld: BTreeMap<String, String>,
-    entries: Vec<Value>,
-    /// Deferred tools an extension loaded this step (sent with their loaded description).
-    loaded: Vec<String>,
-}
-
-impl Offer {
-    fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools
-            .iter()
-            .find(|t| t.tool.name() == name)
-            .map(|t| &t.tool)
-    }
-}
+type Offer = crate::hooks::ToolOffer;
 
 /// What a phase of a step decided.
 enum Flow {
@@ -1191,6 +1100,11 @@ enum Flow {
 }
 
 impl Claim<'_> {
+    /// The agent's extensions, as the hook dispatcher calls them.
+    fn hooks(&self) -> Hooks<'_> {
+        Hooks(&self.session.extensions)
+    }
+
     fn view(&self) -> View<'_> {
         View::new(
             &self.task,
@@ -1275,27 +1189,7 @@ impl Claim<'_> {
                 self.session.folder.apply(state, event)?;
             }
         }
-        let view = self.view();
-        for event in &events {
-            for ext in &self.session.extensions {
-                let seen =
-                    std::panic::catch_unwind(AssertUnwindSafe(|| ext.on_event(&view, event)));
-                match seen {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => tracing::warn!(
-                        extension = ext.name(),
-                        seq = event.seq,
-                        "on_event failed and was skipped: {err}"
-                    ),
-                    Err(payload) => tracing::warn!(
-                        extension = ext.name(),
-                        seq = event.seq,
-                        "on_event panicked and was skipped: {}",
-                        panic_message(payload.as_ref())
-                    ),
-                }
-            }
-        }
+        self.hooks().on_event(&self.view(), &events);
         Ok(())
     }
 
@@ -1370,14 +1264,7 @@ impl Claim<'_> {
         self.check_pins().await?;
         let started = {
             let view = self.view();
-            let mut failure = None;
-            for ext in &self.session.extensions {
-                let result = AssertUnwindSafe(ext.on_start(&view)).catch_unwind().await;
-                if let Some(reason) = hook_failure(ext.name(), "on_start", result) {
-                    failure = Some(reason);
-                    break;
-                }
-            }
+            let failure = self.hooks().on_start(&view).await;
             (view.take_staged(), failure)
         };
         self.commit(started.0).await?;
@@ -1493,16 +1380,7 @@ impl Claim<'_> {
         }
         let (mut staged, failure) = {
             let view = self.view();
-            let mut failure = None;
-            for ext in &self.session.extensions {
-                let result = AssertUnwindSafe(ext.turn_intake(&view, &text))
-                    .catch_unwind()
-                    .await;
-                if let Some(reason) = hook_failure(ext.name(), "turn_intake", result) {
-                    failure = Some(reason);
-                    break;
-                }
-            }
+            let failure = self.hooks().turn_intake(&view, &text).await;
             (view.take_staged(), failure)
         };
         if let Some(reason) = failure {
@@ -1536,60 +1414,7 @@ impl Claim<'_> {
     }
 
     fn offer(&self) -> Result<Offer, String> {
-        let view = self.view();
-        let mut tools: Vec<OfferedTool> = Vec::new();
-        for ext in &self.session.extensions {
-            let offered = std::panic::catch_unwind(AssertUnwindSafe(|| ext.tools(&view)));
-            let offered = flatten_sync(ext.name(), "tools", offered)?;
-            for tool in offered {
-                if !tools.iter().any(|t| t.tool.name() == tool.name()) {
-                    tools.push(OfferedTool {
-                        extension: ext.name().to_owned(),
-                        deferred: tool.flags().deferred,
-                        tool,
-                    });
-                }
-            }
-        }
-        let mut withheld = BTreeMap::new();
-        let mut entries = Vec::new();
-        let mut loaded: Vec<String> = Vec::new();
-        for ext in &self.session.extensions {
-            let changes =
-                std::panic::catch_unwind(AssertUnwindSafe(|| ext.tool_changes(&view, &tools)));
-            let changes = flatten_sync(ext.name(), "tool_changes", changes)?;
-            for tool in changes.add {
-                match tools.iter().position(|t| t.tool.name() == tool.name()) {
-                    // Adding a held-back tool loads it, after the tools already offered, so
-                    // loading never reorders what the stable prefix already holds.
-                    Some(i) if tools[i].deferred => {
-                        let mut held = tools.remove(i);
-                        held.deferred = false;
-                        loaded.push(held.tool.name().to_owned());
-                        tools.push(held);
-                    }
-                    Some(_) => {}
-                    None => tools.push(OfferedTool {
-                        extension: ext.name().to_owned(),
-                        deferred: false,
-                        tool,
-                    }),
-                }
-            }
-            for (name, error) in changes.withhold {
-                withheld.entry(name).or_insert(error);
-            }
-            entries.extend(changes.entries);
-        }
-        tools.retain(|t| !t.deferred && !withheld.contains_key(t.tool.name()));
-        // Tools marked listed-last go after the others, each group in offer order.
-        tools.sort_by_key(|t| t.tool.flags().listed_last);
-        Ok(Offer {
-            tools,
-            withheld,
-            entries,
-            loaded,
-        })
+        self.hooks().offer(&self.view())
     }
 
     async fn step(&mut self) -> Result<Flow, RunError> {
@@ -1629,29 +1454,7 @@ impl Claim<'_> {
             // Reminders are recorded now and so sent with this request.
             let reminders = {
                 let view = self.view();
-                let mut signal = None;
-                for ext in &self.session.extensions {
-                    match AssertUnwindSafe(ext.reminders(&view)).catch_unwind().await {
-                        Ok(Ok(texts)) => {
-                            for text in texts {
-                                view.record_with_message(ext.name(), "reminder", json!({}), &text);
-                            }
-                        }
-                        Ok(Err(s)) => {
-                            signal = Some(name_signal(ext.name(), "reminders", s));
-                            break;
-                        }
-                        Err(payload) => {
-                            signal = Some(StepSignal::TurnFailed {
-                                reason: format!(
-                                    "internal_error: {}",
-                                    panicked(ext.name(), "reminders", payload.as_ref())
-                                ),
-                            });
-                            break;
-                        }
-                    }
-                }
+                let signal = self.hooks().reminders(&view).await;
                 (view.take_staged(), signal)
             };
             self.commit(reminders.0).await?;
@@ -1665,40 +1468,19 @@ impl Claim<'_> {
                 Ok(request) => request,
                 Err(reason) => return Ok(Flow::Stop(self.fail_turn(reason).await?)),
             };
-            let (request, staged, signal) = {
+            let (request, staged) = {
                 let view = self.view();
-                let mut request = request;
-                let mut signal = None;
-                for ext in &self.session.extensions {
-                    match AssertUnwindSafe(ext.before_model(&view, request.clone()))
-                        .catch_unwind()
-                        .await
-                    {
-                        Ok(Ok(next)) => request = next,
-                        Ok(Err(s)) => {
-                            signal = Some(name_signal(ext.name(), "before_model", s));
-                            break;
-                        }
-                        Err(payload) => {
-                            signal = Some(StepSignal::TurnFailed {
-                                reason: format!(
-                                    "internal_error: {}",
-                                    panicked(ext.name(), "before_model", payload.as_ref())
-                                ),
-                            });
-                            break;
-                        }
-                    }
-                }
-                (request, view.take_staged(), signal)
+                let request = self.hooks().before_model(&view, request).await;
+                (request, view.take_staged())
             };
             self.commit(staged).await?;
-            if let Some(signal) = signal {
-                match self.signal(signal, &mut stale_retries).await? {
+            let request = match request {
+                Ok(request) => request,
+                Err(signal) => match self.signal(signal, &mut stale_retries).await? {
                     Some(flow) => return Ok(flow),
                     None => continue,
-                }
-            }
+                },
+            };
             let request = self.attach(request).await?;
             let hashes = self.segment_hashes(&request);
             let answer = match &self.rt.text {
@@ -1811,33 +1593,7 @@ impl Claim<'_> {
     async fn make_room(&mut self, request: &ModelRequest) -> Result<bool, RunError> {
         let (made, staged) = {
             let view = self.view();
-            let mut made = false;
-            for ext in &self.session.extensions {
-                match AssertUnwindSafe(ext.on_context_overflow(&view, request))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(Ok(true)) => {
-                        made = true;
-                        break;
-                    }
-                    Ok(Ok(false)) => {}
-                    Ok(Err(signal)) => {
-                        tracing::warn!(
-                            extension = ext.name(),
-                            "on_context_overflow gave up: {signal:?}"
-                        );
-                        break;
-                    }
-                    Err(payload) => {
-                        tracing::warn!(
-                            "{}",
-                            panicked(ext.name(), "on_context_overflow", payload.as_ref())
-                        );
-                        break;
-                    }
-                }
-            }
+            let made = self.hooks().on_context_overflow(&view, request).await;
             (made, view.take_staged())
         };
         self.commit(staged).await?;
@@ -1889,9 +1645,8 @@ impl Claim<'_> {
         // extension order.
         let kinds = &self.session.kinds;
         let mut placed: Vec<(usize, String)> = Vec::new();
-        for ext in &self.session.extensions {
-            let parts = std::panic::catch_unwind(AssertUnwindSafe(|| ext.context(&view)));
-            for part in flatten_sync(ext.name(), "context", parts)? {
+        for (extension, part) in self.hooks().context(&view)? {
+            {
                 match part.segment {
                     Segment::Stable => system.push(part.text),
                     Segment::Resident => {
@@ -1901,7 +1656,7 @@ impl Claim<'_> {
                                 let known: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
                                 format!(
                                     "extension `{}`: context gave a resident of content kind `{kind}`, which agent `{}` does not have (kinds: {})",
-                                    ext.name(),
+                                    extension,
                                     self.session.spec.name,
                                     if known.is_empty() { "none".to_owned() } else { known.join(", ") }
                                 )
@@ -1926,16 +1681,7 @@ impl Claim<'_> {
             }
             residents.push(text);
         }
-        let tail: Vec<String> = self
-            .session
-            .extensions
-            .iter()
-            .filter_map(|ext| {
-                std::panic::catch_unwind(AssertUnwindSafe(|| ext.tail(&view)))
-                    .ok()
-                    .flatten()
-            })
-            .collect();
+        let tail = self.hooks().tail(&view);
         let tools = self.render_tools(offer);
         Ok(ModelRequest {
             purpose: Purpose::Step,
@@ -2004,31 +1750,7 @@ impl Claim<'_> {
             self.write_unwritten().await?;
         }
         if reply.text.trim().is_empty() && reply.calls.is_empty() {
-            let nudge = {
-                let view = self.view();
-                let mut nudge = None;
-                for ext in &self.session.extensions {
-                    match AssertUnwindSafe(ext.on_empty_reply(&view, &reply))
-                        .catch_unwind()
-                        .await
-                    {
-                        Ok(Ok(Some(message))) => {
-                            nudge = Some(message);
-                            break;
-                        }
-                        Ok(Ok(None)) => {}
-                        Ok(Err(err)) => tracing::warn!(
-                            extension = ext.name(),
-                            "on_empty_reply failed and was skipped: {err}"
-                        ),
-                        Err(payload) => tracing::warn!(
-                            "{}",
-                            panicked(ext.name(), "on_empty_reply", payload.as_ref())
-                        ),
-                    }
-                }
-                nudge
-            };
+            let nudge = self.hooks().on_empty_reply(&self.view(), &reply).await;
             return match nudge {
                 Some(message) => {
                     self.note("empty_reply", &message).await?;
@@ -2037,21 +1759,10 @@ impl Claim<'_> {
                 None => self.end_turn("empty_reply").await,
             };
         }
-        let decision = {
-            let view = self.view();
-            std::panic::catch_unwind(AssertUnwindSafe(|| {
-                self.session.policy.decide(&view, &reply)
-            }))
-        };
+        let decision = crate::hooks::decide(self.session.policy.as_ref(), &self.view(), &reply);
         let decision = match decision {
             Ok(decision) => decision,
-            Err(payload) => {
-                let reason = format!(
-                    "internal_error: the policy panicked: {}",
-                    panic_message(payload.as_ref())
-                );
-                return Ok(Flow::Stop(self.fail_turn(reason).await?));
-            }
+            Err(reason) => return Ok(Flow::Stop(self.fail_turn(reason).await?)),
         };
         if !matches!(decision, Decision::RunTools) {
             self.write_unwritten().await?;
@@ -2068,49 +1779,19 @@ impl Claim<'_> {
 
     /// Ends the turn unless an extension refuses, with a message the model sees.
     async fn finish(&mut self, reason: &str) -> Result<Flow, RunError> {
-        let (refusal, failure, staged) = {
+        let (check, staged) = {
             let view = self.view();
-            let mut refusal = None;
-            let mut failure = None;
-            for ext in &self.session.extensions {
-                match AssertUnwindSafe(ext.before_finish(&view))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(Ok(Some(message))) => {
-                        refusal = Some(message);
-                        break;
-                    }
-                    Ok(Ok(None)) => {}
-                    // A broken finish check is a broken step hook: refusing forever would loop.
-                    Ok(Err(err)) => {
-                        failure = Some(format!(
-                            "internal_error: `{}` before_finish failed: {err}",
-                            ext.name()
-                        ));
-                        break;
-                    }
-                    Err(payload) => {
-                        failure = Some(format!(
-                            "internal_error: {}",
-                            panicked(ext.name(), "before_finish", payload.as_ref())
-                        ));
-                        break;
-                    }
-                }
-            }
-            (refusal, failure, view.take_staged())
+            let check = self.hooks().before_finish(&view).await;
+            (check, view.take_staged())
         };
         self.commit(staged).await?;
-        if let Some(reason) = failure {
-            return Ok(Flow::Stop(self.fail_turn(reason).await?));
-        }
-        match refusal {
-            Some(message) => {
+        match check {
+            FinishCheck::Failed(reason) => Ok(Flow::Stop(self.fail_turn(reason).await?)),
+            FinishCheck::Refused(message) => {
                 self.note("finish_refused", &message).await?;
                 Ok(Flow::Continue)
             }
-            None => self.end_turn(reason).await,
+            FinishCheck::Go => self.end_turn(reason).await,
         }
     }
 
@@ -2125,80 +1806,22 @@ impl Claim<'_> {
             if let Err(reason) = check_input(tool.as_ref(), &call.input) {
                 return Gate::Deny(reason);
             }
-
-            let mut asks: Vec<String> = Vec::new();
-            let mut firm = false;
-            let mut approved = false;
-            let mut rewrite = None;
-            for ext in &self.session.extensions {
-                let verdict = match AssertUnwindSafe(ext.before_tool(view, &call))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(Ok(verdict)) => verdict,
-                    Ok(Err(err)) => return Gate::Deny(format!("permission check failed: {err}")),
-                    Err(payload) => {
+            match self.hooks().before_tool(view, &call).await {
+                CallVerdict::Deny(reason) => return Gate::Deny(reason),
+                CallVerdict::Rewrite(input) => {
+                    rewrites += 1;
+                    if rewrites > MAX_REWRITES {
                         return Gate::Deny(format!(
-                            "permission check failed: {}",
-                            panicked(ext.name(), "before_tool", payload.as_ref())
+                            "`{}` was rewritten more than {MAX_REWRITES} times; denied",
+                            call.name
                         ));
                     }
-                };
-                match verdict {
-                    Some(Verdict::Deny { reason }) => return Gate::Deny(reason),
-                    Some(Verdict::Rewrite { input, .. }) if rewrite.is_none() => {
-                        rewrite = Some(input)
-                    }
-                    Some(Verdict::Ask { reason, firm: f }) => {
-                        asks.push(reason);
-                        firm |= f;
-                    }
-                    Some(Verdict::Allow { approve: true }) => approved = true,
-                    _ => {}
+                    call.input = input;
                 }
-            }
-            if let Some(input) = rewrite {
-                rewrites += 1;
-                if rewrites > MAX_REWRITES {
-                    return Gate::Deny(format!(
-                        "`{}` was rewritten more than {MAX_REWRITES} times; denied",
-                        call.name
-                    ));
-                }
-                call.input = input;
-                continue;
-            }
-            if !asks.is_empty() && (firm || !approved) {
-                return Gate::Ask(call, asks);
-            }
-            return Gate::Allow(call);
-        }
-    }
-
-    /// Asks each `resolve_ask` to answer for the user; the first answer wins.
-    async fn resolve_ask(
-        &self,
-        view: &View<'_>,
-        call: &ToolCall,
-        asks: &[String],
-    ) -> Result<Option<bool>, String> {
-        for ext in &self.session.extensions {
-            match AssertUnwindSafe(ext.resolve_ask(view, call, asks))
-                .catch_unwind()
-                .await
-            {
-                Ok(Ok(Some(answer))) => return Ok(Some(answer)),
-                Ok(Ok(None)) => {}
-                Ok(Err(err)) => return Err(format!("permission check failed: {err}")),
-                Err(payload) => {
-                    return Err(format!(
-                        "permission check failed: {}",
-                        panicked(ext.name(), "resolve_ask", payload.as_ref())
-                    ));
-                }
+                CallVerdict::Ask(asks) => return Gate::Ask(call, asks),
+                CallVerdict::Allow => return Gate::Allow(call),
             }
         }
-        Ok(None)
     }
 
     /// Gates calls in order and runs them; adjacent read-only calls run together.
@@ -2272,7 +1895,7 @@ impl Claim<'_> {
                         self.commit(staged).await?;
                         self.write_unwritten().await?;
                         let view = self.view().with_tools(&offer.tools);
-                        let gated = match self.resolve_ask(&view, &asked, &asks).await {
+                        let gated = match self.hooks().resolve_ask(&view, &asked, &asks).await {
                             Ok(Some(true)) => Gate::Allow(asked),
                             Ok(Some(false)) => {
                                 Gate::Deny("declined on the user's behalf".to_owned())
@@ -2486,8 +2109,8 @@ impl Claim<'_> {
             staged: Vec::new(),
             spawns: Vec::new(),
         };
-        match AssertUnwindSafe(running).catch_unwind().await {
-            Ok(Ok(output)) => {
+        match crate::hooks::run_tool(&call.name, running).await {
+            Ok(output) => {
                 let outcome = if output.is_error {
                     CallOutcome::Error
                 } else {
@@ -2500,13 +2123,7 @@ impl Claim<'_> {
                     spawns: ctx.take_spawns(),
                 }
             }
-            Ok(Err(ToolError::RespondToModel(message))) => failed(ToolOutput::error(message)),
-            Ok(Err(err)) => failed(ToolOutput::error(format!("{}: {err}", call.name))),
-            Err(payload) => failed(ToolOutput::error(format!(
-                "{}: the tool panicked: {}",
-                call.name,
-                panic_message(payload.as_ref())
-            ))),
+            Err(text) => failed(ToolOutput::error(text)),
         }
     }
 
@@ -2638,8 +2255,8 @@ impl Claim<'_> {
             return self.settle(&call, &tool, ran).await;
         }
         let ctx = self.tool_context(&call);
-        match AssertUnwindSafe(tool.recover(&ctx)).catch_unwind().await {
-            Ok(Ok(Some(output))) => {
+        match crate::hooks::recover_tool(&tool, &call.name, &ctx).await {
+            Some(output) => {
                 let outcome = if output.is_error {
                     CallOutcome::Error
                 } else {
@@ -2654,17 +2271,7 @@ impl Claim<'_> {
                 };
                 self.settle(&call, &tool, ran).await
             }
-            Ok(Ok(None)) => {
-                self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
-                    .await
-            }
-            Ok(Err(err)) => {
-                tracing::warn!(tool = %call.name, "recover failed: {err}");
-                self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
-                    .await
-            }
-            Err(payload) => {
-                tracing::warn!("{}", panicked(&call.name, "recover", payload.as_ref()));
+            None => {
                 self.finish_call(&call, unknown(), CallOutcome::Unknown, Vec::new(), None)
                     .await
             }
@@ -2700,22 +2307,7 @@ impl Claim<'_> {
         let mut hook_records = Vec::new();
         if matches!(outcome, CallOutcome::Ok | CallOutcome::Error) {
             let view = self.view();
-            for ext in &self.session.extensions {
-                let received = output.clone();
-                match AssertUnwindSafe(ext.after_tool(&view, call, received))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(Ok(next)) => output = next,
-                    Ok(Err(err)) => tracing::warn!(
-                        extension = ext.name(),
-                        "after_tool failed; the result is kept as it was: {err}"
-                    ),
-                    Err(payload) => {
-                        tracing::warn!("{}", panicked(ext.name(), "after_tool", payload.as_ref()))
-                    }
-                }
-            }
+            output = self.hooks().after_tool(&view, call, output).await;
             hook_records = view.take_staged();
         }
         let outcome = match (outcome, output.is_error) {
@@ -2833,52 +2425,5 @@ fn check_input(tool: &dyn Tool, input: &Value) -> Result<(), String> {
             tool.name(),
             errors.join("; ")
         ))
-    }
-}
-
-fn panicked(extension: &str, hook: &str, payload: &(dyn std::any::Any + Send)) -> String {
-    format!("`{extension}` {hook} panicked: {}", panic_message(payload))
-}
-
-fn hook_failure(
-    extension: &str,
-    hook: &str,
-    result: Result<Result<(), crate::extension::HookError>, Box<dyn std::any::Any + Send>>,
-) -> Option<String> {
-    match result {
-        Ok(Ok(())) => None,
-        Ok(Err(err)) => Some(format!(
-            "internal_error: `{extension}` {hook} failed: {err}"
-        )),
-        Err(payload) => Some(format!(
-            "internal_error: {}",
-            panicked(extension, hook, payload.as_ref())
-        )),
-    }
-}
-
-fn flatten_sync<T>(
-    extension: &str,
-    hook: &str,
-    result: std::thread::Result<Result<T, crate::extension::HookError>>,
-) -> Result<T, String> {
-    match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(format!(
-            "internal_error: `{extension}` {hook} failed: {err}"
-        )),
-        Err(payload) => Err(format!(
-            "internal_error: {}",
-            panicked(extension, hook, payload.as_ref())
-        )),
-    }
-}
-
-fn name_signal(extension: &str, hook: &str, signal: StepSignal) -> StepSignal {
-    match signal {
-        StepSignal::Error(err) => StepSignal::TurnFailed {
-            reason: format!("internal_error: `{extension}` {hook} failed: {err}"),
-        },
-        other => other,
     }
 }

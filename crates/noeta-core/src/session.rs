@@ -8,7 +8,6 @@
 //! `(plugin, name)`.
 
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -22,11 +21,11 @@ use crate::contrib::{
 };
 use crate::extension::{ContextPart, Extension, HookError, HookResult, SpawnRequest, View};
 use crate::fold::{Folder, TaskState};
+use crate::hooks::guarded;
 use crate::identity::{AgentSpec, CompiledAgent};
 use crate::loader::{PluginSet, SourceKind};
 use crate::policy::{Policy, minimal_policy};
 use crate::records::{PluginPin, ToolCall};
-use crate::resolve::panic_message;
 use crate::store::Event;
 use crate::tool::{Tool, ToolOutput};
 use crate::value::Resolved;
@@ -186,9 +185,13 @@ impl Extension for TailReminder {
 
     fn tail(&self, view: &View<'_>) -> Option<String> {
         let input = ReminderInput::new(view.agent(), view, view.core()).with_roster(view.agents());
-        catch_unwind(AssertUnwindSafe(|| self.reminder.render(&input)))
-            .ok()
-            .flatten()
+        match guarded(|| self.reminder.render(&input)) {
+            Ok(text) => text,
+            Err(panic) => {
+                tracing::warn!(reminder = %self.name, "render {panic}; it renders nothing");
+                None
+            }
+        }
     }
 }
 
@@ -282,10 +285,7 @@ impl Extension for Transform {
         output: ToolOutput,
     ) -> HookResult<ToolOutput> {
         let input = TransformInput::new(call.name.clone(), call.input.clone(), output);
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.transform.transform(input)))
-            .unwrap_or_else(|payload| {
-                Err(format!("panicked: {}", panic_message(payload.as_ref())))
-            });
+        let outcome = guarded(|| self.transform.transform(input)).and_then(|outcome| outcome);
         Ok(outcome.unwrap_or_else(|reason| {
             ToolOutput::error(format!(
                 "{}: the result was withheld because transform `{}` failed: {reason}",
@@ -304,9 +304,7 @@ struct GuardEntry {
 impl GuardEntry {
     fn check(&self, view: &View<'_>, checkpoint: Checkpoint) -> HookResult<Option<Verdict>> {
         let input = GuardInput::new(view.task_id().as_str(), view.agent(), checkpoint);
-        catch_unwind(AssertUnwindSafe(|| self.guard.check(&input))).map_err(|payload| {
-            HookError::new(format!("panicked: {}", panic_message(payload.as_ref())))
-        })
+        guarded(|| self.guard.check(&input)).map_err(HookError::new)
     }
 }
 
@@ -364,8 +362,8 @@ impl Extension for ObserverEntry {
             event.record.kind.clone(),
             event.record.data.clone(),
         );
-        catch_unwind(AssertUnwindSafe(|| self.observer.observe(&observed)))
-            .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))))
+        guarded(|| self.observer.observe(&observed))
+            .and_then(|outcome| outcome)
             .map_err(HookError::new)
     }
 }
@@ -484,17 +482,11 @@ fn build_pack(
     factory: &dyn crate::contrib::SessionPackFactory,
     ctx: &SessionBuildContext,
 ) -> Result<BuiltPack, String> {
-    let pack = catch_unwind(AssertUnwindSafe(|| factory.build(ctx)))
-        .map_err(|payload| format!("panicked: {}", panic_message(payload.as_ref())))??;
+    let pack = guarded(|| factory.build(ctx))??;
     let mut controls = Vec::new();
     for (priority, control) in &pack.control_tools {
-        let mount =
-            catch_unwind(AssertUnwindSafe(|| control.build(ctx))).map_err(|payload| {
-                format!(
-                    "a control tool factory panicked: {}",
-                    panic_message(payload.as_ref())
-                )
-            })??;
+        let mount = guarded(|| control.build(ctx))
+            .map_err(|panic| format!("a control tool factory {panic}"))??;
         if let Some(mount) = mount {
             controls.push((*priority, mount));
         }
