@@ -224,6 +224,16 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The most lines a kernel source file may have.
+const MAX_KERNEL_FILE_LINES: usize = 900;
+
+/// The kernel files that may catch a panic: the hook dispatcher, and resolver and factory calls.
+const CATCHING_KERNEL_FILES: [&str; 3] = [
+    "crates/noeta-core/src/hooks.rs",
+    "crates/noeta-core/src/resolve.rs",
+    "crates/noeta-core/src/identity.rs",
+];
+
 fn check_sources(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     let mut files = Vec::new();
     for dir in ["crates", "builtins", "xtask", "tests", "examples"] {
@@ -231,6 +241,8 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     }
     files.sort();
     let ignore_attribute = ["#[", "ignore"].concat();
+    let should_panic = ["#[", "should_panic"].concat();
+    let catch = ["catch", "_unwind"].concat();
     for file in files {
         let text = std::fs::read_to_string(&file)?;
         let shown = file
@@ -245,6 +257,24 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) -> Result<()> {
         }
         if text.contains(&ignore_attribute) {
             problems.push(format!("{shown}: ignored tests are not allowed"));
+        }
+        if text.contains(&should_panic) {
+            problems.push(format!(
+                "{shown}: `should_panic` tests are not allowed; assert on the error instead"
+            ));
+        }
+        if shown.starts_with("crates/noeta-core/src/") {
+            let lines = text.lines().count();
+            if lines > MAX_KERNEL_FILE_LINES {
+                problems.push(format!(
+                    "{shown}: {lines} lines, over the kernel's limit of {MAX_KERNEL_FILE_LINES}; split it along its concerns"
+                ));
+            }
+            if text.contains(&catch) && !CATCHING_KERNEL_FILES.contains(&shown.as_str()) {
+                problems.push(format!(
+                    "{shown}: catches panics itself; plugin code is called through the hook dispatcher (crates/noeta-core/src/hooks.rs)"
+                ));
+            }
         }
         if shown.starts_with("crates/noeta-core/") {
             for needle in ["noeta_builtin", "noeta-builtin"] {
