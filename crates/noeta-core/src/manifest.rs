@@ -79,6 +79,17 @@ impl ManifestContribution {
         }
     }
 
+    /// The session pack of the same plugin that mounts a declared tool: a `tool` contribution
+    /// with a `pack` and no `ref` names a tool the pack mounts at session time. It takes part
+    /// in listings and in the namespace of model-visible tool names, but is not resolved (the
+    /// pack's own contribution is).
+    pub fn mounted_by(&self) -> Option<&str> {
+        if self.surface != "tool" {
+            return None;
+        }
+        self.params.get("pack").and_then(Value::as_str)
+    }
+
     /// The literal `text` parameter of an inline prompt fragment.
     pub fn text(&self) -> Option<&str> {
         self.params.get("text").and_then(Value::as_str)
@@ -449,6 +460,7 @@ pub fn parse_manifest(
         seen.insert(key, index);
         contributions.push(contribution);
     }
+    check_mounting_packs(&contributions, origin, &name)?;
     Ok(PluginManifest {
         name,
         version,
@@ -456,6 +468,40 @@ pub fn parse_manifest(
         config_schema,
         contributions,
     })
+}
+
+/// Every declared tool's `pack` is a session pack the same manifest declares.
+fn check_mounting_packs(
+    contributions: &[ManifestContribution],
+    origin: &Origin,
+    plugin: &str,
+) -> Result<(), ManifestError> {
+    let packs: Vec<&str> = contributions
+        .iter()
+        .filter(|c| c.surface == "session_pack")
+        .map(|c| c.name.as_str())
+        .collect();
+    for c in contributions {
+        if let Some(pack) = c.mounted_by()
+            && !packs.contains(&pack)
+        {
+            return Err(ManifestError::Contribution {
+                origin: origin.clone(),
+                plugin: plugin.to_owned(),
+                index: c.index,
+                entry: format!(" (surface `tool`, name `{}`)", c.name),
+                problem: format!(
+                    "is mounted by session pack `{pack}`, which plugin `{plugin}` does not declare (its session packs: {})",
+                    if packs.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        packs.join(", ")
+                    }
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn parse_contribution(
@@ -553,6 +599,22 @@ fn parse_contribution(
             return Err(fail(
                 entry_label,
                 "`tools` must be a tool name or a non-empty list of tool names".to_owned(),
+            ));
+        }
+    }
+    if surface == "tool"
+        && let Some(pack) = params.get("pack")
+    {
+        if pack.as_str().is_none_or(|p| p.trim().is_empty()) {
+            return Err(fail(
+                entry_label,
+                format!("`pack` must name a session pack of this plugin, got `{pack}`"),
+            ));
+        }
+        if reference.is_some() {
+            return Err(fail(
+                entry_label,
+                "has both a `ref` and a `pack`: a tool is either resolved from its ref or mounted by a session pack, not both".to_owned(),
             ));
         }
     }

@@ -300,10 +300,11 @@ impl PluginSet {
         let mut resolution = Resolution::default();
         let mut errors = Vec::new();
         for entry in merged.entries() {
-            if !self.in_scope(entry, activated) {
+            let c = &entry.contribution;
+            // A declared tool is its pack's: the pack is resolved, the declaration is not.
+            if !self.in_scope(entry, activated) || c.mounted_by().is_some() {
                 continue;
             }
-            let c = &entry.contribution;
             match self.resolve_contribution(&entry.plugin, &c.surface, &c.name) {
                 Ok(value) => resolution
                     .by_surface
@@ -328,6 +329,7 @@ impl PluginSet {
     pub fn resolve_everything(&self, merged: &Merged) -> Vec<ResolveError> {
         merged
             .entries()
+            .filter(|entry| entry.contribution.mounted_by().is_none())
             .filter_map(|entry| {
                 let c = &entry.contribution;
                 self.resolve_contribution(&entry.plugin, &c.surface, &c.name)

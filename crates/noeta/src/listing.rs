@@ -135,8 +135,19 @@ fn contribution_lines(set: &PluginSet, contributions: &[ManifestContribution], o
         let _ = writeln!(out, "    (no contributions)");
     }
     for (surface, entries) in groups {
+        // Tools a session pack mounts are listed together, after the pack's name.
+        let mut by_pack: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for c in &entries {
+            if let Some(pack) = c.mounted_by() {
+                by_pack.entry(pack).or_default().push(&c.name);
+            }
+        }
+        let declared = by_pack
+            .into_iter()
+            .map(|(pack, tools)| format!("{} (mounted by session pack {pack})", tools.join(", ")));
         let names: Vec<String> = entries
             .iter()
+            .filter(|c| c.mounted_by().is_none())
             .map(|c| {
                 let mut label = c.name.clone();
                 if set.registry().get(surface).is_ok_and(|s| s.mounts_tools()) {
@@ -154,6 +165,7 @@ fn contribution_lines(set: &PluginSet, contributions: &[ManifestContribution], o
                 }
                 label
             })
+            .chain(declared)
             .collect();
         let _ = writeln!(out, "    {surface:<22} {}", names.join(", "));
     }

@@ -652,3 +652,68 @@ fn an_unknown_top_level_field_is_refused_naming_it() {
         ],
     );
 }
+
+// --- tools a session pack mounts ---------------------------------------------------
+
+const PACK_AND_TOOL: &str = "name = \"demo\"\n[[contributions]]\nsurface = \"session_pack\"\nname = \"kit\"\nref = \"demo::kit\"\npriority = 900\n";
+
+#[test]
+fn a_tool_mounted_by_the_plugins_own_session_pack_is_declared_by_name() {
+    let manifest = parse(&format!(
+        "{PACK_AND_TOOL}[[contributions]]\nsurface = \"tool\"\nname = \"Lint\"\npack = \"kit\"\n"
+    ));
+    let tool = &manifest.contributions[1];
+    assert_eq!(tool.mounted_by(), Some("kit"));
+    assert_eq!(tool.tool_names(), ["Lint"]);
+    assert_eq!(tool.reference, None);
+    // A tool resolved from its ref is not a declaration; nor is a pack on another surface.
+    let resolved =
+        parse("name = \"demo\"\n[[contributions]]\nsurface = \"tool\"\nref = \"demo::Lint\"\n");
+    assert_eq!(resolved.contributions[0].mounted_by(), None);
+}
+
+#[test]
+fn a_declared_tool_naming_a_pack_the_plugin_lacks_is_refused_naming_its_packs() {
+    let message = refusal(&format!(
+        "{PACK_AND_TOOL}[[contributions]]\nsurface = \"tool\"\nname = \"Lint\"\npack = \"kits\"\n"
+    ));
+    assert_eq!(
+        message,
+        format!(
+            "manifest file `{FILE}` (plugin `demo`): contribution #2 (surface `tool`, name `Lint`): is mounted by session pack `kits`, which plugin `demo` does not declare (its session packs: kit)"
+        )
+    );
+    let message = refusal(
+        "name = \"demo\"\n[[contributions]]\nsurface = \"tool\"\nname = \"Lint\"\npack = \"kit\"\n",
+    );
+    assert_mentions(
+        &message,
+        &["contribution #1", "`Lint`", "its session packs: none"],
+    );
+}
+
+#[test]
+fn a_declared_tool_with_a_ref_or_a_pack_that_is_not_a_name_is_refused() {
+    let message = refusal(&format!(
+        "{PACK_AND_TOOL}[[contributions]]\nsurface = \"tool\"\nname = \"Lint\"\nref = \"demo::Lint\"\npack = \"kit\"\n"
+    ));
+    assert_mentions(
+        &message,
+        &[
+            "contribution #2 (surface `tool`, name `Lint`)",
+            "has both a `ref` and a `pack`",
+        ],
+    );
+    for bad in ["7", "\"\"", "[\"kit\"]"] {
+        let message = refusal(&format!(
+            "{PACK_AND_TOOL}[[contributions]]\nsurface = \"tool\"\nname = \"Lint\"\npack = {bad}\n"
+        ));
+        assert_mentions(
+            &message,
+            &[
+                "contribution #2",
+                "`pack` must name a session pack of this plugin",
+            ],
+        );
+    }
+}
