@@ -2552,6 +2552,106 @@ fn in_plan_mode_only_tools_safe_while_planning_run() {
     );
 }
 
+// --- combination rules the audit asked for ------------------------------------------
+
+#[test]
+fn the_first_offer_of_a_shared_tool_name_wins() {
+    let h = Harness::new();
+    let first = Arc::new(TestTool::new("Shared"));
+    let mut second = TestTool::new("Shared");
+    second.reply = |_| Ok(ToolOutput::text("the second one ran"));
+    let second = Arc::new(second);
+    let rt = h.runtime(json!([
+        { "calls": [call("Shared", json!({"n": 1}))] },
+        { "text": "done" }
+    ]));
+    let s = session(vec![
+        offers(vec![first.clone()]),
+        offers(vec![second.clone()]),
+    ]);
+    let t = task("shared");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(first.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(second.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(result_text(&rt, &s, &t), "ran with {\"n\":1}");
+}
+
+#[test]
+fn at_most_ten_adjacent_read_only_calls_run_at_once() {
+    let h = Harness::new();
+    let reader = Arc::new(TestTool::new("Look").read_only());
+    let calls: Vec<Value> = (1..=12).map(|n| call("Look", json!({ "n": n }))).collect();
+    let rt = h.runtime(json!([{ "calls": calls }, { "text": "done" }]));
+    let s = session(vec![offers(vec![reader.clone()])]);
+    let t = task("cap");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(reader.runs.load(Ordering::SeqCst), 12);
+    assert_eq!(
+        reader.max_active.load(Ordering::SeqCst),
+        noeta_core::runner::MAX_PARALLEL_READS
+    );
+    assert_eq!(noeta_core::runner::MAX_PARALLEL_READS, 10);
+}
+
+#[test]
+fn gating_stops_at_the_first_call_that_must_ask_until_it_is_answered() {
+    /// Asks about `Risky`, and remembers every call it was asked about.
+    struct Watcher(Arc<Mutex<Vec<String>>>);
+    #[async_trait]
+    impl Extension for Watcher {
+        fn name(&self) -> &str {
+            "watcher"
+        }
+        async fn before_tool(&self, _v: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
+            self.0.lock().unwrap().push(call.id.clone());
+            Ok((call.name == "Risky").then(|| Verdict::Ask {
+                reason: "Risky needs a yes".into(),
+                firm: false,
+            }))
+        }
+    }
+    let h = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let risky = Arc::new(TestTool::new("Risky"));
+    let later = Arc::new(TestTool::new("Later"));
+    let rt = h.runtime(json!([
+        { "calls": [
+            { "id": "a", "name": "Later", "input": {"n": 1} },
+            { "id": "b", "name": "Risky", "input": {"n": 2} },
+            { "id": "c", "name": "Later", "input": {"n": 3} }
+        ] },
+        { "text": "done" }
+    ]));
+    let s = session(vec![
+        offers(vec![risky.clone(), later.clone()]),
+        Arc::new(Watcher(seen.clone())),
+    ]);
+    let t = task("ask-stops");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        matches!(&outcome, RunOutcome::Parked { call_id, .. } if call_id == "b"),
+        "{outcome:?}"
+    );
+    assert_eq!(*seen.lock().unwrap(), ["a", "b"], "c is not gated yet");
+    assert_eq!(later.runs.load(Ordering::SeqCst), 1, "only a ran");
+    assert_eq!(risky.runs.load(Ordering::SeqCst), 0);
+
+    block_on(rt.answer(&s, &t, "b", true)).unwrap();
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.last().map(String::as_str), Some("c"), "{seen:?}");
+    assert!(
+        !seen[..seen.len() - 1].contains(&"c".to_owned()),
+        "{seen:?}"
+    );
+    assert_eq!(risky.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(later.runs.load(Ordering::SeqCst), 2);
+}
+
 // --- sessions built from a plugin set ------------------------------------------------
 
 mod from_plugins {
@@ -3008,6 +3108,155 @@ mod from_plugins {
         block_on(rt.create(&s, &t, "go")).unwrap();
         block_on(rt.run(&s, &t)).unwrap();
         assert_eq!(result_text(&rt, &s, &t), "Echo is not allowed here");
+    }
+
+    /// Records every checkpoint it is asked at; denies spawning `fixer` and the first finish.
+    struct Checkpoints {
+        seen: Arc<Mutex<Vec<String>>>,
+        finishes: AtomicUsize,
+    }
+
+    impl noeta_core::Guard for Checkpoints {
+        fn check(&self, input: &noeta_core::GuardInput) -> Option<Verdict> {
+            use noeta_core::Checkpoint;
+            match &input.checkpoint {
+                Checkpoint::Spawn { agent, .. } => {
+                    self.seen.lock().unwrap().push(format!("spawn {agent}"));
+                    (agent == "fixer").then(|| Verdict::Deny {
+                        reason: "no fixing today".into(),
+                    })
+                }
+                Checkpoint::Finish => {
+                    self.seen.lock().unwrap().push("finish".into());
+                    (self.finishes.fetch_add(1, Ordering::SeqCst) == 0).then(|| Verdict::Deny {
+                        reason: "not yet: say goodbye first".into(),
+                    })
+                }
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn a_guard_contribution_is_asked_at_the_spawn_checkpoint_and_at_finish() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let guard = Arc::new(Checkpoints {
+            seen: seen.clone(),
+            finishes: AtomicUsize::new(0),
+        });
+        let mut parent = built(
+            vec![PluginSource::Linked(
+                Manifest::new("gatekeeper")
+                    .with("guard", "checkpoints", "")
+                    .linked(
+                        "noeta-gatekeeper",
+                        ResolveWith(move |_: &noeta_core::ResolveRequest<'_>| {
+                            Ok(Resolved::Guard(guard.clone()))
+                        }),
+                    ),
+            )],
+            &[],
+        );
+        parent
+            .extensions
+            .insert(0, offers(vec![Arc::new(Delegate)]));
+        parent.folder = Folder::new(&parent.extensions, "guarded-family");
+        parent.spec.spawnable = vec!["fixer".into(), "scout".into()];
+        let child = |name: &str| {
+            let mut s = bare_session(name, "You are a child.");
+            s.folder = Folder::new(&s.extensions, "child-set");
+            Arc::new(s)
+        };
+        let host = Host {
+            parent: Arc::new(parent),
+            children: vec![child("scout"), child("fixer")],
+        };
+        let h = Harness::new();
+        let rt = Runtime::new(h.log.clone(), h.content.clone(), Arc::new(ChildAware))
+            .with_lease_ttl(1_000);
+        let t = task("guarded-parent");
+        block_on(rt.create(&host.parent, &t, "fix it")).unwrap();
+        let (_, outcome) = block_on(rt.run_tree(&host, &t)).unwrap();
+        assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(&seen[..2], ["spawn scout", "spawn fixer"], "{seen:?}");
+        assert_eq!(
+            seen.iter().filter(|s| *s == "finish").count(),
+            2,
+            "the refused finish and the one after: {seen:?}"
+        );
+        let state = block_on(rt.load(&host.parent, &t)).unwrap();
+        let texts: Vec<&str> = state
+            .core
+            .messages
+            .iter()
+            .map(|m| m.text.as_str())
+            .collect();
+        assert!(
+            texts.iter().any(|m| m.contains("no fixing today")),
+            "the refused spawn reached the tool: {texts:?}"
+        );
+        assert!(
+            texts.contains(&"not yet: say goodbye first"),
+            "the refusal to finish reached the model: {texts:?}"
+        );
+    }
+
+    /// Sees every event, fails on every other one, and panics at the turn's end.
+    struct Flaky(Arc<Mutex<Vec<String>>>);
+
+    impl noeta_core::Observer for Flaky {
+        fn observe(&self, event: &noeta_core::ObservedEvent) -> Result<(), String> {
+            let count = {
+                let mut seen = self.0.lock().unwrap();
+                seen.push(event.kind.clone());
+                seen.len()
+            };
+            if event.kind == "turn_ended" {
+                panic!("an observer that panics");
+            }
+            if count % 2 == 0 {
+                return Err("the metrics sink is down".into());
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_observer_contribution_sees_every_event_and_its_failures_leave_the_task_alone() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observer = Arc::new(Flaky(seen.clone()));
+        let s = built(
+            vec![
+                PluginSource::Linked(
+                    Manifest::new("tools")
+                        .with("tool", "Echo", "")
+                        .linked("noeta-tools", Fixtures),
+                ),
+                PluginSource::Linked(
+                    Manifest::new("metrics")
+                        .with("observer", "flaky", "")
+                        .linked(
+                            "noeta-metrics",
+                            ResolveWith(move |_: &noeta_core::ResolveRequest<'_>| {
+                                Ok(Resolved::Observer(observer.clone()))
+                            }),
+                        ),
+                ),
+            ],
+            &["tools"],
+        );
+        let h = Harness::new();
+        let rt =
+            h.runtime(json!([{ "calls": [call("Echo", json!({"text": "x"}))] }, { "text": "ok" }]));
+        let t = task("observed");
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        let outcome = block_on(rt.run(&s, &t)).unwrap();
+        assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+        let kinds: Vec<String> = h.events(&t).iter().map(|e| e.record.kind.clone()).collect();
+        assert_eq!(*seen.lock().unwrap(), kinds, "every event, in order");
+        assert!(kinds.iter().any(|k| k == "call_finished"));
+        assert_eq!(kinds.last().map(String::as_str), Some("turn_ended"));
     }
 
     mod noeta_testkit_like {
