@@ -10,46 +10,15 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use noeta_testkit::cli::CliEnv;
 
 use serde_json::Value;
 
-struct Env {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let home = root.path().join("home");
-        let workspace = root.path().join("workspace");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&workspace).unwrap();
-        Self {
-            _root: root,
-            home,
-            workspace,
-        }
-    }
-
-    fn noeta(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_noeta"))
-            .args(args)
-            .env("HOME", &self.home)
-            .current_dir(&self.workspace)
-            .output()
-            .unwrap()
-    }
-
-    fn user_plugin(&self, dir: &str, manifest: &str) -> PathBuf {
-        write_plugin(&self.home.join(".noeta/plugins").join(dir), manifest)
-    }
-
-    fn workspace_plugin(&self, dir: &str, manifest: &str) -> PathBuf {
-        write_plugin(&self.workspace.join(".noeta/plugins").join(dir), manifest)
-    }
+/// A fresh home and workspace for the real binary.
+fn new_env() -> CliEnv {
+    CliEnv::new(env!("CARGO_BIN_EXE_noeta"))
 }
 
 fn write_plugin(dir: &Path, manifest: &str) -> PathBuf {
@@ -89,8 +58,8 @@ text = "Answer in at most three sentences."
 
 #[test]
 fn surfaces_json_is_the_golden_table() {
-    let env = Env::new();
-    let out = env.noeta(&["surfaces", "--json"]);
+    let env = new_env();
+    let out = env.run(&["surfaces", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let golden = std::fs::read(repo_root().join("tests/golden/surfaces.json")).unwrap();
     assert_eq!(out.stdout, golden);
@@ -108,7 +77,7 @@ fn surfaces_json_is_the_golden_table() {
 
 #[test]
 fn surfaces_text_lists_every_surface() {
-    let out = Env::new().noeta(&["surfaces"]);
+    let out = new_env().run(&["surfaces"]);
     let text = stdout(&out);
     for name in noeta_core::STANDARD_SURFACES {
         assert!(text.contains(name), "{name} missing from:\n{text}");
@@ -118,9 +87,9 @@ fn surfaces_text_lists_every_surface() {
 
 #[test]
 fn plugins_list_json_is_byte_identical_across_runs_and_lists_all_builtins() {
-    let env = Env::new();
-    let first = env.noeta(&["plugins", "list", "--json"]);
-    let second = env.noeta(&["plugins", "list", "--json"]);
+    let env = new_env();
+    let first = env.run(&["plugins", "list", "--json"]);
+    let second = env.run(&["plugins", "list", "--json"]);
     assert!(first.status.success(), "{}", stderr(&first));
     assert_eq!(first.stdout, second.stdout);
     let listing = json(&first);
@@ -150,13 +119,13 @@ fn plugins_list_json_is_byte_identical_across_runs_and_lists_all_builtins() {
 
 #[test]
 fn plugins_list_shows_user_plugins_and_broken_manifests() {
-    let env = Env::new();
+    let env = new_env();
     env.user_plugin("house", FRAGMENT);
     let broken = env.user_plugin(
         "broken",
         "name = \"broken\"\n[[contributions]]\nname = \"x\"\n",
     );
-    let out = env.noeta(&["plugins", "list", "--json"]);
+    let out = env.run(&["plugins", "list", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listing = json(&out);
     let house = listing["plugins"]
@@ -180,16 +149,16 @@ fn plugins_list_shows_user_plugins_and_broken_manifests() {
         "{message}"
     );
 
-    let text = stdout(&env.noeta(&["plugins", "list"]));
+    let text = stdout(&env.run(&["plugins", "list"]));
     assert!(text.contains("house 1.2.0 (user, file"), "{text}");
     assert!(text.contains("plugins that failed to load:"), "{text}");
 }
 
 #[test]
 fn an_untrusted_workspace_plugin_is_skipped_until_trusted() {
-    let env = Env::new();
+    let env = new_env();
     env.workspace_plugin("house", FRAGMENT);
-    let out = env.noeta(&["plugins", "list", "--json"]);
+    let out = env.run(&["plugins", "list", "--json"]);
     assert!(out.status.success());
     assert!(!stdout(&out).contains("\"house\""));
     assert!(
@@ -198,7 +167,7 @@ fn an_untrusted_workspace_plugin_is_skipped_until_trusted() {
         stderr(&out)
     );
 
-    let trust = env.noeta(&["trust", "."]);
+    let trust = env.run(&["trust", "."]);
     assert!(trust.status.success(), "{}", stderr(&trust));
     assert!(stdout(&trust).contains("trusted "), "{}", stdout(&trust));
     let store = std::fs::read_to_string(env.home.join(".noeta/trust.json")).unwrap();
@@ -207,7 +176,7 @@ fn an_untrusted_workspace_plugin_is_skipped_until_trusted() {
         "{store}"
     );
 
-    let out = env.noeta(&["plugins", "list", "--json"]);
+    let out = env.run(&["plugins", "list", "--json"]);
     let listing = json(&out);
     let house = listing["plugins"]
         .as_array()
@@ -221,10 +190,10 @@ fn an_untrusted_workspace_plugin_is_skipped_until_trusted() {
 
 #[test]
 fn a_malformed_trust_store_is_an_error_naming_it() {
-    let env = Env::new();
+    let env = new_env();
     std::fs::create_dir_all(env.home.join(".noeta")).unwrap();
     std::fs::write(env.home.join(".noeta/trust.json"), "{not json").unwrap();
-    let out = env.noeta(&["plugins", "list"]);
+    let out = env.run(&["plugins", "list"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("trust.json"), "{}", stderr(&out));
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
@@ -232,17 +201,17 @@ fn a_malformed_trust_store_is_an_error_naming_it() {
 
 #[test]
 fn trusting_a_missing_directory_fails_naming_it() {
-    let env = Env::new();
-    let out = env.noeta(&["trust", "no-such-dir"]);
+    let env = new_env();
+    let out = env.run(&["trust", "no-such-dir"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("no-such-dir"), "{}", stderr(&out));
 }
 
 #[test]
 fn a_user_plugin_named_like_a_builtin_is_shadowed_with_a_warning() {
-    let env = Env::new();
+    let env = new_env();
     let path = env.user_plugin("fs", "name = \"fs\"\nversion = \"9.0.0\"\n");
-    let out = env.noeta(&["plugins", "list", "--json"]);
+    let out = env.run(&["plugins", "list", "--json"]);
     assert!(out.status.success());
     let err = stderr(&out);
     assert!(
@@ -262,11 +231,11 @@ fn a_user_plugin_named_like_a_builtin_is_shadowed_with_a_warning() {
 
 #[test]
 fn two_on_disk_plugins_with_one_name_are_an_error_naming_both() {
-    let env = Env::new();
+    let env = new_env();
     let a = env.user_plugin("a", FRAGMENT);
     let extra = env.workspace.join("extra");
     let b = write_plugin(&extra.join("b"), FRAGMENT);
-    let out = env.noeta(&["plugins", "list", "--plugin-dir", extra.to_str().unwrap()]);
+    let out = env.run(&["plugins", "list", "--plugin-dir", extra.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("duplicate plugin name `house`"), "{err}");
@@ -278,7 +247,7 @@ fn two_on_disk_plugins_with_one_name_are_an_error_naming_both() {
 
 #[test]
 fn plugins_check_passes_on_the_builtins() {
-    let out = Env::new().noeta(&["plugins", "check", "--resolve"]);
+    let out = new_env().run(&["plugins", "check", "--resolve"]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -293,14 +262,14 @@ fn plugins_check_passes_on_the_builtins() {
 
 #[test]
 fn plugins_check_reports_a_bad_manifest_naming_file_and_field() {
-    let env = Env::new();
+    let env = new_env();
     let bad = env.workspace.join("bad.toml");
     std::fs::write(
         &bad,
         "name = \"bad\"\n[[contributions]]\nsurface = \"reminder\"\nname = \"r\"\nref = \"x::r\"\npriority = \"high\"\n",
     )
     .unwrap();
-    let out = env.noeta(&["plugins", "check", bad.to_str().unwrap()]);
+    let out = env.run(&["plugins", "check", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(text.contains("problem: manifest file"), "{text}");
@@ -313,8 +282,8 @@ fn plugins_check_reports_a_bad_manifest_naming_file_and_field() {
 
 #[test]
 fn plugins_check_reports_an_unreadable_path() {
-    let env = Env::new();
-    let out = env.noeta(&["plugins", "check", "missing/noeta-plugin.toml"]);
+    let env = new_env();
+    let out = env.run(&["plugins", "check", "missing/noeta-plugin.toml"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stdout(&out).contains("cannot read manifest file `missing/noeta-plugin.toml`"),
@@ -325,7 +294,7 @@ fn plugins_check_reports_an_unreadable_path() {
 
 #[test]
 fn plugins_check_reports_unknown_surfaces_and_collisions() {
-    let env = Env::new();
+    let env = new_env();
     let dir = env.workspace.join("plugins");
     write_plugin(
         &dir.join("one"),
@@ -335,7 +304,7 @@ fn plugins_check_reports_unknown_surfaces_and_collisions() {
         &dir.join("two"),
         "name = \"two\"\n[[contributions]]\nsurface = \"http_route\"\nname = \"r\"\n",
     );
-    let out = env.noeta(&["plugins", "check", dir.to_str().unwrap()]);
+    let out = env.run(&["plugins", "check", dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(text.contains("prompt_fragment `memory-policy` is contributed by both plugin `memory` and plugin `one` — no override"), "{text}");
@@ -347,12 +316,12 @@ fn plugins_check_reports_unknown_surfaces_and_collisions() {
 
 #[test]
 fn requires_noeta_warns_by_default_and_fails_under_strict() {
-    let env = Env::new();
+    let env = new_env();
     let path = env.workspace.join("future.toml");
     std::fs::write(&path, "name = \"future\"\nrequires-noeta = \">=9\"\n").unwrap();
     let p = path.to_str().unwrap();
 
-    let out = env.noeta(&["plugins", "check", p]);
+    let out = env.run(&["plugins", "check", p]);
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(
         stdout(&out).contains("requires noeta >=9, but the kernel is 0.1.0 — loading it anyway"),
@@ -363,7 +332,7 @@ fn requires_noeta_warns_by_default_and_fails_under_strict() {
         !stderr(&out).contains("requires noeta"),
         "printed once, in the report"
     );
-    let as_json = env.noeta(&["plugins", "check", "--json", p]);
+    let as_json = env.run(&["plugins", "check", "--json", p]);
     assert!(
         stderr(&as_json).contains("warning: plugin `future`"),
         "{}",
@@ -376,7 +345,7 @@ fn requires_noeta_warns_by_default_and_fails_under_strict() {
             .contains("requires noeta >=9")
     );
 
-    let strict = env.noeta(&["plugins", "check", "--strict", p]);
+    let strict = env.run(&["plugins", "check", "--strict", p]);
     assert_eq!(strict.status.code(), Some(1));
     assert!(
         stdout(&strict).contains("refused (strict)"),
@@ -385,7 +354,7 @@ fn requires_noeta_warns_by_default_and_fails_under_strict() {
     );
 
     std::fs::write(&path, "name = \"future\"\nrequires-noeta = \"soon\"\n").unwrap();
-    let unparseable = env.noeta(&["plugins", "check", p]);
+    let unparseable = env.run(&["plugins", "check", p]);
     assert!(unparseable.status.success());
     assert!(
         stdout(&unparseable).contains("is not a semver range"),
@@ -396,9 +365,9 @@ fn requires_noeta_warns_by_default_and_fails_under_strict() {
 
 #[test]
 fn plugins_check_resolve_reports_refs_no_compiled_resolver_knows() {
-    let env = Env::new();
+    let env = new_env();
     let example = repo_root().join("examples/hello-plugin");
-    let out = env.noeta(&["plugins", "check", example.to_str().unwrap()]);
+    let out = env.run(&["plugins", "check", example.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(
         stdout(&out).contains("checked hello 0.1.0 (path, file"),
@@ -406,7 +375,7 @@ fn plugins_check_resolve_reports_refs_no_compiled_resolver_knows() {
         stdout(&out)
     );
 
-    let resolved = env.noeta(&[
+    let resolved = env.run(&[
         "plugins",
         "check",
         "--resolve",
@@ -433,7 +402,7 @@ fn plugins_check_resolve_reports_refs_no_compiled_resolver_knows() {
 
 #[test]
 fn the_surfaces_table_is_aligned() {
-    let text = stdout(&Env::new().noeta(&["surfaces"]));
+    let text = stdout(&new_env().run(&["surfaces"]));
     let columns: Vec<Option<usize>> = text
         .lines()
         .map(|l| {
@@ -448,7 +417,7 @@ fn the_surfaces_table_is_aligned() {
 
 #[test]
 fn an_error_names_its_cause_once() {
-    let out = Env::new().noeta(&["trust", "nope"]);
+    let out = new_env().run(&["trust", "nope"]);
     let err = stderr(&out);
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }

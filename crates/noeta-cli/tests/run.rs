@@ -9,80 +9,15 @@
 )]
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+
+use noeta_testkit::cli::CliEnv;
 
 use serde_json::{Value, json};
 
-struct Env {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let home = root.path().join("home");
-        let workspace = root.path().join("workspace");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&workspace).unwrap();
-        Self {
-            _root: root,
-            home,
-            workspace,
-        }
-    }
-
-    /// Writes a model script into the workspace; returns the `--provider` value.
-    fn script(&self, turns: Value) -> String {
-        let path = self.workspace.join("script.json");
-        std::fs::write(&path, json!({ "turns": turns }).to_string()).unwrap();
-        format!("scripted:{}", path.display())
-    }
-
-    /// Writes a whole model script (with `agents` for subagents); returns the `--provider` value.
-    fn script_file(&self, script: Value) -> String {
-        let path = self.workspace.join("script.json");
-        std::fs::write(&path, script.to_string()).unwrap();
-        format!("scripted:{}", path.display())
-    }
-
-    /// Runs the binary with `stdin` piped in (closed at once when `None`).
-    fn noeta(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        self.noeta_with(args, stdin, &[])
-    }
-
-    /// The same, with extra environment variables.
-    fn noeta_with(&self, args: &[&str], stdin: Option<&str>, vars: &[(&str, &str)]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_noeta"))
-            .args(args)
-            .envs(vars.iter().copied())
-            .env("HOME", &self.home)
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_BASE_URL")
-            .env_remove("OPENAI_BASE_URL")
-            .current_dir(&self.workspace)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        }
-        child.wait_with_output().unwrap()
-    }
+/// A fresh home and workspace for the real binary.
+fn new_env() -> CliEnv {
+    CliEnv::new(env!("CARGO_BIN_EXE_noeta"))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -106,8 +41,8 @@ fn task_of(out: &Output) -> String {
 
 #[test]
 fn without_a_key_or_a_provider_one_message_says_how_to_configure_a_model() {
-    let env = Env::new();
-    let out = env.noeta(&["run", "hello"], None);
+    let env = new_env();
+    let out = env.run_with(&["run", "hello"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
@@ -119,15 +54,16 @@ fn without_a_key_or_a_provider_one_message_says_how_to_configure_a_model() {
 
 #[test]
 fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
-    let env = Env::new();
+    let env = new_env();
     std::fs::write(env.workspace.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let provider = env.script(json!([
         call("Read", json!({ "file_path": "notes.txt" })),
         { "text": "The notes say alpha and beta." }
     ]));
-    let out = env.noeta(
+    let out = env.run_with(
         &["run", "--provider", &provider, "what do the notes say?"],
         None,
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "The notes say alpha and beta.\n");
@@ -137,7 +73,7 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
     assert!(env.workspace.join(".noeta/noeta.db").exists());
 
     let task = task_of(&out);
-    let listed = env.noeta(&["tasks"], None);
+    let listed = env.run_with(&["tasks"], None, &[]);
     let listed = text(&listed.stdout);
     assert!(listed.starts_with(&task), "{listed}");
     assert!(
@@ -145,7 +81,7 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
         "{listed}"
     );
 
-    let log = env.noeta(&["log", &task, "--json"], None);
+    let log = env.run_with(&["log", &task, "--json"], None, &[]);
     let kinds: Vec<String> = text(&log.stdout)
         .lines()
         .map(|l| {
@@ -157,10 +93,10 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
         .collect();
     assert!(kinds.contains(&"call_finished".to_owned()), "{kinds:?}");
     assert_eq!(kinds.last().unwrap(), "turn_ended");
-    let readable = text(&env.noeta(&["log", &task], None).stdout);
+    let readable = text(&env.run_with(&["log", &task], None, &[]).stdout);
     assert!(readable.contains("core/user_message"), "{readable}");
 
-    let missing = env.noeta(&["log", "no-such-task"], None);
+    let missing = env.run_with(&["log", "no-such-task"], None, &[]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(
         text(&missing.stderr)
@@ -172,9 +108,9 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
 
 #[test]
 fn json_mode_prints_every_event_as_a_json_line() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([{ "text": "hi" }]));
-    let out = env.noeta(
+    let out = env.run_with(
         &[
             "run",
             "--provider",
@@ -185,6 +121,7 @@ fn json_mode_prints_every_event_as_a_json_line() {
             "say hi",
         ],
         None,
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<Value> = text(&out.stdout)
@@ -202,12 +139,16 @@ fn json_mode_prints_every_event_as_a_json_line() {
 #[test]
 fn a_write_asks_permission_answered_on_stdin() {
     for (answer, written) in [("y\n", true), ("n\n", false), ("always\n", true)] {
-        let env = Env::new();
+        let env = new_env();
         let provider = env.script(json!([
             call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
             { "text": "done" }
         ]));
-        let out = env.noeta(&["run", "--provider", &provider, "write it"], Some(answer));
+        let out = env.run_with(
+            &["run", "--provider", &provider, "write it"],
+            Some(answer),
+            &[],
+        );
         assert!(out.status.success(), "{}", text(&out.stderr));
         let err = text(&out.stderr);
         assert!(err.contains("? Write wants to run: "), "{err}");
@@ -221,12 +162,12 @@ fn a_write_asks_permission_answered_on_stdin() {
 
 #[test]
 fn with_nothing_on_stdin_an_ask_is_denied_at_once() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([
         call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
         { "text": "done" }
     ]));
-    let out = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    let out = env.run_with(&["run", "--provider", &provider, "write it"], None, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("no answer (standard input is closed): denied"));
     assert!(!env.workspace.join("out.txt").exists());
@@ -235,12 +176,12 @@ fn with_nothing_on_stdin_an_ask_is_denied_at_once() {
 #[test]
 fn accept_edits_writes_without_asking_and_plan_refuses_the_write() {
     for (mode, written) in [("accept-edits", true), ("plan", false)] {
-        let env = Env::new();
+        let env = new_env();
         let provider = env.script(json!([
             call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
             { "text": "done" }
         ]));
-        let out = env.noeta(
+        let out = env.run_with(
             &[
                 "run",
                 "--provider",
@@ -250,20 +191,21 @@ fn accept_edits_writes_without_asking_and_plan_refuses_the_write() {
                 "write it",
             ],
             None,
+            &[],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(!text(&out.stderr).contains("wants to run"), "{mode}");
         assert_eq!(env.workspace.join("out.txt").exists(), written, "{mode}");
     }
-    let env = Env::new();
-    let out = env.noeta(&["run", "--permission-mode", "yolo", "x"], None);
+    let env = new_env();
+    let out = env.run_with(&["run", "--permission-mode", "yolo", "x"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--permission-mode `yolo` is not one of"));
 }
 
 #[test]
 fn ask_user_question_is_answered_on_stdin_and_the_turn_goes_on() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([
         call("AskUserQuestion", json!({ "questions": [{
             "question": "Which colour?", "header": "Colour", "multiSelect": false,
@@ -274,14 +216,15 @@ fn ask_user_question_is_answered_on_stdin_and_the_turn_goes_on() {
         }]})),
         { "text": "Blue it is." }
     ]));
-    let out = env.noeta(
+    let out = env.run_with(
         &["run", "--provider", &provider, "pick a colour"],
         Some("2\n"),
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "Blue it is.\n");
     let task = task_of(&out);
-    let log = text(&env.noeta(&["log", &task, "--json"], None).stdout);
+    let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
     assert!(
         log.contains(r#""answers":{"Which colour?":"Blue"}"#),
         "{log}"
@@ -290,7 +233,7 @@ fn ask_user_question_is_answered_on_stdin_and_the_turn_goes_on() {
 
 #[test]
 fn an_unanswered_question_parks_and_answer_then_resume_finish_it() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([
         call("AskUserQuestion", json!({ "questions": [{
             "question": "Go on?", "header": "Go", "multiSelect": false,
@@ -301,23 +244,27 @@ fn an_unanswered_question_parks_and_answer_then_resume_finish_it() {
         }]})),
         { "text": "Going on." }
     ]));
-    let out = env.noeta(&["run", "--provider", &provider, "ask me"], None);
+    let out = env.run_with(&["run", "--provider", &provider, "ask me"], None, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let task = task_of(&out);
     assert!(text(&out.stderr).contains(&format!("noeta answer {task}")));
     // Plain text answers a single question.
-    let answered = env.noeta(&["answer", &task, "--provider", &provider, "Yes"], None);
+    let answered = env.run_with(
+        &["answer", &task, "--provider", &provider, "Yes"],
+        None,
+        &[],
+    );
     assert!(answered.status.success(), "{}", text(&answered.stderr));
-    let resumed = env.noeta(&["resume", "--last", "--provider", &provider], None);
+    let resumed = env.run_with(&["resume", "--last", "--provider", &provider], None, &[]);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     assert_eq!(text(&resumed.stdout), "Going on.\n");
-    let unknown = env.noeta(&["resume", "nope", "--provider", &provider], None);
+    let unknown = env.run_with(&["resume", "nope", "--provider", &provider], None, &[]);
     assert!(text(&unknown.stderr).contains("no task `nope` in this store"));
 }
 
 #[test]
 fn project_settings_choose_the_permission_mode_and_flags_override_them() {
-    let env = Env::new();
+    let env = new_env();
     std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
     std::fs::write(
         env.workspace.join(".noeta/config.toml"),
@@ -328,7 +275,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
         call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
         { "text": "done" }
     ]));
-    let out = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    let out = env.run_with(&["run", "--provider", &provider, "write it"], None, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         env.workspace.join("out.txt").exists(),
@@ -336,7 +283,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
         text(&out.stderr)
     );
     std::fs::remove_file(env.workspace.join("out.txt")).unwrap();
-    let planned = env.noeta(
+    let planned = env.run_with(
         &[
             "run",
             "--provider",
@@ -346,6 +293,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
             "write it",
         ],
         None,
+        &[],
     );
     assert!(planned.status.success(), "{}", text(&planned.stderr));
     assert!(
@@ -358,7 +306,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
         "[plugins.fs]\nwrite_mode = 3\n",
     )
     .unwrap();
-    let bad = env.noeta(&["run", "--provider", &provider, "write it"], None);
+    let bad = env.run_with(&["run", "--provider", &provider, "write it"], None, &[]);
     assert_eq!(bad.status.code(), Some(1));
     let err = text(&bad.stderr);
     assert!(err.contains("write_mode"), "{err}");
@@ -366,7 +314,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
 
 #[test]
 fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
-    let env = Env::new();
+    let env = new_env();
     std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
     std::fs::write(
         env.workspace.join(".noeta/config.toml"),
@@ -378,7 +326,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
         call("Bash", json!({ "command": "test ${#API_TOKEN} -eq 15 && echo token-present" })),
         { "text": "done" }
     ]));
-    let out = env.noeta_with(
+    let out = env.run_with(
         &[
             "run",
             "--provider",
@@ -397,7 +345,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
         text(&out.stderr)
     );
     let task = task_of(&out);
-    let log = env.noeta(&["log", &task, "--json"], None);
+    let log = env.run_with(&["log", &task, "--json"], None, &[]);
     let mut everything = text(&out.stdout) + &text(&out.stderr) + &text(&log.stdout);
     for entry in std::fs::read_dir(env.workspace.join(".noeta")).unwrap() {
         let path = entry.unwrap().path();
@@ -408,7 +356,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
     assert!(!everything.contains("s3cr3t-value-42"), "the secret leaked");
     assert!(everything.contains("token-present"));
 
-    let unset = env.noeta(
+    let unset = env.run_with(
         &[
             "run",
             "--provider",
@@ -418,6 +366,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
             "check",
         ],
         None,
+        &[],
     );
     assert_eq!(unset.status.code(), Some(1));
     assert!(
@@ -429,7 +378,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
 
 #[test]
 fn a_task_stopped_before_its_goal_was_recorded_is_listed_as_such_and_not_resumed() {
-    let env = Env::new();
+    let env = new_env();
     {
         let stores = noeta::backends::open_store(
             None,
@@ -445,13 +394,13 @@ fn a_task_stopped_before_its_goal_was_recorded_is_listed_as_such_and_not_resumed
             .block_on(made)
             .unwrap();
     }
-    let listed = text(&env.noeta(&["tasks"], None).stdout);
+    let listed = text(&env.run_with(&["tasks"], None, &[]).stdout);
     assert!(
         listed.contains("empty-1    never started (stopped before its goal was recorded)"),
         "{listed}"
     );
     let provider = env.script(json!([{ "text": "x" }]));
-    let out = env.noeta(&["resume", "--last", "--provider", &provider], None);
+    let out = env.run_with(&["resume", "--last", "--provider", &provider], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("task empty-1 was never started (stopped before its goal was recorded): there is nothing to resume; start it again with `noeta run`"),
@@ -462,7 +411,7 @@ fn a_task_stopped_before_its_goal_was_recorded_is_listed_as_such_and_not_resumed
 
 #[test]
 fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([{ "text": "configured" }]));
     std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
     std::fs::write(
@@ -470,7 +419,7 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
         format!("[plugins.providers]\nprovider = \"{provider}\"\n"),
     )
     .unwrap();
-    let out = env.noeta(&["run", "hello"], None);
+    let out = env.run_with(&["run", "hello"], None, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "configured\n");
 
@@ -479,7 +428,7 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
         "[plugins.providers]\nmodle = \"x\"\n",
     )
     .unwrap();
-    let out = env.noeta(&["run", "hello"], None);
+    let out = env.run_with(&["run", "hello"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("settings [plugins.providers]: unknown key `modle`"),
@@ -490,11 +439,12 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
 
 #[test]
 fn chat_keeps_one_task_across_messages_and_answers_slash_commands() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([{ "text": "first answer" }, { "text": "second answer" }]));
-    let out = env.noeta(
+    let out = env.run_with(
         &["chat", "--provider", &provider],
         Some("hello\n/help\n/nope\nand again\n/tasks\n/exit\n"),
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -514,7 +464,7 @@ fn chat_keeps_one_task_across_messages_and_answers_slash_commands() {
 
 #[test]
 fn chat_carries_on_after_ctrl_c_and_finishes_the_interrupted_turn_first() {
-    let env = Env::new();
+    let env = new_env();
     let provider = env.script(json!([
         call("Bash", json!({ "command": "sleep 2" })),
         { "text": "after the pause" },
@@ -568,7 +518,7 @@ fn chat_carries_on_after_ctrl_c_and_finishes_the_interrupted_turn_first() {
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 #[test]
 fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
-    let env = Env::new();
+    let env = new_env();
     let user = format!("run-test-{}", std::process::id());
     std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
     std::fs::write(
@@ -577,7 +527,7 @@ fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
     )
     .unwrap();
     let provider = env.script(json!([{ "text": "done" }]));
-    let out = env.noeta(&["run", "--provider", &provider, "check"], None);
+    let out = env.run_with(&["run", "--provider", &provider, "check"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains(&format!(
@@ -590,7 +540,7 @@ fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
 
 /// Writes `notes.txt` and a script in which main hands the question to explore, which reads
 /// the file and answers `explore_says`; main then answers `main_says`.
-fn explore_reads_the_notes(env: &Env, main_says: &str, explore_says: &str) -> String {
+fn explore_reads_the_notes(env: &CliEnv, main_says: &str, explore_says: &str) -> String {
     std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
     env.script_file(json!({
         "turns": [
@@ -610,13 +560,17 @@ fn explore_reads_the_notes(env: &Env, main_says: &str, explore_says: &str) -> St
 
 #[test]
 fn main_delegates_to_explore_and_explore_runs_on_its_own() {
-    let env = Env::new();
+    let env = new_env();
     let provider = explore_reads_the_notes(
         &env,
         "Explore found it: 42.",
         "notes.txt says the answer is 42.",
     );
-    let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
+    let out = env.run_with(
+        &["run", "--provider", &provider, "find the answer"],
+        None,
+        &[],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout).lines().last(),
@@ -629,12 +583,12 @@ fn main_delegates_to_explore_and_explore_runs_on_its_own() {
         "the child's activity shows: {err}"
     );
     let task = task_of(&out);
-    let log = text(&env.noeta(&["log", &task, "--json"], None).stdout);
+    let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
     assert!(
         log.contains("Subagent `explore`") && log.contains("reports:"),
         "{log}"
     );
-    let listed = text(&env.noeta(&["tasks"], None).stdout);
+    let listed = text(&env.run_with(&["tasks"], None, &[]).stdout);
     assert!(
         listed.contains("explore"),
         "the child task is listed: {listed}"
@@ -645,7 +599,7 @@ fn main_delegates_to_explore_and_explore_runs_on_its_own() {
         call("Read", json!({ "file_path": "notes.txt" })),
         { "text": "It says 42." }
     ]));
-    let out = env.noeta(
+    let out = env.run_with(
         &[
             "run",
             "--agent",
@@ -655,12 +609,14 @@ fn main_delegates_to_explore_and_explore_runs_on_its_own() {
             "read the notes",
         ],
         None,
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "It says 42.\n");
-    let unknown = env.noeta(
+    let unknown = env.run_with(
         &["run", "--agent", "nobody", "--provider", &alone, "x"],
         None,
+        &[],
     );
     assert_eq!(unknown.status.code(), Some(1));
     assert!(
@@ -672,7 +628,7 @@ fn main_delegates_to_explore_and_explore_runs_on_its_own() {
 
 #[test]
 fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task() {
-    let env = Env::new();
+    let env = new_env();
     // Memory is off for the official agents: the user's settings turn it on.
     let settings = env.home.join(".noeta");
     std::fs::create_dir_all(&settings).unwrap();
@@ -717,9 +673,10 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
         ] } }
     }));
     // The memory write is a medium-risk call: the user allows it on stdin.
-    let out = env.noeta(
+    let out = env.run_with(
         &["run", "--provider", &provider, "write the release notes"],
         Some("y\n"),
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
@@ -733,7 +690,7 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
     );
     assert!(err.contains("? memory_write wants to run"), "{err}");
     let first = task_of(&out);
-    let log = text(&env.noeta(&["log", &first, "--json"], None).stdout);
+    let log = text(&env.run_with(&["log", &first, "--json"], None, &[]).stdout);
     let records: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -762,7 +719,7 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
 
     // A later task: the index lists the memory and the recall names it at intake.
     let provider = env.script(json!([{ "text": "We write them from CHANGES.md." }]));
-    let out = env.noeta(
+    let out = env.run_with(
         &[
             "run",
             "--provider",
@@ -770,11 +727,12 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
             "how are the release notes written?",
         ],
         None,
+        &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let second = task_of(&out);
     assert_ne!(first, second);
-    let log = text(&env.noeta(&["log", &second, "--json"], None).stdout);
+    let log = text(&env.run_with(&["log", &second, "--json"], None, &[]).stdout);
     let records: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -802,7 +760,7 @@ fn main_activates_a_skill_delegates_to_explore_and_remembers_for_the_next_task()
 #[test]
 fn a_result_shows_under_its_call_before_the_next_reply() {
     // A Read's record is written with the next reply; the terminal shows it as it finishes.
-    let env = Env::new();
+    let env = new_env();
     std::fs::write(env.workspace.join("a.txt"), "alpha\n").unwrap();
     std::fs::write(env.workspace.join("b.txt"), "beta\n").unwrap();
     let provider = env.script(json!([
@@ -810,7 +768,7 @@ fn a_result_shows_under_its_call_before_the_next_reply() {
         { "text": "second", "calls": [{ "name": "Read", "input": { "file_path": "b.txt" } }] },
         { "text": "done" }
     ]));
-    let out = env.noeta(&["run", "--provider", &provider, "read"], None);
+    let out = env.run_with(&["run", "--provider", &provider, "read"], None, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     let at = |needle: &str| {
@@ -825,7 +783,7 @@ fn a_result_shows_under_its_call_before_the_next_reply() {
 
 #[test]
 fn with_web_switched_off_main_and_its_subagents_run_without_it() {
-    let env = Env::new();
+    let env = new_env();
     let settings = env.home.join(".noeta");
     std::fs::create_dir_all(&settings).unwrap();
     std::fs::write(
@@ -834,7 +792,11 @@ fn with_web_switched_off_main_and_its_subagents_run_without_it() {
     )
     .unwrap();
     let provider = explore_reads_the_notes(&env, "It is 42.", "42.");
-    let out = env.noeta(&["run", "--provider", &provider, "find the answer"], None);
+    let out = env.run_with(
+        &["run", "--provider", &provider, "find the answer"],
+        None,
+        &[],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().last(), Some("It is 42."));
     let err = text(&out.stderr);
@@ -895,7 +857,7 @@ fn cut_off_model(text: &str) -> String {
 
 #[test]
 fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
-    let env = Env::new();
+    let env = new_env();
     let base = cut_off_model("Half a thou");
     std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
     std::fs::write(
@@ -905,7 +867,7 @@ fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
         ),
     )
     .unwrap();
-    let out = env.noeta(&["run", "write an essay"], None);
+    let out = env.run_with(&["run", "write an essay"], None, &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -916,7 +878,7 @@ fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
         stderr.contains("the reply above stopped before it was whole and was not recorded"),
         "{stderr}"
     );
-    let log = env.noeta(&["log", &task_of(&out), "--json"], None);
+    let log = env.run_with(&["log", &task_of(&out), "--json"], None, &[]);
     let log = text(&log.stdout);
     assert!(!log.contains("assistant_reply"), "{log}");
     assert!(log.contains("turn_failed"), "{log}");

@@ -8,39 +8,15 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use noeta_testkit::cli::CliEnv;
 
 use serde_json::{Value, json};
 
-struct Env {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().canonicalize().unwrap();
-        let home = base.join("home");
-        let workspace = base.join("workspace");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&workspace).unwrap();
-        Self {
-            _root: root,
-            home,
-            workspace,
-        }
-    }
-
-    fn noeta(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_noeta"))
-            .args(args)
-            .env("HOME", &self.home)
-            .current_dir(&self.workspace)
-            .output()
-            .unwrap()
-    }
+/// A fresh home and workspace for the real binary.
+fn new_env() -> CliEnv {
+    CliEnv::new(env!("CARGO_BIN_EXE_noeta"))
 }
 
 fn write(path: &Path, text: &str) {
@@ -63,8 +39,8 @@ fn stdout(out: &Output) -> String {
 
 /// A workspace with a skill in each workspace tier (one shadowed), a broken one, a user
 /// plugin contributing a directory, and a home tier switched on.
-fn populated() -> (Env, PathBuf, PathBuf, PathBuf, PathBuf, PathBuf) {
-    let env = Env::new();
+fn populated() -> (CliEnv, PathBuf, PathBuf, PathBuf, PathBuf, PathBuf) {
+    let env = new_env();
     let deploy = skill(&env.workspace.join(".noeta/skills"), "deploy", "Deploy it.");
     let shadowed = skill(&env.workspace.join(".agents/skills"), "deploy", "Older.");
     let broken = env.workspace.join(".noeta/skills/broken/SKILL.md");
@@ -89,7 +65,7 @@ fn populated() -> (Env, PathBuf, PathBuf, PathBuf, PathBuf, PathBuf) {
 #[test]
 fn json_lists_indexed_and_skipped_skills_with_tiers_and_sources() {
     let (env, deploy, shadowed, broken, style, personal) = populated();
-    let out = env.noeta(&["skills", "list", "--json"]);
+    let out = env.run(&["skills", "list", "--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -170,8 +146,8 @@ fn json_lists_indexed_and_skipped_skills_with_tiers_and_sources() {
 #[test]
 fn json_output_is_byte_deterministic() {
     let (env, ..) = populated();
-    let first = env.noeta(&["skills", "list", "--json"]);
-    let second = env.noeta(&["skills", "list", "--json"]);
+    let first = env.run(&["skills", "list", "--json"]);
+    let second = env.run(&["skills", "list", "--json"]);
     assert!(first.status.success());
     assert_eq!(first.stdout, second.stdout);
 }
@@ -179,7 +155,7 @@ fn json_output_is_byte_deterministic() {
 #[test]
 fn text_lists_tiers_skills_and_skipped_ones() {
     let (env, deploy, _, broken, ..) = populated();
-    let out = env.noeta(&["skills", "list"]);
+    let out = env.run(&["skills", "list"]);
     assert!(
         out.status.success(),
         "{}",
@@ -205,8 +181,8 @@ fn text_lists_tiers_skills_and_skipped_ones() {
 
 #[test]
 fn an_empty_workspace_lists_its_two_missing_tiers() {
-    let env = Env::new();
-    let out = env.noeta(&["skills", "list", "--json"]);
+    let env = new_env();
+    let out = env.run(&["skills", "list", "--json"]);
     assert!(out.status.success());
     let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listing["skills"], json!([]));
@@ -225,12 +201,12 @@ fn an_empty_workspace_lists_its_two_missing_tiers() {
 
 #[test]
 fn a_bad_setting_fails_naming_the_plugin_key_and_value() {
-    let env = Env::new();
+    let env = new_env();
     write(
         &env.workspace.join(".noeta/config.toml"),
         "[plugins.skills]\ntool_enforcement = \"block\"\n",
     );
-    let out = env.noeta(&["skills", "list"]);
+    let out = env.run(&["skills", "list"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

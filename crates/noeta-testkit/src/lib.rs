@@ -1,6 +1,7 @@
-//! Fixture plugins, the byte-golden helper and a loopback HTTP request reader for noeta's
-//! tests (a dev-dependency only).
+//! Fixture plugins, the byte-golden helper, a loopback HTTP request reader and the CLI test
+//! environment for noeta's tests (a dev-dependency only).
 
+pub mod cli;
 pub mod fixtures;
 pub mod golden;
 pub mod http;
