@@ -1,17 +1,14 @@
-//! Running agents from the command line: the plugin set, the agent's session, the store, the
-//! model and the runtime, put together for one workspace.
+//! Running agents from the command line: the flags as a `noeta::HostConfig`, and the
+//! `noeta::Host`, store, model and runtime of one run with the terminal's printer and approver.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
-use noeta::{HostOptions, HostPaths, Settings, SettingsFiles};
-use noeta_core::exec::LocalExecEnv;
-use noeta_core::provider::Provider;
-use noeta_core::runner::{Runtime, Sessions};
-use noeta_core::session::{Instances, Session};
-use noeta_core::store::{ContentStore, EventLog, SystemClock, TaskId};
+use anyhow::{Result, bail};
+use noeta::{Host, HostConfig, HostOptions, HostPaths, Settings};
+use noeta_core::runner::Runtime;
+use noeta_core::session::Session;
+use noeta_core::store::{ContentStore, EventLog, TaskId};
 use serde_json::json;
 
 use crate::interact::Approver;
@@ -55,17 +52,14 @@ pub(crate) struct AgentArgs {
     pub(crate) plugin_dirs: Vec<PathBuf>,
 }
 
-/// How to reach the model when nothing says.
-const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or pass --provider anthropic|openai|scripted:FILE (examples/demo/script.json runs offline)";
-
 /// The runtime and session of one agent in one workspace.
 pub(crate) struct AgentHost {
     /// The runtime.
     pub(crate) runtime: Runtime,
     /// The agent's session.
     pub(crate) session: Arc<Session>,
-    /// Every agent's session (the agent's own and its subagents'), for `run_tree`.
-    pub(crate) sessions: HostSessions,
+    /// The host: every agent's session (the agent's own and its subagents'), for `run_tree`.
+    pub(crate) sessions: Arc<Host>,
     /// The store's events (for listings).
     pub(crate) log: Arc<dyn EventLog>,
     /// Prints what happens.
@@ -77,13 +71,7 @@ pub(crate) fn open_store(
     paths: &HostPaths,
     url: Option<&str>,
 ) -> Result<(Arc<dyn EventLog>, Arc<dyn ContentStore>)> {
-    let stores = noeta::backends::open_store(url, &paths.workspace, Arc::new(SystemClock))
-        .with_context(|| {
-            format!(
-                "cannot open the store{}",
-                url.map(|u| format!(" `{u}`")).unwrap_or_default()
-            )
-        })?;
+    let stores = noeta::open_store(paths, url)?;
     Ok((stores.log, stores.content))
 }
 
@@ -111,47 +99,6 @@ fn os_keyring() -> Arc<dyn noeta::SecretStore> {
     Arc::new(noeta::settings::UnavailableKeyring::new(
         "this build has no keyring store for this platform (only Linux's kernel keyring)".into(),
     ))
-}
-
-/// The model: `--provider`, else `[plugins.providers] provider`, else the first provider with
-/// a key in the environment; configured by `[plugins.providers]` (its secret references
-/// resolved now), then `--model`.
-pub(crate) fn open_model(args: &AgentArgs, settings: &Settings) -> Result<Arc<dyn Provider>> {
-    let params = settings
-        .params("providers")
-        .map(|p| serde_json::Value::Object(p.clone()))
-        .unwrap_or(serde_json::Value::Null);
-    let params = noeta::settings::resolve_plugin_secrets("providers", &params, &secrets())?;
-    let (named, mut config) =
-        noeta::backends::from_settings(&params, noeta::backends::ProviderConfig::default())
-            .map_err(anyhow::Error::msg)?;
-    let spec = match (&args.provider, named) {
-        (Some(spec), named) => {
-            // The settings describe their own provider: its key, address, model and price
-            // must not travel to another one.
-            if named.is_some_and(|named| named != *spec) {
-                config = noeta::backends::ProviderConfig {
-                    max_retries: config.max_retries,
-                    connect_timeout: config.connect_timeout,
-                    idle_timeout: config.idle_timeout,
-                    ..noeta::backends::ProviderConfig::default()
-                };
-            }
-            spec.clone()
-        }
-        (None, Some(spec)) => spec,
-        (None, None) => match noeta::backends::detect_from_env() {
-            Some(name) => name.to_owned(),
-            None => bail!("{NO_MODEL}"),
-        },
-    };
-    if args.model.is_some() && args.model != config.model {
-        // A price set for the settings' model is not this one's.
-        config.model.clone_from(&args.model);
-        config.price = None;
-    }
-    noeta::backends::open_provider(&spec, config)
-        .with_context(|| format!("cannot set up provider `{spec}`"))
 }
 
 /// The worker name of this machine's command line: the same across runs, so a run that was
@@ -184,121 +131,56 @@ fn flags(args: &AgentArgs) -> Result<Settings> {
     Ok(flags)
 }
 
-/// The settings of a run: the command line's defaults, then the machine, user and project
-/// `config.toml`, then the flags.
+/// The host configuration of a run: the command line's defaults under the machine, user and
+/// project `config.toml`, the flags over them, `--plugin-dir`, secrets from the environment
+/// (and the OS keyring), and this machine's worker name.
+pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> {
+    Ok(HostConfig {
+        options: HostOptions {
+            paths: args.plugin_dirs.clone(),
+            ..HostOptions::default()
+        },
+        defaults: defaults()?,
+        flags: flags(args)?,
+        secrets: Arc::new(secrets()),
+        worker: worker(),
+        ..HostConfig::new(paths.clone())
+    })
+}
+
+/// The settings of a run (see [`config`]).
 pub(crate) fn settings(paths: &HostPaths, args: &AgentArgs) -> Result<Settings> {
-    let mut settings = defaults()?;
-    settings.merge(Settings::load(&SettingsFiles::new(paths), &flags(args)?)?);
-    Ok(settings)
+    Ok(config(paths, args)?.settings()?)
 }
 
 impl AgentHost {
-    /// Loads the settings and the plugins, compiles the agent, opens the store and the model.
+    /// Opens the host (settings, plugins, agent files), builds the agent's session, opens the
+    /// store and the model.
     pub(crate) fn open(paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
-        let settings = settings(paths, args)?;
-        let options = HostOptions {
-            paths: args.plugin_dirs.clone(),
-            ..HostOptions::default()
-        };
-        let set = settings.load_host(paths, &options)?;
-        for warning in set.warnings() {
+        let printer = Arc::new(Printer::new(args.json));
+        let host = Host::open(config(paths, args)?)?
+            .with_extension(printer.clone())
+            .with_extension(Arc::new(Approver::new(printer.clone())))
+            .with_warnings(Arc::new(|text: &str| eprintln!("warning: {text}")));
+        for warning in host.plugins().warnings() {
             eprintln!("warning: {warning}");
         }
-        let merged = set.merged()?;
-        let name = args.agent.as_deref().unwrap_or("main");
-        let printer = Arc::new(Printer::new(args.json));
-        let sessions = HostSessions {
-            files: noeta::load_agent_files(paths)?,
-            set,
-            merged,
-            settings,
-            instances: Instances::new(),
-            printer: printer.clone(),
-            built: Mutex::new(BTreeMap::new()),
-        };
-        let session = sessions.get(name)?;
-        let (log, content) = open_store(paths, args.store.as_deref())?;
-        let model = open_model(args, &sessions.settings)?;
+        let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
+        let stores = host.open_store(args.store.as_deref())?;
+        let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let sink = printer.clone();
         let text = printer.clone();
-        let runtime = Runtime::new(log.clone(), content.clone(), model)
+        let runtime = host
+            .runtime(&stores, model)
             .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
-            .with_worker(worker())
-            .with_exec_env(Arc::new(LocalExecEnv::new(&paths.workspace)))
             .with_progress(Arc::new(move |call, text| sink.progress(call, text)));
         Ok(Self {
             runtime,
             session,
-            sessions,
-            log,
+            sessions: Arc::new(host),
+            log: stores.log,
             printer,
         })
-    }
-}
-
-/// The sessions of the agents this host runs, each built when first asked for (the task's
-/// own agent's at once, a subagent's when `run_tree` first needs it), all over one set of
-/// plugin instances and with the host's printer and approver, so a subagent's activity and
-/// its permission prompts reach the same terminal.
-pub(crate) struct HostSessions {
-    set: noeta_core::PluginSet,
-    merged: noeta_core::Merged,
-    settings: Settings,
-    files: Vec<noeta::AgentFile>,
-    instances: Instances,
-    printer: Arc<Printer>,
-    built: Mutex<BTreeMap<String, Arc<Session>>>,
-}
-
-impl HostSessions {
-    /// The session of agent `name`: an agent file of that name, else an `agent` contribution
-    /// (`main`: the official preset), with the settings applied.
-    pub(crate) fn get(&self, name: &str) -> Result<Arc<Session>> {
-        if let Some(session) = self.lock().get(name) {
-            return Ok(Arc::clone(session));
-        }
-        let mut agent = match self.files.iter().find(|f| f.name == name) {
-            Some(file) => file.options(),
-            None => noeta::agent_options(&self.set, &self.merged, name)?,
-        };
-        for dropped in self.settings.apply_to(&mut agent) {
-            eprintln!(
-                "warning: plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
-            );
-        }
-        let compiled =
-            noeta_core::compile_agent(&self.set, &self.merged, &agent, &noeta::activation_rules())?;
-        let session = noeta::build_session_shared(
-            &self.set,
-            &compiled,
-            &agent.config,
-            &secrets(),
-            &self.instances,
-        )?
-        .with_host_extension(self.printer.clone())
-        .with_host_extension(Arc::new(Approver::new(self.printer.clone())));
-        let session = Arc::new(session);
-        self.lock().insert(name.to_owned(), Arc::clone(&session));
-        Ok(session)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Session>>> {
-        self.built
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl Sessions for HostSessions {
-    fn session(&self, agent: &str) -> Option<Arc<Session>> {
-        match self.get(agent) {
-            Ok(session) => Some(session),
-            Err(err) => {
-                // The child fails alone, and its parent hears that this host cannot run it.
-                eprintln!("warning: agent `{agent}` cannot run here: {err:#}");
-                None
-            }
-        }
     }
 }
 

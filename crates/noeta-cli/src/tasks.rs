@@ -32,7 +32,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
     loop {
         let (stopped, outcome) = host
             .runtime
-            .run_tree(&host.sessions, task)
+            .run_tree(host.sessions.as_ref(), task)
             .await
             .inspect_err(|_| host.printer.reset())
             .with_context(|| format!("running task {task}"))?;
@@ -42,7 +42,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
         // The task that waits may be a subagent's: answer it with its own agent's session.
         let state = host.runtime.load(&host.session, &stopped).await?;
         let session = match &state.core.agent {
-            Some(agent) if stopped != *task => host.sessions.get(agent)?,
+            Some(agent) if stopped != *task => host.sessions.session(agent)?,
             _ => host.session.clone(),
         };
         let asks_a_person = state

@@ -149,6 +149,23 @@ pub enum HostError {
     /// An extension failed while a listing asked it for its part.
     #[error("listing: {0}")]
     Listing(String),
+    /// A settings file or an agent file cannot be used.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    /// The model cannot be set up.
+    #[error("{0}")]
+    Model(String),
+    /// The store cannot be opened.
+    #[error(
+        "cannot open the store{}: {cause}",
+        url.as_ref().map(|u| format!(" `{u}`")).unwrap_or_default()
+    )]
+    Store {
+        /// The store URL given, if any.
+        url: Option<String>,
+        /// Why.
+        cause: noeta_builtin_storage::OpenError,
+    },
 }
 
 /// The sources a host loads, in a fixed order (which never changes the merged result).

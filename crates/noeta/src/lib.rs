@@ -7,6 +7,7 @@
 //! in [`HostOptions::linked`].
 
 pub mod agent_files;
+mod assembly;
 pub mod backends;
 pub mod builtins;
 mod host;
@@ -14,6 +15,7 @@ pub mod listing;
 pub mod settings;
 
 pub use agent_files::{AgentFile, load_agent_files};
+pub use assembly::{Host, HostConfig, NO_MODEL, WarningSink, open_store};
 pub use host::{
     ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
     activation_rules, agent_options, build_session, build_session_shared,

@@ -1,0 +1,286 @@
+//! `Host`: a whole noeta host for one workspace — its settings, plugins and agent files, each
+//! agent's session built on demand over shared plugin instances, and the store, model and
+//! runtime that run them. The command line is one user of it; an embedder gets the same
+//! behaviour from the same calls.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use noeta_core::extension::Extension;
+use noeta_core::provider::Provider;
+use noeta_core::runner::{Runtime, Sessions};
+use noeta_core::session::{Instances, Session};
+use noeta_core::store::{Clock, SystemClock};
+use noeta_core::{Merged, PluginSet};
+use serde_json::Value;
+
+use crate::agent_files::{AgentFile, load_agent_files};
+use crate::backends::{ProviderConfig, Stores};
+use crate::host::{HostError, HostOptions, HostPaths};
+use crate::settings::{EnvSecrets, SecretStore, Settings, SettingsFiles, resolve_plugin_secrets};
+
+/// How to reach a model when nothing says: the message a host gives.
+pub const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or pass --provider anthropic|openai|scripted:FILE (examples/demo/script.json runs offline)";
+
+/// Receives a host's warnings (a plugin switched off for an agent, an agent this host cannot
+/// run); the command line prints them.
+pub type WarningSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What a host is opened with.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// Where the host looks for things.
+    pub paths: HostPaths,
+    /// Linked plugins, extra plugin paths, the registry, strictness.
+    pub options: HostOptions,
+    /// Settings under every settings file (a frontend's own defaults).
+    pub defaults: Settings,
+    /// Settings over every settings file (a frontend's flags).
+    pub flags: Settings,
+    /// Where secret references (`{env:NAME}`, `{keyring:…}`) resolve.
+    pub secrets: Arc<dyn SecretStore>,
+    /// The worker name leases carry.
+    pub worker: String,
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("paths", &self.paths)
+            .field("worker", &self.worker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostConfig {
+    /// A host for `paths`: default options, no defaults or flags, secrets from the
+    /// environment, worker `local`.
+    pub fn new(paths: HostPaths) -> Self {
+        Self {
+            paths,
+            options: HostOptions::default(),
+            defaults: Settings::default(),
+            flags: Settings::default(),
+            secrets: Arc::new(EnvSecrets::new()),
+            worker: "local".to_owned(),
+        }
+    }
+
+    /// The merged settings: the defaults, then the machine, user and project `config.toml`,
+    /// then the flags.
+    pub fn settings(&self) -> Result<Settings, HostError> {
+        let mut settings = self.defaults.clone();
+        settings.merge(Settings::load(
+            &SettingsFiles::new(&self.paths),
+            &self.flags,
+        )?);
+        Ok(settings)
+    }
+}
+
+/// A host for one workspace: plugins loaded and merged once, every agent's session built on
+/// first use over one set of plugin instances, with the host's own extensions (a terminal's
+/// printer and approver) appended to each.
+pub struct Host {
+    config: HostConfig,
+    settings: Settings,
+    set: PluginSet,
+    merged: Merged,
+    files: Vec<AgentFile>,
+    instances: Instances,
+    extensions: Vec<Arc<dyn Extension>>,
+    warn: WarningSink,
+    built: Mutex<BTreeMap<String, Arc<Session>>>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("config", &self.config)
+            .field("plugins", &self.set.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Reads the settings, loads and merges the plugins, and reads the agent files. The
+    /// loader's warnings are in [`plugins`](Self::plugins)`.warnings()`.
+    pub fn open(config: HostConfig) -> Result<Self, HostError> {
+        let settings = config.settings()?;
+        let set = settings.load_host(&config.paths, &config.options)?;
+        let merged = set.merged()?;
+        let files = load_agent_files(&config.paths)?;
+        Ok(Self {
+            config,
+            settings,
+            set,
+            merged,
+            files,
+            instances: Instances::new(),
+            extensions: Vec::new(),
+            warn: Arc::new(|text| tracing::warn!("{text}")),
+            built: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Appends `extension` to every session this host builds (after the agent's own).
+    pub fn with_extension(mut self, extension: Arc<dyn Extension>) -> Self {
+        self.extensions.push(extension);
+        self
+    }
+
+    /// Sends the host's warnings to `sink` (by default they are logged).
+    pub fn with_warnings(mut self, sink: WarningSink) -> Self {
+        self.warn = sink;
+        self
+    }
+
+    /// What the host was opened with.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// The merged settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The loaded plugin set (with its warnings and problems).
+    pub fn plugins(&self) -> &PluginSet {
+        &self.set
+    }
+
+    /// The merged contributions.
+    pub fn merged(&self) -> &Merged {
+        &self.merged
+    }
+
+    /// The agent files found.
+    pub fn agent_files(&self) -> &[AgentFile] {
+        &self.files
+    }
+
+    /// The session of agent `name`: an agent file of that name, else an `agent` contribution
+    /// (`main`: the official preset), with the settings applied; built once.
+    pub fn session(&self, name: &str) -> Result<Arc<Session>, HostError> {
+        if let Some(session) = self.lock().get(name) {
+            return Ok(Arc::clone(session));
+        }
+        let mut agent = match self.files.iter().find(|f| f.name == name) {
+            Some(file) => file.options(),
+            None => crate::host::agent_options(&self.set, &self.merged, name)?,
+        };
+        for dropped in self.settings.apply_to(&mut agent) {
+            (self.warn)(&format!(
+                "plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
+            ));
+        }
+        let compiled = noeta_core::compile_agent(
+            &self.set,
+            &self.merged,
+            &agent,
+            &crate::host::activation_rules(),
+        )?;
+        let mut session = crate::host::build_session_shared(
+            &self.set,
+            &compiled,
+            &agent.config,
+            self.config.secrets.as_ref(),
+            &self.instances,
+        )?;
+        for extension in &self.extensions {
+            session = session.with_host_extension(Arc::clone(extension));
+        }
+        let session = Arc::new(session);
+        self.lock().insert(name.to_owned(), Arc::clone(&session));
+        Ok(session)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Session>>> {
+        self.built.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
+    pub fn open_store(&self, url: Option<&str>) -> Result<Stores, HostError> {
+        open_store(&self.config.paths, url)
+    }
+
+    /// The model: `provider`, else `[plugins.providers] provider`, else the first provider
+    /// with a key in the environment; configured by `[plugins.providers]` (its secret
+    /// references resolved now), then `model`.
+    pub fn open_model(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Arc<dyn Provider>, HostError> {
+        let params = self
+            .settings
+            .params("providers")
+            .map(|p| Value::Object(p.clone()))
+            .unwrap_or(Value::Null);
+        let params = resolve_plugin_secrets("providers", &params, self.config.secrets.as_ref())?;
+        let (named, mut config) =
+            crate::backends::from_settings(&params, ProviderConfig::default())
+                .map_err(HostError::Model)?;
+        let spec = match (provider, named) {
+            (Some(spec), named) => {
+                // The settings describe their own provider: its key, address, model and price
+                // must not travel to another one.
+                if named.is_some_and(|named| named != spec) {
+                    config = ProviderConfig {
+                        max_retries: config.max_retries,
+                        connect_timeout: config.connect_timeout,
+                        idle_timeout: config.idle_timeout,
+                        ..ProviderConfig::default()
+                    };
+                }
+                spec.to_owned()
+            }
+            (None, Some(spec)) => spec,
+            (None, None) => match crate::backends::detect_from_env() {
+                Some(name) => name.to_owned(),
+                None => return Err(HostError::Model(NO_MODEL.to_owned())),
+            },
+        };
+        if model.is_some() && model.map(str::to_owned) != config.model {
+            // A price set for the settings' model is not this one's.
+            config.model = model.map(str::to_owned);
+            config.price = None;
+        }
+        crate::backends::open_provider(&spec, config)
+            .map_err(|err| HostError::Model(format!("cannot set up provider `{spec}`: {err}")))
+    }
+
+    /// A runtime over `stores` and `model`, as this host's worker, running commands in the
+    /// workspace.
+    pub fn runtime(&self, stores: &Stores, model: Arc<dyn Provider>) -> Runtime {
+        Runtime::new(Arc::clone(&stores.log), Arc::clone(&stores.content), model)
+            .with_worker(self.config.worker.clone())
+            .with_exec_env(Arc::new(noeta_core::exec::LocalExecEnv::new(
+                &self.config.paths.workspace,
+            )))
+    }
+}
+
+impl Sessions for Host {
+    fn session(&self, agent: &str) -> Option<Arc<Session>> {
+        match Host::session(self, agent) {
+            Ok(session) => Some(session),
+            Err(err) => {
+                // The child fails alone, and its parent hears that this host cannot run it.
+                (self.warn)(&format!("agent `{agent}` cannot run here: {err}"));
+                None
+            }
+        }
+    }
+}
+
+/// The store named by `url` in `paths`' workspace (default `<workspace>/.noeta/noeta.db`), for
+/// commands that read a store without running an agent.
+pub fn open_store(paths: &HostPaths, url: Option<&str>) -> Result<Stores, HostError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    crate::backends::open_store(url, &paths.workspace, clock).map_err(|err| HostError::Store {
+        url: url.map(str::to_owned),
+        cause: err,
+    })
+}

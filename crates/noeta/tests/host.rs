@@ -1,0 +1,132 @@
+//! `noeta::Host` as an embedder uses it: open a workspace, get an agent's session, run a task
+//! on the host's runtime, and hear the host's warnings.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::sync::{Arc, Mutex};
+
+use futures::executor::block_on;
+use noeta::{Host, HostConfig, HostError, HostPaths, Settings};
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::runner::{RunOutcome, Sessions};
+use noeta_core::store::TaskId;
+use serde_json::json;
+
+fn paths(root: &tempfile::TempDir) -> HostPaths {
+    let home = root.path().join("home");
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&workspace).unwrap();
+    HostPaths {
+        home: Some(home),
+        workspace,
+    }
+}
+
+#[test]
+fn a_host_builds_sessions_once_and_runs_a_task_on_its_runtime() {
+    let root = tempfile::tempdir().unwrap();
+    let paths = paths(&root);
+    std::fs::write(paths.workspace.join("notes.txt"), "alpha\n").unwrap();
+    let mut defaults = Settings::default();
+    defaults
+        .set_param("fs", "write_mode", json!("apply"))
+        .unwrap();
+    let host = Host::open(HostConfig {
+        defaults,
+        worker: "embedder".into(),
+        ..HostConfig::new(paths.clone())
+    })
+    .unwrap();
+    let main = host.session("main").unwrap();
+    assert!(
+        Arc::ptr_eq(&main, &host.session("main").unwrap()),
+        "built once"
+    );
+    assert!(host.plugins().get("fs").is_some());
+
+    let stores = host.open_store(Some("memory:")).unwrap();
+    let model = ScriptedProvider::from_json(
+        &json!({ "turns": [
+            { "calls": [{ "name": "Read", "input": { "file_path": "notes.txt" } }] },
+            { "text": "It says alpha." }
+        ]})
+        .to_string(),
+        "test script",
+    )
+    .unwrap();
+    let runtime = host.runtime(&stores, Arc::new(model));
+    let task = TaskId::new("embedded").unwrap();
+    block_on(runtime.create(&main, &task, "What do the notes say?")).unwrap();
+    let (stopped, outcome) = block_on(runtime.run_tree(&host, &task)).unwrap();
+    assert_eq!(stopped, task);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let state = block_on(runtime.load(&main, &task)).unwrap();
+    assert!(
+        state.core.messages.iter().any(|m| m.text.contains("alpha")),
+        "the Read ran in the host's workspace"
+    );
+}
+
+#[test]
+fn an_agent_the_host_cannot_build_is_a_warning_for_a_child_and_an_error_for_a_caller() {
+    let root = tempfile::tempdir().unwrap();
+    let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = heard.clone();
+    let host = Host::open(HostConfig::new(paths(&root)))
+        .unwrap()
+        .with_warnings(Arc::new(move |text: &str| {
+            sink.lock().unwrap().push(text.to_owned())
+        }));
+    let err = host.session("nobody").unwrap_err();
+    assert!(matches!(err, HostError::UnknownAgent { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "no agent named `nobody` (known: explore, general-purpose, main, plan, web)"
+    );
+    assert!(Sessions::session(&host, "nobody").is_none());
+    let heard = heard.lock().unwrap();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(
+        heard[0].starts_with("agent `nobody` cannot run here: no agent named `nobody`"),
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn a_bad_settings_file_a_bad_store_url_and_no_model_are_named() {
+    let root = tempfile::tempdir().unwrap();
+    let paths = paths(&root);
+    std::fs::create_dir_all(paths.workspace.join(".noeta")).unwrap();
+    let config_file = paths.workspace.join(".noeta/config.toml");
+    std::fs::write(&config_file, "model = \"opus\"\n").unwrap();
+    let err = Host::open(HostConfig::new(paths.clone())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: unknown key `model` in the top-level table (known: plugins, agents, policy)",
+            config_file.display()
+        )
+    );
+    std::fs::remove_file(&config_file).unwrap();
+
+    let host = Host::open(HostConfig::new(paths)).unwrap();
+    let err = host.open_store(Some("postgrez://db")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot open the store `postgrez://db`: store URL `postgrez://db` has unknown scheme `postgrez`"),
+        "{err}"
+    );
+    let Err(err) = host.open_model(Some("nonsense"), None) else {
+        panic!("a provider named `nonsense` was set up");
+    };
+    assert!(
+        err.to_string()
+            .starts_with("cannot set up provider `nonsense`"),
+        "{err}"
+    );
+}
