@@ -68,14 +68,12 @@ pub(crate) enum ShellMode {
 }
 
 impl ShellMode {
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        match text {
-            "off" => Some(Self::Off),
-            "allowlist" => Some(Self::Allowlist),
-            "arbitrary" => Some(Self::Arbitrary),
-            _ => None,
-        }
-    }
+    /// The words `shell_mode` takes, and the mode each names.
+    pub(crate) const WORDS: [(&'static str, Self); 3] = [
+        ("off", Self::Off),
+        ("allowlist", Self::Allowlist),
+        ("arbitrary", Self::Arbitrary),
+    ];
 }
 
 /// The shell settings of `[plugins.fs]`.

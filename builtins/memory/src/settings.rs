@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 
+use noeta_toolkit::SettingsTable;
 use serde_json::Value;
 
-const KEYS: &str = "dir, read_only";
+/// The keys `[plugins.memory]` takes.
+const KEYS: &[&str] = &["dir", "read_only"];
 
 /// The settings the pack is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,50 +27,25 @@ impl Settings {
     /// Reads `[plugins.memory]` (JSON null when absent); `home` is the user's home directory,
     /// if known. Errors name the key and the value.
     pub(crate) fn parse(config: &Value, home: Option<PathBuf>) -> Result<Self, String> {
-        let mut dir: Option<PathBuf> = None;
-        let mut read_only = false;
-        match config {
-            Value::Null => {}
-            Value::Object(map) => {
-                for (key, value) in map {
-                    match key.as_str() {
-                        "dir" => {
-                            let text = value.as_str().filter(|t| !t.is_empty()).ok_or_else(|| {
-                                format!("settings [plugins.memory] dir `{value}` is not a non-empty path")
-                            })?;
-                            let path = PathBuf::from(text);
-                            if !path.is_absolute() {
-                                return Err(format!(
-                                    "settings [plugins.memory] dir `{text}` is not an absolute path"
-                                ));
-                            }
-                            dir = Some(path);
-                        }
-                        "read_only" => {
-                            read_only = value.as_bool().ok_or_else(|| {
-                                format!(
-                                    "settings [plugins.memory] read_only `{value}` is not true or false"
-                                )
-                            })?;
-                        }
-                        other => {
-                            return Err(format!(
-                                "settings [plugins.memory]: unknown key `{other}` (expected one of: {KEYS})"
-                            ));
-                        }
-                    }
+        let table = SettingsTable::new("memory", config, KEYS)?;
+        let read_only = table.bool("read_only")?.unwrap_or(false);
+        let dir = match table.read("dir", "a non-empty path", |v| {
+            v.as_str().filter(|t| !t.is_empty())
+        })? {
+            Some(text) => {
+                let path = PathBuf::from(text);
+                if !path.is_absolute() {
+                    return Err(table
+                        .invalid("dir", format!("`{text}` is not an absolute path"))
+                        .into());
                 }
+                path
             }
-            other => {
-                return Err(format!(
-                    "settings [plugins.memory]: expected a table, got `{other}`"
-                ));
-            }
-        }
-        let dir = match dir {
-            Some(dir) => dir,
             None => default_dir(home).ok_or_else(|| {
-                "settings [plugins.memory] dir is not set and the home directory is unknown; set dir to the memory directory".to_owned()
+                table.invalid(
+                    "dir",
+                    "not set and the home directory is unknown; set dir to the memory directory",
+                )
             })?,
         };
         Ok(Self { dir, read_only })
@@ -91,9 +68,9 @@ mod tests {
     #[test]
     fn without_dir_or_home_the_error_names_the_setting() {
         let err = Settings::parse(&json!({ "read_only": true }), None).unwrap_err();
-        assert!(
-            err.starts_with("settings [plugins.memory] dir is not set"),
-            "{err}"
+        assert_eq!(
+            err,
+            "settings [plugins.memory] dir: not set and the home directory is unknown; set dir to the memory directory"
         );
         let err = Settings::parse(&Value::Null, Some(PathBuf::new())).unwrap_err();
         assert!(err.contains("home directory is unknown"), "{err}");

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use noeta_toolkit::{SettingsTable, TimeUnit};
+
 use crate::open::ProviderSetupError;
 
 /// How to reach and drive a model provider. Anything left `None` comes from the environment
@@ -170,99 +172,70 @@ mod tests {
 }
 
 /// The keys `[plugins.providers]` takes.
-const SETTINGS_KEYS: &str = "provider, model, api_key, base_url, max_retries, connect_timeout_ms, idle_timeout_ms, thinking_budget, max_output_tokens, context_window, reasoning_effort, price";
+const SETTINGS_KEYS: &[&str] = &[
+    "provider",
+    "model",
+    "api_key",
+    "base_url",
+    "max_retries",
+    "connect_timeout_ms",
+    "idle_timeout_ms",
+    "thinking_budget",
+    "max_output_tokens",
+    "context_window",
+    "reasoning_effort",
+    "price",
+];
+
+/// The keys of `price`, in US dollars per million tokens.
+const PRICE_KEYS: &[&str] = &["input", "output", "cache_read", "cache_write"];
 
 /// `[plugins.providers]` read into the provider to use (when it names one) and its
-/// configuration, over `base`. Secret references (`{env:…}`) must already be resolved. Every
-/// error names the key and the value.
+/// configuration, over `base`. Secret references (`{env:…}`) must already be resolved; a
+/// string is taken as written. Every error names the key and the value.
 pub fn from_settings(
     params: &serde_json::Value,
-    mut base: ProviderConfig,
+    base: ProviderConfig,
 ) -> Result<(Option<String>, ProviderConfig), String> {
-    use serde_json::Value;
-    let Some(table) = params.as_object() else {
-        if params.is_null() {
-            return Ok((None, base));
-        }
-        return Err(format!(
-            "settings [plugins.providers]: expected a table, got `{params}`"
-        ));
-    };
-    let at = |key: &str| format!("settings [plugins.providers] {key}");
-    let text = |key: &str, value: &Value| -> Result<String, String> {
-        value
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{}: expected a string, got `{value}`", at(key)))
-    };
-    let number = |key: &str, value: &Value| -> Result<u64, String> {
-        value
-            .as_u64()
-            .ok_or_else(|| format!("{}: expected a whole number, got `{value}`", at(key)))
-    };
-    let small = |key: &str, value: &Value| -> Result<u32, String> {
-        u32::try_from(number(key, value)?)
-            .map_err(|_| format!("{}: `{value}` is too large", at(key)))
-    };
-    let mut provider = None;
-    for (key, value) in table {
-        match key.as_str() {
-            "provider" => provider = Some(text(key, value)?),
-            "model" => base.model = Some(text(key, value)?),
-            "api_key" => base.api_key = Some(text(key, value)?),
-            "base_url" => base.base_url = Some(text(key, value)?),
-            "max_retries" => base.max_retries = small(key, value)?,
-            "connect_timeout_ms" => {
-                base.connect_timeout = Duration::from_millis(number(key, value)?);
-            }
-            "idle_timeout_ms" => base.idle_timeout = Duration::from_millis(number(key, value)?),
-            "thinking_budget" => base.thinking_budget = Some(small(key, value)?),
-            "max_output_tokens" => base.max_output_tokens = Some(small(key, value)?),
-            "context_window" => base.context_window = Some(number(key, value)?),
-            "reasoning_effort" => base.reasoning_effort = Some(text(key, value)?),
-            "price" => {
-                let dollars = |part: &str| -> Result<f64, String> {
-                    match value.get(part) {
-                        None => Ok(0.0),
-                        Some(v) => v
-                            .as_f64()
-                            .filter(|d| d.is_finite() && *d >= 0.0)
-                            .ok_or_else(|| {
-                                format!(
-                                    "{}.{part}: expected dollars per million tokens, got `{v}`",
-                                    at(key)
-                                )
-                            }),
-                    }
-                };
-                if let Some(unknown) = value
-                    .as_object()
-                    .ok_or_else(|| format!("{}: expected a table, got `{value}`", at(key)))?
-                    .keys()
-                    .find(|k| {
-                        !["input", "output", "cache_read", "cache_write"].contains(&k.as_str())
+    let table = SettingsTable::new("providers", params, SETTINGS_KEYS)?;
+    let price = match table.table("price", PRICE_KEYS)? {
+        Some(price) => {
+            let dollars = |part: &str| {
+                price
+                    .read(part, "dollars per million tokens", |v| {
+                        v.as_f64().filter(|d| d.is_finite() && *d >= 0.0)
                     })
-                {
-                    return Err(format!(
-                        "{}: unknown key `{unknown}` (known: input, output, cache_read, cache_write)",
-                        at(key)
-                    ));
-                }
-                base.price = Some(crate::catalog::Price {
-                    input: dollars("input")?,
-                    output: dollars("output")?,
-                    cache_read: dollars("cache_read")?,
-                    cache_write: dollars("cache_write")?,
-                });
-            }
-            other => {
-                return Err(format!(
-                    "settings [plugins.providers]: unknown key `{other}` (known: {SETTINGS_KEYS})"
-                ));
-            }
+                    .map(|d| d.unwrap_or(0.0))
+            };
+            Some(crate::catalog::Price {
+                input: dollars("input")?,
+                output: dollars("output")?,
+                cache_read: dollars("cache_read")?,
+                cache_write: dollars("cache_write")?,
+            })
         }
-    }
-    Ok((provider, base))
+        None => base.price,
+    };
+    let config = ProviderConfig {
+        model: table.string("model")?.or(base.model),
+        api_key: table.string("api_key")?.or(base.api_key),
+        base_url: table.string("base_url")?.or(base.base_url),
+        max_retries: table.whole("max_retries")?.unwrap_or(base.max_retries),
+        retry_base_delay: base.retry_base_delay,
+        retry_max_delay: base.retry_max_delay,
+        connect_timeout: table
+            .duration("connect_timeout_ms", TimeUnit::Milliseconds)?
+            .unwrap_or(base.connect_timeout),
+        idle_timeout: table
+            .duration("idle_timeout_ms", TimeUnit::Milliseconds)?
+            .unwrap_or(base.idle_timeout),
+        thinking_budget: table.whole("thinking_budget")?.or(base.thinking_budget),
+        max_output_tokens: table.whole("max_output_tokens")?.or(base.max_output_tokens),
+        context_window: table.whole("context_window")?.or(base.context_window),
+        reasoning_effort: table.string("reasoning_effort")?.or(base.reasoning_effort),
+        price,
+    };
+    Ok((table.string("provider")?, config))
 }
 
 #[cfg(test)]
@@ -303,12 +276,24 @@ mod settings_tests {
                 "settings [plugins.providers] max_retries: expected a whole number, got `\"3\"`",
             ),
             (
+                json!({"max_retries": 5_000_000_000_u64}),
+                "settings [plugins.providers] max_retries: expected a whole number no greater than 4294967295, got `5000000000`",
+            ),
+            (
+                json!({"idle_timeout_ms": 1.5}),
+                "settings [plugins.providers] idle_timeout_ms: expected a whole number of milliseconds, got `1.5`",
+            ),
+            (
+                json!({"price": 3}),
+                "settings [plugins.providers] price: expected a table, got `3`",
+            ),
+            (
                 json!({"price": {"input": -1}}),
                 "settings [plugins.providers] price.input: expected dollars per million tokens, got `-1`",
             ),
             (
                 json!({"price": {"in": 1}}),
-                "settings [plugins.providers] price: unknown key `in`",
+                "settings [plugins.providers] price: unknown key `in` (known: input, output, cache_read, cache_write)",
             ),
             (
                 json!("anthropic"),

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use noeta_toolkit::{SettingsError, SettingsTable};
 use serde_json::Value;
 
 /// The default token budget of the skill listing.
@@ -11,7 +12,17 @@ pub(crate) const LISTING_BUDGET_TOKENS: usize = 2_000;
 pub(crate) const SCRIPT_TIMEOUT_SECS: u64 = 120;
 
 /// The keys `[plugins.skills]` knows, for the unknown-key error.
-const KNOWN: &str = "extra_skill_dirs, global_agents_skills_dir, global_skills_dir, skills_dir, workspace_skills_trust, tool_enforcement, allow_skill_scripts, listing_budget_tokens, script_timeout_secs";
+const KNOWN: &[&str] = &[
+    "extra_skill_dirs",
+    "global_agents_skills_dir",
+    "global_skills_dir",
+    "skills_dir",
+    "workspace_skills_trust",
+    "tool_enforcement",
+    "allow_skill_scripts",
+    "listing_budget_tokens",
+    "script_timeout_secs",
+];
 
 /// What is done with a call to a tool outside the `allowed-tools` of the active skills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,13 +98,13 @@ impl Default for Settings {
     }
 }
 
-/// `settings [plugins.skills] <key>: expected <what>, got `<value>``.
-fn bad(key: &str, expected: &str, value: &Value) -> String {
-    format!("settings [plugins.skills] {key}: expected {expected}, got `{value}`")
-}
-
 /// A path setting: absolute or `~/…` (and relative too when `relative_ok`).
-fn path_text(key: &str, value: &Value, relative_ok: bool) -> Result<String, String> {
+fn path_text(
+    table: &SettingsTable<'_>,
+    key: &str,
+    value: &Value,
+    relative_ok: bool,
+) -> Result<String, SettingsError> {
     let expected = if relative_ok {
         "a directory path"
     } else {
@@ -102,31 +113,24 @@ fn path_text(key: &str, value: &Value, relative_ok: bool) -> Result<String, Stri
     let text = value
         .as_str()
         .filter(|t| !t.trim().is_empty())
-        .ok_or_else(|| bad(key, expected, value))?;
+        .ok_or_else(|| table.expected(key, expected, value))?;
     if !relative_ok && !is_home_relative(text) && !Path::new(text).is_absolute() {
-        return Err(bad(key, expected, value));
+        return Err(table.expected(key, expected, value));
     }
     Ok(text.to_owned())
 }
 
-fn home_tier(key: &str, value: &Value) -> Result<HomeTier, String> {
+/// A home tier: `false`, `true` (the conventional directory), or a directory.
+fn home_tier(table: &SettingsTable<'_>, key: &str) -> Result<Option<HomeTier>, SettingsError> {
+    let Some(value) = table.get(key) else {
+        return Ok(None);
+    };
     match value {
-        Value::Bool(false) => Ok(HomeTier::Off),
-        Value::Bool(true) => Ok(HomeTier::Default),
-        Value::String(_) => path_text(key, value, false).map(HomeTier::At),
-        other => Err(bad(
-            key,
-            "true, false, or an absolute directory path",
-            other,
-        )),
+        Value::Bool(false) => Ok(Some(HomeTier::Off)),
+        Value::Bool(true) => Ok(Some(HomeTier::Default)),
+        Value::String(_) => path_text(table, key, value, false).map(|p| Some(HomeTier::At(p))),
+        other => Err(table.expected(key, "true, false, or an absolute directory path", other)),
     }
-}
-
-fn positive(key: &str, value: &Value) -> Result<u64, String> {
-    value
-        .as_u64()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| bad(key, "a positive integer", value))
 }
 
 /// Whether `text` starts with `~/` (or is `~`).
@@ -149,65 +153,56 @@ impl Settings {
     /// Reads `[plugins.skills]` (`null`: the defaults); every error names the plugin, the key
     /// and the value.
     pub(crate) fn parse(config: &Value) -> Result<Self, String> {
-        let mut settings = Self::default();
-        let table = match config {
-            Value::Null => return Ok(settings),
-            Value::Object(table) => table,
-            other => {
-                return Err(format!(
-                    "settings [plugins.skills]: expected a table, got `{other}`"
-                ));
-            }
+        let table = SettingsTable::new("skills", config, KNOWN)?;
+        let defaults = Self::default();
+        let extra_skill_dirs =
+            match table.array("extra_skill_dirs", "a list of absolute directory paths")? {
+                Some(items) => items
+                    .iter()
+                    .map(|item| path_text(&table, "extra_skill_dirs", item, false))
+                    .collect::<Result<_, _>>()?,
+                None => defaults.extra_skill_dirs,
+            };
+        let skills_dir = match table.get("skills_dir") {
+            Some(value) => Some(path_text(&table, "skills_dir", value, true)?),
+            None => defaults.skills_dir,
         };
-        for (key, value) in table {
-            match key.as_str() {
-                "extra_skill_dirs" => {
-                    let items = value
-                        .as_array()
-                        .ok_or_else(|| bad(key, "a list of absolute directory paths", value))?;
-                    settings.extra_skill_dirs = items
-                        .iter()
-                        .map(|item| path_text(key, item, false))
-                        .collect::<Result<_, _>>()?;
-                }
-                "global_agents_skills_dir" => {
-                    settings.global_agents_skills_dir = home_tier(key, value)?;
-                }
-                "global_skills_dir" => settings.global_skills_dir = home_tier(key, value)?,
-                "skills_dir" => settings.skills_dir = Some(path_text(key, value, true)?),
-                "workspace_skills_trust" => {
-                    settings.workspace_skills_trust = match value.as_str() {
-                        Some("open") => WorkspaceTrust::Open,
-                        Some("trust-store") => WorkspaceTrust::TrustStore,
-                        _ => return Err(bad(key, "`open` or `trust-store`", value)),
-                    };
-                }
-                "tool_enforcement" => {
-                    settings.tool_enforcement = match value.as_str() {
-                        Some("off") => Enforcement::Off,
-                        Some("deny") => Enforcement::Deny,
-                        Some("approve") => Enforcement::Approve,
-                        _ => return Err(bad(key, "`off`, `deny` or `approve`", value)),
-                    };
-                }
-                "allow_skill_scripts" => {
-                    settings.allow_skill_scripts = value
-                        .as_bool()
-                        .ok_or_else(|| bad(key, "true or false", value))?;
-                }
-                "listing_budget_tokens" => {
-                    settings.listing_budget_tokens = usize::try_from(positive(key, value)?)
-                        .map_err(|_| bad(key, "a positive integer", value))?;
-                }
-                "script_timeout_secs" => settings.script_timeout_secs = positive(key, value)?,
-                other => {
-                    return Err(format!(
-                        "settings [plugins.skills]: unknown key `{other}` (known: {KNOWN})"
-                    ));
-                }
-            }
-        }
-        Ok(settings)
+        Ok(Self {
+            extra_skill_dirs,
+            global_agents_skills_dir: home_tier(&table, "global_agents_skills_dir")?
+                .unwrap_or(defaults.global_agents_skills_dir),
+            global_skills_dir: home_tier(&table, "global_skills_dir")?
+                .unwrap_or(defaults.global_skills_dir),
+            skills_dir,
+            workspace_skills_trust: table
+                .one_of(
+                    "workspace_skills_trust",
+                    &[
+                        ("open", WorkspaceTrust::Open),
+                        ("trust-store", WorkspaceTrust::TrustStore),
+                    ],
+                )?
+                .unwrap_or(defaults.workspace_skills_trust),
+            tool_enforcement: table
+                .one_of(
+                    "tool_enforcement",
+                    &[
+                        ("off", Enforcement::Off),
+                        ("deny", Enforcement::Deny),
+                        ("approve", Enforcement::Approve),
+                    ],
+                )?
+                .unwrap_or(defaults.tool_enforcement),
+            allow_skill_scripts: table
+                .bool("allow_skill_scripts")?
+                .unwrap_or(defaults.allow_skill_scripts),
+            listing_budget_tokens: table
+                .positive("listing_budget_tokens")?
+                .unwrap_or(defaults.listing_budget_tokens),
+            script_timeout_secs: table
+                .positive("script_timeout_secs")?
+                .unwrap_or(defaults.script_timeout_secs),
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use noeta_toolkit::{SettingsTable, TimeUnit};
 use serde_json::Value;
 
 /// The default cap on one download, in bytes (10 MiB).
@@ -24,7 +25,16 @@ pub const SEARCH_ENDPOINT: &str = "https://api.tavily.com/search";
 /// The user agent sent by default.
 pub const USER_AGENT: &str = concat!("noeta/", env!("CARGO_PKG_VERSION"), " (WebFetch)");
 
-const KEYS: &str = "search_api_key, search_endpoint, max_bytes, max_content_chars, cache_ttl_secs, user_agent, timeout_secs";
+/// The keys `[plugins.web]` takes.
+const KEYS: &[&str] = &[
+    "search_api_key",
+    "search_endpoint",
+    "max_bytes",
+    "max_content_chars",
+    "cache_ttl_secs",
+    "user_agent",
+    "timeout_secs",
+];
 
 /// The plugin's settings.
 #[derive(Clone, PartialEq, Eq)]
@@ -76,109 +86,67 @@ impl Default for Settings {
     }
 }
 
-/// `settings [plugins.web] <key>: <why>`.
-fn bad(key: &str, why: impl fmt::Display) -> String {
-    format!("settings [plugins.web] {key}: {why}")
-}
-
 impl Settings {
     /// Reads `[plugins.web]` (`null`: the defaults), with secret references already resolved
     /// by the host; every error names the key and the value (a key's value never, since it is
     /// a secret).
     pub fn parse(config: &Value) -> Result<Self, String> {
-        let mut settings = Self::default();
-        let table = match config {
-            Value::Null => return Ok(settings),
-            Value::Object(table) => table,
-            other => {
-                return Err(format!(
-                    "settings [plugins.web]: expected a table, got `{other}`"
-                ));
+        let table = SettingsTable::new("web", config, KEYS)?;
+        let defaults = Self::default();
+        let search_api_key = match table.secret("search_api_key")? {
+            Some(secret) if is_secret_reference(&secret) => {
+                return Err(table
+                    .invalid(
+                        "search_api_key",
+                        format!(
+                            "the secret reference `{secret}` was not resolved (the host resolves secret references before it builds the plugin)"
+                        ),
+                    )
+                    .into());
             }
+            secret => secret,
         };
-        let positive = |key: &str, value: &Value| -> Result<u64, String> {
-            value
-                .as_u64()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| bad(key, format!("expected a positive integer, got `{value}`")))
-        };
-        let size = |key: &str, value: &Value| -> Result<usize, String> {
-            usize::try_from(positive(key, value)?)
-                .map_err(|_| bad(key, format!("`{value}` is too large")))
-        };
-        let text = |key: &str, value: &Value| -> Result<String, String> {
-            value
-                .as_str()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| bad(key, format!("expected a non-empty string, got `{value}`")))
-        };
-        for (key, value) in table {
-            match key.as_str() {
-                "search_api_key" => {
-                    let Some(secret) = value.as_str().map(str::trim).filter(|s| !s.is_empty())
-                    else {
-                        return Err(bad(
-                            key,
-                            "expected a non-empty string (or a secret reference such as `{env:NAME}`)",
-                        ));
-                    };
-                    if is_secret_reference(secret) {
-                        return Err(bad(
-                            key,
-                            format!(
-                                "the secret reference `{secret}` was not resolved (the host resolves secret references before it builds the plugin)"
-                            ),
-                        ));
-                    }
-                    settings.search_api_key = Some(secret.to_owned());
-                }
-                "search_endpoint" => {
-                    let endpoint = text(key, value)?;
-                    match reqwest::Url::parse(&endpoint) {
-                        Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-                        _ => {
-                            return Err(bad(
-                                key,
-                                format!("`{endpoint}` is not an http or https URL"),
-                            ));
-                        }
-                    }
-                    settings.search_endpoint = endpoint;
-                }
-                "max_bytes" => settings.max_bytes = size(key, value)?,
-                "max_content_chars" => settings.max_content_chars = size(key, value)?,
-                "cache_ttl_secs" => {
-                    let secs = value.as_u64().ok_or_else(|| {
-                        bad(
-                            key,
-                            format!("expected a whole number of seconds, got `{value}`"),
+        let search_endpoint = match table.text("search_endpoint")? {
+            Some(endpoint) => match reqwest::Url::parse(&endpoint) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") => endpoint,
+                _ => {
+                    return Err(table
+                        .invalid(
+                            "search_endpoint",
+                            format!("`{endpoint}` is not an http or https URL"),
                         )
-                    })?;
-                    settings.cache_ttl = Duration::from_secs(secs);
+                        .into());
                 }
-                "user_agent" => {
-                    let agent = text(key, value)?;
-                    if reqwest::header::HeaderValue::from_str(&agent).is_err() {
-                        return Err(bad(
-                            key,
-                            format!("`{agent}` cannot be sent as a header value"),
-                        ));
-                    }
-                    settings.user_agent = agent;
-                }
-                "timeout_secs" => {
-                    settings.timeout = Duration::from_secs(positive(key, value)?);
-                }
-                other => {
-                    return Err(format!(
-                        "settings [plugins.web]: unknown key `{other}` (known: {KEYS})"
-                    ));
-                }
+            },
+            None => defaults.search_endpoint,
+        };
+        let user_agent = match table.text("user_agent")? {
+            Some(agent) if reqwest::header::HeaderValue::from_str(&agent).is_err() => {
+                return Err(table
+                    .invalid(
+                        "user_agent",
+                        format!("`{agent}` cannot be sent as a header value"),
+                    )
+                    .into());
             }
-        }
-        Ok(settings)
+            Some(agent) => agent,
+            None => defaults.user_agent,
+        };
+        Ok(Self {
+            search_api_key,
+            search_endpoint,
+            max_bytes: table.positive("max_bytes")?.unwrap_or(defaults.max_bytes),
+            max_content_chars: table
+                .positive("max_content_chars")?
+                .unwrap_or(defaults.max_content_chars),
+            cache_ttl: table
+                .duration("cache_ttl_secs", TimeUnit::Seconds)?
+                .unwrap_or(defaults.cache_ttl),
+            user_agent,
+            timeout: table
+                .positive_duration("timeout_secs", TimeUnit::Seconds)?
+                .unwrap_or(defaults.timeout),
+        })
     }
 }
 
@@ -245,7 +213,7 @@ mod tests {
             ),
             (
                 json!({ "timeout_secs": 0 }),
-                "timeout_secs: expected a positive integer, got `0`",
+                "timeout_secs: expected a positive whole number of seconds, got `0`",
             ),
             (
                 json!({ "user_agent": "" }),
@@ -285,6 +253,12 @@ mod tests {
     #[test]
     fn an_unknown_key_lists_the_known_ones() {
         let err = Settings::parse(&json!({ "endpoint": "x" })).unwrap_err();
-        assert!(err.contains(KEYS), "{err}");
+        assert!(
+            err.ends_with(&format!(
+                "unknown key `endpoint` (known: {})",
+                KEYS.join(", ")
+            )),
+            "{err}"
+        );
     }
 }

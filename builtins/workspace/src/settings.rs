@@ -1,5 +1,6 @@
 //! `[plugins.workspace]`: what both packs read.
 
+use noeta_toolkit::SettingsTable;
 use serde_json::Value;
 
 /// The default cap on one instruction file, in bytes.
@@ -23,47 +24,20 @@ impl Default for Settings {
     }
 }
 
+/// The keys `[plugins.workspace]` takes.
+const KEYS: &[&str] = &["max_instruction_bytes", "git"];
+
 impl Settings {
     /// Reads `[plugins.workspace]` (`null`: the defaults); every error names the key.
     pub fn parse(config: &Value) -> Result<Self, String> {
-        let mut settings = Self::default();
-        let table = match config {
-            Value::Null => return Ok(settings),
-            Value::Object(table) => table,
-            other => {
-                return Err(format!(
-                    "settings [plugins.workspace]: expected a table, got `{other}`"
-                ));
-            }
-        };
-        for (key, value) in table {
-            match key.as_str() {
-                "max_instruction_bytes" => {
-                    settings.max_instruction_bytes = value
-                        .as_u64()
-                        .filter(|n| *n > 0)
-                        .and_then(|n| usize::try_from(n).ok())
-                        .ok_or_else(|| {
-                            format!(
-                                "settings [plugins.workspace] max_instruction_bytes: expected a positive integer, got `{value}`"
-                            )
-                        })?;
-                }
-                "git" => {
-                    settings.git = value.as_bool().ok_or_else(|| {
-                        format!(
-                            "settings [plugins.workspace] git: expected true or false, got `{value}`"
-                        )
-                    })?;
-                }
-                other => {
-                    return Err(format!(
-                        "settings [plugins.workspace]: unknown key `{other}` (known: max_instruction_bytes, git)"
-                    ));
-                }
-            }
-        }
-        Ok(settings)
+        let table = SettingsTable::new("workspace", config, KEYS)?;
+        let defaults = Self::default();
+        Ok(Self {
+            max_instruction_bytes: table
+                .positive("max_instruction_bytes")?
+                .unwrap_or(defaults.max_instruction_bytes),
+            git: table.bool("git")?.unwrap_or(defaults.git),
+        })
     }
 }
 
@@ -92,7 +66,11 @@ mod tests {
                 json!({ "max_instruction_bytes": 0 }),
                 "max_instruction_bytes: expected a positive integer, got `0`",
             ),
-            (json!("x"), "expected a table"),
+            (json!("x"), "expected a table, got `\"x\"`"),
+            (
+                json!({ "gti": true }),
+                "unknown key `gti` (known: max_instruction_bytes, git)",
+            ),
         ] {
             let err = Settings::parse(&config).unwrap_err();
             assert!(err.contains("settings [plugins.workspace]"), "{err}");

@@ -4,11 +4,15 @@
 //! on top of `noeta-core` alone: the function-to-tool helper [`FnTool`], which
 //! turns an async function over a typed input into a [`Tool`](noeta_core::Tool),
 //! typed schemas and readers of plugins' public records ([`todos`],
-//! [`compaction`]), and calendar dates of Unix times ([`dates`]).
+//! [`compaction`]), calendar dates of Unix times ([`dates`]), and the reader of a
+//! plugin's settings table, [`SettingsTable`], whose errors all name the plugin,
+//! the key and the value.
 
 pub mod compaction;
 pub mod dates;
 mod fn_tool;
+mod settings;
 pub mod todos;
 
 pub use fn_tool::{FnTool, ToolFuture};
+pub use settings::{SettingsError, SettingsTable, TimeUnit, WholeNumber};

@@ -219,19 +219,23 @@ fn shell_mode_off_mounts_no_bash_and_bad_shell_settings_name_the_field() {
         Err(err) => err.to_string(),
     };
     assert!(err(json!({ "shell_mode": "sometimes" })).ends_with(
-        "settings [plugins.fs]: shell_mode `sometimes` is not one of off, allowlist, arbitrary"
+        "settings [plugins.fs] shell_mode: expected `off`, `allowlist` or `arbitrary`, got `\"sometimes\"`"
     ));
     assert!(err(json!({ "shell_allowlist": "ls" })).ends_with(
-        "settings [plugins.fs]: shell_allowlist `\"ls\"` is not a list of program names"
+        "settings [plugins.fs] shell_allowlist: expected a list of strings, got `\"ls\"`"
     ));
     assert!(
         err(json!({ "shell_env": { "N": 1 } }))
-            .ends_with("settings [plugins.fs]: shell_env `N` is not a string")
+            .ends_with("settings [plugins.fs] shell_env.N: expected a string, got `1`")
     );
     assert!(
-        err(json!({ "shell_env_inherit": "yes" }))
-            .ends_with("settings [plugins.fs]: shell_env_inherit `\"yes\"` is not true or false")
+        err(json!({ "shell_env": "N=1" })).ends_with(
+            "settings [plugins.fs] shell_env: expected a table of strings, got `\"N=1\"`"
+        )
     );
+    assert!(err(json!({ "shell_env_inherit": "yes" })).ends_with(
+        "settings [plugins.fs] shell_env_inherit: expected true or false, got `\"yes\"`"
+    ));
 }
 
 #[test]

@@ -148,33 +148,42 @@ fn reading_tools_are_low_risk_read_only_and_safe_while_planning_writers_are_high
 #[test]
 fn settings_are_checked_naming_the_field_and_value() {
     let cases = [
-        (json!({ "shel_mode": "off" }), "unknown key `shel_mode`"),
+        (
+            json!({ "shel_mode": "off" }),
+            "settings [plugins.fs]: unknown key `shel_mode` (known: write_mode, write_path_globs, ",
+        ),
         (
             json!({ "write_mode": "yolo" }),
-            "write_mode `yolo` is not one of dry_run, apply",
+            "write_mode: expected `dry_run` or `apply`, got `\"yolo\"`",
         ),
-        (json!({ "write_mode": 3 }), "write_mode `3` is not one of"),
+        (
+            json!({ "write_mode": 3 }),
+            "write_mode: expected `dry_run` or `apply`, got `3`",
+        ),
         (
             json!({ "write_path_globs": "src/**" }),
-            "write_path_globs `\"src/**\"` is not a list of globs",
+            "write_path_globs: expected a list of globs, got `\"src/**\"`",
         ),
         (
             json!({ "write_path_globs": [1] }),
-            "write_path_globs entry `1` is not a string",
+            "write_path_globs: expected a glob, got `1`",
         ),
         (
             json!({ "write_path_globs": ["src/[a"] }),
-            "write_path_globs entry `src/[a` is not a valid glob",
+            "write_path_globs: `src/[a` is not a valid glob",
         ),
         (
             json!({ "background_ends_with_turn": "yes" }),
-            "background_ends_with_turn `\"yes\"` is not true or false",
+            "background_ends_with_turn: expected true or false, got `\"yes\"`",
         ),
         (
             json!({ "write_roots": ["relative/dir"] }),
-            "write_roots entry `relative/dir` is not an absolute path",
+            "write_roots: `relative/dir` is not an absolute path",
         ),
-        (json!("apply"), "expected a table"),
+        (
+            json!("apply"),
+            "settings [plugins.fs]: expected a table, got `\"apply\"`",
+        ),
     ];
     for (settings, wanted) in cases {
         let err = session(settings).unwrap_err().to_string();

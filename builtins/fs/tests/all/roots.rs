@@ -366,23 +366,23 @@ fn write_roots_must_be_absolute_paths_of_existing_directories() {
     let cases = [
         (
             json!("/tmp"),
-            "write_roots `\"/tmp\"` is not a list of directories".to_owned(),
+            "write_roots: expected a list of directories, got `\"/tmp\"`".to_owned(),
         ),
         (
             json!([7]),
-            "write_roots entry `7` is not a string".to_owned(),
+            "write_roots: expected a directory path, got `7`".to_owned(),
         ),
         (
             json!(["relative/dir"]),
-            "write_roots entry `relative/dir` is not an absolute path".to_owned(),
+            "write_roots: `relative/dir` is not an absolute path".to_owned(),
         ),
         (
             json!([missing]),
-            format!("write_roots entry `{missing}` is not an existing directory ("),
+            format!("write_roots: `{missing}` is not an existing directory ("),
         ),
         (
             json!([file]),
-            format!("write_roots entry `{file}` is not a directory"),
+            format!("write_roots: `{file}` is not a directory"),
         ),
     ];
     for (value, wanted) in cases {

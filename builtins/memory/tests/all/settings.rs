@@ -11,23 +11,23 @@ fn each_settings_error_names_the_key_and_the_value() {
     let cases = [
         (
             json!({ "dir": root, "size": 3 }),
-            "settings [plugins.memory]: unknown key `size` (expected one of: dir, read_only)",
+            "settings [plugins.memory]: unknown key `size` (known: dir, read_only)",
         ),
         (
             json!({ "dir": 3 }),
-            "settings [plugins.memory] dir `3` is not a non-empty path",
+            "settings [plugins.memory] dir: expected a non-empty path, got `3`",
         ),
         (
             json!({ "dir": "" }),
-            "settings [plugins.memory] dir `\"\"` is not a non-empty path",
+            "settings [plugins.memory] dir: expected a non-empty path, got `\"\"`",
         ),
         (
             json!({ "dir": "relative/memories" }),
-            "settings [plugins.memory] dir `relative/memories` is not an absolute path",
+            "settings [plugins.memory] dir: `relative/memories` is not an absolute path",
         ),
         (
             json!({ "dir": root, "read_only": "yes" }),
-            "settings [plugins.memory] read_only `\"yes\"` is not true or false",
+            "settings [plugins.memory] read_only: expected true or false, got `\"yes\"`",
         ),
         (
             json!("on"),
