@@ -192,11 +192,10 @@ impl Tool for AskUserQuestion {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.safe_while_planning = true;
-        // Pure: asking and reading the recorded answer again after a crash is safe.
-        flags.retry_safe = true;
-        flags
+        ToolFlags::default()
+            .safe_while_planning()
+            // Pure: asking and reading the recorded answer again after a crash is safe.
+            .retry_safe()
     }
 
     async fn run(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

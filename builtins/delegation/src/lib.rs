@@ -115,12 +115,11 @@ impl Tool for Task {
     fn flags(&self) -> ToolFlags {
         // A call only starts a child (whose own calls are gated in its task), so adjacent Task
         // calls run together: they all park, and their children run at once.
-        let mut flags = ToolFlags::default();
-        flags.read_only = true;
-        // Its children are created only once its park is recorded: running it again after a
-        // crash starts nothing twice.
-        flags.retry_safe = true;
-        flags
+        ToolFlags::default()
+            .marked_read_only()
+            // Its children are created only once its park is recorded: running it again after a
+            // crash starts nothing twice.
+            .retry_safe()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

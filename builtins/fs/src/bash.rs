@@ -358,11 +358,11 @@ impl Tool for Bash {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default().with_risk(Risk::High);
-        flags.clearable = true;
-        // The tool shortens output itself; the room above it is for its notes and exit code.
-        flags.max_result_chars = Some(MAX_RESULT_CHARS + 2_000);
-        flags
+        ToolFlags::default()
+            .with_risk(Risk::High)
+            .clearable()
+            // The tool shortens output itself; the room above it is for its notes and exit code.
+            .with_max_result_chars(MAX_RESULT_CHARS + 2_000)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

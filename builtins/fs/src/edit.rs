@@ -34,10 +34,10 @@ is at most 8 MiB.";
 
 /// The edit tools' shared flags: high risk, old outputs clearable.
 fn write_flags() -> ToolFlags {
-    let mut flags = ToolFlags::default().with_risk(Risk::High);
-    flags.clearable = true;
-    flags.max_result_chars = Some(100_000);
-    flags
+    ToolFlags::default()
+        .with_risk(Risk::High)
+        .clearable()
+        .with_max_result_chars(100_000)
 }
 
 /// Refuses a workspace path outside the `write_path_globs` allow-list (which does not

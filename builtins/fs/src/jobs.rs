@@ -428,10 +428,9 @@ impl Tool for BashOutput {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.clearable = true;
-        flags.max_result_chars = Some(MAX_POLL_CHARS + 2_000);
-        flags
+        ToolFlags::default()
+            .clearable()
+            .with_max_result_chars(MAX_POLL_CHARS + 2_000)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -528,9 +527,7 @@ impl Tool for KillShell {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default().with_risk(Risk::High);
-        flags.clearable = true;
-        flags
+        ToolFlags::default().with_risk(Risk::High).clearable()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

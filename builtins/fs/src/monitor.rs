@@ -91,10 +91,10 @@ impl Tool for Monitor {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default().with_risk(Risk::High);
-        flags.clearable = true;
-        flags.max_result_chars = Some(MAX_RESULT_CHARS);
-        flags
+        ToolFlags::default()
+            .with_risk(Risk::High)
+            .clearable()
+            .with_max_result_chars(MAX_RESULT_CHARS)
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

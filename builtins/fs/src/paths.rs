@@ -9,11 +9,10 @@ use noeta_core::{ToolContext, ToolError, ToolFlags};
 /// The flags of the reading tools (Read, Glob, Grep): read-only and safe while planning,
 /// clearable, safe to rerun, their results clipped past `max_chars`.
 pub(crate) fn reading_flags(max_chars: usize) -> ToolFlags {
-    let mut flags = ToolFlags::read_only();
-    flags.clearable = true;
-    flags.retry_safe = true;
-    flags.max_result_chars = Some(max_chars);
-    flags
+    ToolFlags::read_only()
+        .clearable()
+        .retry_safe()
+        .with_max_result_chars(max_chars)
 }
 
 /// A model-visible failure of `tool`: `<Tool>: <message>`.

@@ -327,9 +327,7 @@ impl Tool for MemoryRead {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags
+        ToolFlags::read_only().clearable()
     }
 
     async fn run(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -381,9 +379,7 @@ impl Tool for MemorySearch {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags
+        ToolFlags::read_only().clearable()
     }
 
     async fn run(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

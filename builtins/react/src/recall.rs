@@ -89,9 +89,7 @@ impl Tool for RecallHistory {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.safe_while_planning = true;
-        flags
+        ToolFlags::read_only()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -82,10 +82,7 @@ impl Tool for ToolSearch {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.safe_while_planning = true;
-        flags.retry_safe = true;
-        flags
+        ToolFlags::default().safe_while_planning().retry_safe()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -57,12 +57,11 @@ impl Tool for StructuredOutput {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.run_last = true;
-        flags.silent_reply_after = true;
-        flags.retry_safe = true;
-        flags.safe_while_planning = true;
-        flags
+        ToolFlags::default()
+            .run_last()
+            .silent_reply_after()
+            .retry_safe()
+            .safe_while_planning()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -43,10 +43,7 @@ impl Tool for Deferred {
         json!({"type": "object"})
     }
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.deferred = true;
-        flags.search_hint = Some(self.hint.to_owned());
-        flags
+        ToolFlags::default().deferred().with_search_hint(self.hint)
     }
     async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(format!("{} ran", self.name)))

@@ -102,11 +102,10 @@ impl Tool for SkillTool {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.safe_while_planning = true;
-        // Its only effect is its record, which commits with its result.
-        flags.retry_safe = true;
-        flags
+        ToolFlags::default()
+            .safe_while_planning()
+            // Its only effect is its record, which commits with its result.
+            .retry_safe()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

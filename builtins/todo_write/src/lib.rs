@@ -70,11 +70,10 @@ impl Tool for TodoWrite {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::default();
-        flags.safe_while_planning = true;
-        // Pure: its record commits with its result, so running it again after a crash is safe.
-        flags.retry_safe = true;
-        flags
+        ToolFlags::default()
+            .safe_while_planning()
+            // Pure: its record commits with its result, so running it again after a crash is safe.
+            .retry_safe()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

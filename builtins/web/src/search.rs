@@ -186,11 +186,10 @@ impl Tool for WebSearch {
     }
 
     fn flags(&self) -> ToolFlags {
-        let mut flags = ToolFlags::read_only();
-        flags.clearable = true;
-        flags.retry_safe = true;
-        flags.max_result_chars = Some(MAX_RESULT_CHARS);
-        flags
+        ToolFlags::read_only()
+            .clearable()
+            .retry_safe()
+            .with_max_result_chars(MAX_RESULT_CHARS)
     }
 
     async fn run(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -59,6 +59,41 @@ pub struct ToolFlags {
     pub risk: Risk,
 }
 
+/// Builders: the struct is `#[non_exhaustive]`, so a tool outside the kernel starts from
+/// [`ToolFlags::default`] or [`ToolFlags::read_only`] and chains these.
+///
+/// ```
+/// use noeta_core::{Risk, ToolFlags};
+///
+/// let flags = ToolFlags::default()
+///     .with_risk(Risk::High)
+///     .clearable()
+///     .retry_safe()
+///     .with_max_result_chars(30_000);
+/// assert_eq!(flags.risk, Risk::High);
+/// assert!(flags.clearable && flags.retry_safe && !flags.read_only);
+/// assert_eq!(flags.max_result_chars, Some(30_000));
+///
+/// let deferred = ToolFlags::read_only()
+///     .deferred()
+///     .with_search_hint("pdf")
+///     .with_loaded_description("Reads a PDF.");
+/// assert!(deferred.deferred && deferred.read_only && deferred.safe_while_planning);
+/// assert_eq!(deferred.search_hint.as_deref(), Some("pdf"));
+/// assert_eq!(deferred.loaded_description.as_deref(), Some("Reads a PDF."));
+///
+/// let last = ToolFlags::default()
+///     .marked_read_only()
+///     .safe_while_planning()
+///     .run_last()
+///     .listed_last()
+///     .past_agent_lists()
+///     .silent_reply_after()
+///     .unchecked_input();
+/// assert!(last.read_only && last.safe_while_planning && last.run_last && last.listed_last);
+/// assert!(last.past_agent_lists && last.silent_reply_after && last.unchecked_input);
+/// assert!(!last.clearable && !last.deferred && !last.retry_safe);
+/// ```
 impl ToolFlags {
     /// Flags for a read-only, low-risk tool that is safe while planning.
     pub fn read_only() -> Self {
@@ -70,8 +105,101 @@ impl ToolFlags {
     }
 
     /// Sets the risk.
+    #[must_use]
     pub fn with_risk(mut self, risk: Risk) -> Self {
         self.risk = risk;
+        self
+    }
+
+    /// Sets `read_only` alone (adjacent calls may run together); [`ToolFlags::read_only`]
+    /// also makes the tool safe while planning.
+    #[must_use]
+    pub fn marked_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Sets `clearable`: old outputs may be cleared from the context.
+    #[must_use]
+    pub fn clearable(mut self) -> Self {
+        self.clearable = true;
+        self
+    }
+
+    /// Sets `deferred`: held back until an extension loads it.
+    #[must_use]
+    pub fn deferred(mut self) -> Self {
+        self.deferred = true;
+        self
+    }
+
+    /// Sets `listed_last`: listed after the other tools.
+    #[must_use]
+    pub fn listed_last(mut self) -> Self {
+        self.listed_last = true;
+        self
+    }
+
+    /// Sets `run_last`: in a reply with several calls, runs after the others.
+    #[must_use]
+    pub fn run_last(mut self) -> Self {
+        self.run_last = true;
+        self
+    }
+
+    /// Sets `past_agent_lists`: kept for an agent whose tool list does not name it.
+    #[must_use]
+    pub fn past_agent_lists(mut self) -> Self {
+        self.past_agent_lists = true;
+        self
+    }
+
+    /// Sets `silent_reply_after`: once it succeeds the turn ends without another model call.
+    #[must_use]
+    pub fn silent_reply_after(mut self) -> Self {
+        self.silent_reply_after = true;
+        self
+    }
+
+    /// Sets the words tool search matches a deferred tool by.
+    #[must_use]
+    pub fn with_search_hint(mut self, hint: impl Into<String>) -> Self {
+        self.search_hint = Some(hint.into());
+        self
+    }
+
+    /// Sets the description sent once a deferred tool is loaded.
+    #[must_use]
+    pub fn with_loaded_description(mut self, description: impl Into<String>) -> Self {
+        self.loaded_description = Some(description.into());
+        self
+    }
+
+    /// Sets `retry_safe`: safe to run again after a crash left its outcome unknown.
+    #[must_use]
+    pub fn retry_safe(mut self) -> Self {
+        self.retry_safe = true;
+        self
+    }
+
+    /// Sets `unchecked_input`: the tool checks its input itself, not the runtime.
+    #[must_use]
+    pub fn unchecked_input(mut self) -> Self {
+        self.unchecked_input = true;
+        self
+    }
+
+    /// Sets `safe_while_planning`: allowed while the agent is in plan mode.
+    #[must_use]
+    pub fn safe_while_planning(mut self) -> Self {
+        self.safe_while_planning = true;
+        self
+    }
+
+    /// Sets the inline output limit, in characters.
+    #[must_use]
+    pub fn with_max_result_chars(mut self, chars: usize) -> Self {
+        self.max_result_chars = Some(chars);
         self
     }
 }
