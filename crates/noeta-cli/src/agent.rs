@@ -77,8 +77,8 @@ pub(crate) fn open_store(
 
 /// Where secret references resolve: the environment, then (with the `keyring` feature) the OS
 /// keyring. A keyring that cannot be opened is reported on each `{keyring:…}` reference.
-pub(crate) fn secrets() -> noeta::settings::SecretChain {
-    let chain = noeta::settings::SecretChain::new().with(Arc::new(noeta::EnvSecrets::new()));
+pub(crate) fn secrets() -> noeta::secrets::SecretChain {
+    let chain = noeta::secrets::SecretChain::new().with(Arc::new(noeta::EnvSecrets::new()));
     #[cfg(feature = "keyring")]
     let chain = chain.with(os_keyring());
     chain
@@ -87,8 +87,8 @@ pub(crate) fn secrets() -> noeta::settings::SecretChain {
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 fn os_keyring() -> Arc<dyn noeta::SecretStore> {
     match linux_keyutils_keyring_store::Store::new() {
-        Ok(store) => Arc::new(noeta::settings::KeyringSecrets::new(store)),
-        Err(error) => Arc::new(noeta::settings::UnavailableKeyring::new(format!(
+        Ok(store) => Arc::new(noeta::secrets::KeyringSecrets::new(store)),
+        Err(error) => Arc::new(noeta::secrets::UnavailableKeyring::new(format!(
             "the kernel keyring cannot be opened: {error}"
         ))),
     }
@@ -96,7 +96,7 @@ fn os_keyring() -> Arc<dyn noeta::SecretStore> {
 
 #[cfg(all(feature = "keyring", not(target_os = "linux")))]
 fn os_keyring() -> Arc<dyn noeta::SecretStore> {
-    Arc::new(noeta::settings::UnavailableKeyring::new(
+    Arc::new(noeta::secrets::UnavailableKeyring::new(
         "this build has no keyring store for this platform (only Linux's kernel keyring)".into(),
     ))
 }

@@ -17,7 +17,8 @@ use serde_json::Value;
 use crate::agent_files::{AgentFile, load_agent_files};
 use crate::backends::{ProviderConfig, Stores};
 use crate::host::{HostError, HostOptions, HostPaths};
-use crate::settings::{EnvSecrets, SecretStore, Settings, SettingsFiles, resolve_plugin_secrets};
+use crate::secrets::{EnvSecrets, SecretStore, resolve_plugin_secrets};
+use crate::settings::{Settings, SettingsFiles};
 
 /// How to reach a model when nothing says: the message a host gives.
 pub const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or pass --provider anthropic|openai|scripted:FILE (examples/demo/script.json runs offline)";

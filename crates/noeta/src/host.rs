@@ -137,7 +137,7 @@ pub enum HostError {
     Session(#[from] noeta_core::session::SessionError),
     /// A secret reference in the settings cannot be resolved.
     #[error(transparent)]
-    Secret(#[from] crate::settings::SecretError),
+    Secret(#[from] crate::secrets::SecretError),
     /// No agent has this name.
     #[error("no agent named `{name}` (known: {known})")]
     UnknownAgent {
@@ -232,7 +232,7 @@ pub fn build_session_with_secrets(
     set: &PluginSet,
     compiled: &noeta_core::CompiledAgent,
     config: &std::collections::BTreeMap<String, serde_json::Value>,
-    secrets: &dyn crate::settings::SecretStore,
+    secrets: &dyn crate::secrets::SecretStore,
 ) -> Result<noeta_core::session::Session, HostError> {
     build_session_shared(
         set,
@@ -249,10 +249,10 @@ pub fn build_session_shared(
     set: &PluginSet,
     compiled: &noeta_core::CompiledAgent,
     config: &std::collections::BTreeMap<String, serde_json::Value>,
-    secrets: &dyn crate::settings::SecretStore,
+    secrets: &dyn crate::secrets::SecretStore,
     instances: &noeta_core::session::Instances,
 ) -> Result<noeta_core::session::Session, HostError> {
-    let resolved = crate::settings::resolve_config(config, secrets)?;
+    let resolved = crate::secrets::resolve_config(config, secrets)?;
     Ok(noeta_core::session::build_session_shared(
         set,
         compiled,

@@ -12,6 +12,7 @@ pub mod backends;
 pub mod builtins;
 mod host;
 pub mod listing;
+pub mod secrets;
 pub mod settings;
 
 pub use agent_files::{AgentFile, load_agent_files};
@@ -23,7 +24,5 @@ pub use host::{
 };
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;
-pub use settings::{
-    EnvSecrets, Layer, MockSecrets, SecretError, SecretStore, Settings, SettingsError,
-    SettingsFiles, resolve_secrets,
-};
+pub use secrets::{EnvSecrets, SecretError, SecretStore, resolve_secrets};
+pub use settings::{Layer, Settings, SettingsError, SettingsFiles};

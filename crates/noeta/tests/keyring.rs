@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use noeta::settings::{
+use noeta::secrets::{
     KeyringSecrets, SecretChain, SecretError, UnavailableKeyring, resolve_plugin_secrets,
 };
 use noeta::{EnvSecrets, SecretStore};

@@ -10,17 +10,76 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use noeta::settings::{
-    EVERY_AGENT, FLAGS_ORIGIN, SecretChain, SecretLookup, SecretRef, resolve_config,
+use noeta::secrets::{
+    Secret, SecretChain, SecretLookup, SecretRef, SecretStore, resolve_config,
     resolve_plugin_secrets,
 };
+use noeta::settings::{EVERY_AGENT, FLAGS_ORIGIN};
 use noeta::{
-    AgentFile, EnvSecrets, HostOptions, HostPaths, Layer, MockSecrets, SecretError, Settings,
-    SettingsError, SettingsFiles, load_agent_files, resolve_secrets,
+    AgentFile, EnvSecrets, HostOptions, HostPaths, Layer, SecretError, Settings, SettingsError,
+    SettingsFiles, load_agent_files, resolve_secrets,
 };
 use noeta_core::{AgentOptions, PluginSource};
 use serde_json::{Value, json};
 use tempfile::TempDir;
+
+/// An in-memory store of both kinds (a test double; hosts implement `SecretStore` for their own). Its `Debug` lists names, never values.
+#[derive(Clone, Default)]
+struct MockSecrets {
+    env: BTreeMap<String, Secret>,
+    keyring: BTreeMap<(String, String), Secret>,
+}
+
+impl MockSecrets {
+    /// An empty store.
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a variable for `{env:NAME}`.
+    fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(name.into(), Secret::new(value));
+        self
+    }
+
+    /// Adds a keyring entry for `{keyring:service/user}`.
+    fn keyring(
+        mut self,
+        service: impl Into<String>,
+        user: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.keyring
+            .insert((service.into(), user.into()), Secret::new(value));
+        self
+    }
+}
+
+impl std::fmt::Debug for MockSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keyring: Vec<String> = self
+            .keyring
+            .keys()
+            .map(|(service, user)| format!("{service}/{user}"))
+            .collect();
+        f.debug_struct("MockSecrets")
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("keyring", &keyring)
+            .finish()
+    }
+}
+
+impl SecretStore for MockSecrets {
+    fn lookup(&self, reference: &SecretRef) -> SecretLookup {
+        let found = match reference {
+            SecretRef::Env(name) => self.env.get(name),
+            SecretRef::Keyring { service, user } => {
+                self.keyring.get(&(service.clone(), user.clone()))
+            }
+        };
+        found.map_or(SecretLookup::Missing, |s| SecretLookup::Found(s.clone()))
+    }
+}
 
 /// A machine directory, a home and a workspace, all temporary.
 struct Host {
