@@ -237,11 +237,18 @@ fn the_manifest_declares_the_pack_at_100_naming_its_tools() {
     .unwrap();
     let fs = set.get("fs").unwrap();
     let contributions = &fs.manifest.contributions;
-    assert_eq!(contributions.len(), 1);
     let pack = &contributions[0];
     assert_eq!(
         (pack.surface.as_str(), pack.name.as_str(), pack.priority()),
         ("session_pack", "fs", 100)
     );
-    assert_eq!(pack.tool_names(), MOUNTED);
+    // Every tool the pack mounts is declared on the `tool` surface as mounted by it.
+    let declared: Vec<&str> = contributions[1..]
+        .iter()
+        .map(|c| {
+            assert_eq!((c.surface.as_str(), c.mounted_by()), ("tool", Some("fs")));
+            c.name.as_str()
+        })
+        .collect();
+    assert_eq!(declared, MOUNTED);
 }

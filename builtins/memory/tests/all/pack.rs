@@ -112,11 +112,20 @@ fn the_manifest_declares_the_fragment_the_pack_at_300_and_recall_at_turn_intake(
             ("prompt_fragment", "memory-policy"),
             ("session_pack", "memory"),
             ("reminder_provider", "memory-recall"),
+            ("tool", "memory_write"),
+            ("tool", "memory_read"),
+            ("tool", "memory_search"),
+            ("tool", "memory_archive"),
         ]
     );
     let pack = &memory.manifest.contributions[1];
     assert_eq!(pack.priority(), 300);
-    assert_eq!(pack.tool_names(), MOUNTED);
+    let declared: Vec<&str> = memory.manifest.contributions[3..]
+        .iter()
+        .filter(|c| c.mounted_by() == Some("memory"))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(declared, MOUNTED);
     let recall = &memory.manifest.contributions[2];
     assert_eq!(recall.seams(), [noeta_core::Seam::TurnIntake]);
 }

@@ -81,7 +81,14 @@ fn the_agents_tool_list_still_holds() {
 fn the_manifest_declares_the_pack_and_its_tools() {
     let manifest = include_str!("../../noeta-plugin.toml");
     assert!(manifest.contains("name = \"web\"\nref = \"noeta_builtin_web::web\"\npriority = 200"));
-    assert!(manifest.contains("tools = [\"WebFetch\", \"WebSearch\"]"));
+    for tool in ["WebFetch", "WebSearch"] {
+        assert!(
+            manifest.contains(&format!(
+                "surface = \"tool\"\nname = \"{tool}\"\npack = \"web\""
+            )),
+            "{tool} is declared as mounted by the pack"
+        );
+    }
 }
 
 #[test]
