@@ -313,24 +313,43 @@ const KNOWN_FIELDS: [&str; 7] = [
     "contributions",
 ];
 
-/// Converts TOML to JSON; datetimes become their TOML text.
-pub(crate) fn toml_to_json(value: &toml::Value) -> Value {
-    match value {
+/// A float JSON cannot hold (`nan`, `inf`, `-inf`) found while converting TOML, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NonFinite {
+    /// The value's path from where the conversion started: `key`, `key[2]`, `key.sub`.
+    pub path: String,
+    /// The float.
+    pub value: f64,
+}
+
+/// TOML as JSON, the one conversion manifests and settings share: a date or time becomes its
+/// TOML text; a non-finite float is refused, naming its path under `path`.
+pub fn toml_to_json(value: &toml::Value, path: &str) -> Result<Value, NonFinite> {
+    Ok(match value {
         toml::Value::String(s) => Value::String(s.clone()),
         toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => {
-            serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
-        }
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or_else(|| NonFinite {
+                path: path.to_owned(),
+                value: *f,
+            })?,
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(items) => Value::Array(items.iter().map(toml_to_json).collect()),
+        toml::Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| toml_to_json(item, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
         toml::Value::Table(table) => Value::Object(
             table
                 .iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
+                .map(|(k, v)| Ok((k.clone(), toml_to_json(v, &format!("{path}.{k}"))?)))
+                .collect::<Result<_, NonFinite>>()?,
         ),
-    }
+    })
 }
 
 /// Looks up a field under its kebab-case or snake_case spelling.
@@ -425,7 +444,13 @@ pub fn parse_manifest(
         None => None,
     };
     let config_schema = match field(table, "config-schema") {
-        Some(v @ toml::Value::Table(_)) => Some(toml_to_json(v)),
+        Some(v @ toml::Value::Table(_)) => Some(toml_to_json(v, "config-schema").map_err(|n| {
+            field_error(
+                plugin,
+                "config-schema",
+                &format!("`{}` is {}, which JSON cannot hold", n.path, n.value),
+            )
+        })?),
         Some(_) => return Err(field_error(plugin, "config-schema", "must be a table")),
         None => None,
     };
@@ -569,8 +594,17 @@ fn parse_contribution(
     let params: BTreeMap<String, Value> = table
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "surface" | "name" | "ref" | "path"))
-        .map(|(k, v)| (k.clone(), toml_to_json(v)))
-        .collect();
+        .map(|(k, v)| Ok((k.clone(), toml_to_json(v, k)?)))
+        .collect::<Result<_, NonFinite>>()
+        .map_err(|n| {
+            fail(
+                entry_label.clone(),
+                format!(
+                    "`{}` is {}, which JSON cannot hold: give a finite number",
+                    n.path, n.value
+                ),
+            )
+        })?;
 
     match table.get("priority") {
         None | Some(toml::Value::Integer(_)) => {}

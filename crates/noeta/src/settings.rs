@@ -287,7 +287,7 @@ impl Settings {
                     }
                     self.switches.insert(name.clone(), enabled);
                 } else {
-                    params.insert(key.clone(), toml_to_json(at, &table_name, key, value)?);
+                    params.insert(key.clone(), to_json(at, &table_name, key, value)?);
                 }
             }
             merge_params(self.plugins.entry(name.clone()).or_default(), params);
@@ -730,43 +730,26 @@ fn add_plugins_item(
             ));
         }
         let path = format!("{key}.{name}.{param}");
-        map.insert(param.clone(), toml_to_json(at, table, &path, value)?);
+        map.insert(param.clone(), to_json(at, table, &path, value)?);
     }
     Ok((name.clone(), map))
 }
 
-/// A TOML value as JSON (a date or time becomes its TOML text; a non-finite float is refused).
-fn toml_to_json(
+/// A TOML value as JSON (`noeta_core::manifest::toml_to_json`: a date or time becomes its TOML
+/// text; a non-finite float is refused, naming its key).
+fn to_json(
     at: &Origin<'_>,
     table: &str,
     key: &str,
     value: &toml::Value,
 ) -> Result<Value, SettingsError> {
-    Ok(match value {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .ok_or_else(|| at.wrong_type(table, key, "a finite number", value))?,
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| toml_to_json(at, table, &format!("{key}[{i}]"), item))
-                .collect::<Result<_, _>>()?,
-        ),
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| {
-                    Ok((
-                        k.clone(),
-                        toml_to_json(at, table, &format!("{key}.{k}"), v)?,
-                    ))
-                })
-                .collect::<Result<_, SettingsError>>()?,
-        ),
+    noeta_core::manifest::toml_to_json(value, key).map_err(|n| {
+        at.wrong_type(
+            table,
+            &n.path,
+            "a finite number",
+            &toml::Value::Float(n.value),
+        )
     })
 }
 

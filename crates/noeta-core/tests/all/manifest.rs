@@ -717,3 +717,25 @@ fn a_declared_tool_with_a_ref_or_a_pack_that_is_not_a_name_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_float_json_cannot_hold_is_refused_naming_where_it_is() {
+    let message = refusal(
+        "name = \"demo\"\n[[contributions]]\nsurface = \"prompt_fragment\"\nname = \"f\"\ntext = \"hi\"\nweights = [1.0, nan]\n",
+    );
+    assert_eq!(
+        message,
+        format!(
+            "manifest file `{FILE}` (plugin `demo`): contribution #1 (surface `prompt_fragment`, name `f`): `weights[1]` is NaN, which JSON cannot hold: give a finite number"
+        )
+    );
+    let message = refusal("name = \"demo\"\n[config-schema]\nlimits = { top = inf }\n");
+    assert_mentions(
+        &message,
+        &[
+            "(plugin `demo`)",
+            "config-schema",
+            "`config-schema.limits.top` is inf",
+        ],
+    );
+}
