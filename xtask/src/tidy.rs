@@ -96,12 +96,20 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             }
         };
         match p.name.as_str() {
-            "noeta-core" => deny(
-                &mut problems,
-                internal(&all),
-                &[],
-                "the kernel depends on no workspace crate",
-            ),
+            "noeta-core" => {
+                deny(
+                    &mut problems,
+                    internal(&normal),
+                    &[],
+                    "the kernel depends on no workspace crate",
+                );
+                deny(
+                    &mut problems,
+                    internal(&[Some("dev")]),
+                    &["noeta-testkit"],
+                    "the kernel's tests use the testkit only",
+                );
+            }
             "noeta-toolkit" => deny(
                 &mut problems,
                 internal(&all),

@@ -12,27 +12,17 @@ use futures::executor::block_on;
 use noeta_core::fold::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::{RunOutcome, Runtime};
-use noeta_core::session::{Session, build_session};
+use noeta_core::session::Session;
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins,
-    standard_registry,
-};
+use noeta_testkit::harness::session_of;
 use serde_json::{Value, json};
 
 fn session() -> Session {
-    let set = load_plugins(
-        &[PluginSource::Linked(
-            noeta_builtin_ask_user_question::plugin(),
-        )],
-        &LoadOptions::new(standard_registry()),
+    session_of(
+        vec![noeta_builtin_ask_user_question::plugin()],
+        &["ask_user_question"],
+        &Default::default(),
     )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["ask_user_question".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
-    build_session(&set, &compiled, &Default::default(), None).unwrap()
 }
 
 fn start(questions: Value) -> (Runtime, Session, TaskId, RunOutcome) {

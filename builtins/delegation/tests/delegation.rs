@@ -7,8 +7,8 @@
     reason = "test helpers outside #[test] functions"
 )]
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::executor::block_on;
@@ -19,13 +19,13 @@ use noeta_core::records::ToolCall;
 use noeta_core::runner::{RunOutcome, Runtime, Sessions};
 use noeta_core::session::{Session, bare_session, build_session};
 use noeta_core::store::{
-    Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record, Snapshot,
-    StoreError, TaskId, TaskInfo,
+    EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId, TaskInfo,
 };
 use noeta_core::{
     ActivationRules, AgentDefinition, AgentOptions, LinkedPlugin, LoadOptions, PluginSource,
     RefTable, Resolved, compile_agent, load_plugins, standard_registry,
 };
+use noeta_testkit::harness::CrashAfter;
 use serde_json::{Value, json};
 
 /// The parent asks for the `Task` calls it is given, then sums up; a child answers its goal
@@ -481,55 +481,6 @@ fn an_agent_without_a_roster_gets_no_task_tool() {
     assert!(offers_control(&parent_session(&["explore"])));
 }
 
-/// A log that stops writing after `limit` appends, as a worker that died.
-struct Dying {
-    inner: Arc<MemoryEventLog>,
-    left: Mutex<usize>,
-}
-
-#[async_trait]
-impl EventLog for Dying {
-    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
-        self.inner.create_task(task, parent).await
-    }
-    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.claim(task, worker, ttl_ms).await
-    }
-    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.renew(lease, ttl_ms).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease).await
-    }
-    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        {
-            let mut left = self.left.lock().unwrap();
-            if *left == 0 {
-                return Err(StoreError::Backend {
-                    message: "the worker died".into(),
-                });
-            }
-            *left -= 1;
-        }
-        self.inner.append(lease, batch).await
-    }
-    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
-        self.inner.read(task, after).await
-    }
-    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
-        self.inner.info(task).await
-    }
-    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
-        self.inner.tasks().await
-    }
-    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
-        self.inner.put_snapshot(task, snapshot).await
-    }
-    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
-        self.inner.snapshot(task).await
-    }
-}
-
 #[test]
 fn a_crash_while_children_run_resumes_each_call_exactly_once() {
     let calls = || vec![task_call("explore", "one"), task_call("plan", "two")];
@@ -543,10 +494,7 @@ fn a_crash_while_children_run_resumes_each_call_exactly_once() {
         .sum::<usize>();
     for limit in 2..appends {
         let run = Run::new();
-        let dying = Arc::new(Dying {
-            inner: run.log.clone(),
-            left: Mutex::new(limit),
-        });
+        let dying = Arc::new(CrashAfter::new(run.log.clone(), limit));
         let rt = run
             .runtime(dying, Model::new(calls()))
             .with_children_at_once(2);

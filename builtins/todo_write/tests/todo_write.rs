@@ -12,26 +12,18 @@ use futures::executor::block_on;
 use noeta_core::fold::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, build_session};
+use noeta_core::session::Session;
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins,
-    standard_registry,
-};
+use noeta_testkit::harness::session_of;
 use noeta_toolkit::todos::{self, TodoStatus};
 use serde_json::{Value, json};
 
 fn session() -> Session {
-    let set = load_plugins(
-        &[PluginSource::Linked(noeta_builtin_todo_write::plugin())],
-        &LoadOptions::new(standard_registry()),
+    session_of(
+        vec![noeta_builtin_todo_write::plugin()],
+        &["todo_write"],
+        &Default::default(),
     )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["todo_write".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
-    build_session(&set, &compiled, &Default::default(), None).unwrap()
 }
 
 fn run(todos: Value) -> (Runtime, Session, TaskId) {

@@ -1,7 +1,9 @@
-//! Fixture plugins, the byte-golden helper, a loopback HTTP request reader and the CLI test
+//! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
+//! a dying log, a plugin's session), a loopback HTTP request reader and the CLI test
 //! environment for noeta's tests (a dev-dependency only).
 
 pub mod cli;
 pub mod fixtures;
 pub mod golden;
+pub mod harness;
 pub mod http;

@@ -14,52 +14,15 @@ use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
 use noeta_core::runner::{RunError, RunOutcome, Runtime};
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{
-    ContentStore, Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record,
-    Snapshot, StoreError, TaskId, TaskInfo,
+    ContentStore, Event, EventLog, Lease, MemoryEventLog, Record, Snapshot, StoreError, TaskId,
+    TaskInfo,
 };
 use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput, Verdict};
 use serde_json::{Value, json};
 
 // --- harness -------------------------------------------------------------------
 
-struct Harness {
-    clock: Arc<ManualClock>,
-    log: Arc<MemoryEventLog>,
-    content: Arc<MemoryContentStore>,
-}
-
-impl Harness {
-    fn new() -> Self {
-        let clock = ManualClock::at(1_000);
-        Self {
-            log: Arc::new(MemoryEventLog::new(clock.clone())),
-            content: Arc::new(MemoryContentStore::new()),
-            clock,
-        }
-    }
-
-    fn runtime(&self, turns: Value) -> Runtime {
-        self.runtime_over(self.log.clone(), turns)
-    }
-
-    fn runtime_over(&self, log: Arc<dyn EventLog>, turns: Value) -> Runtime {
-        let script = json!({ "turns": turns }).to_string();
-        let provider = ScriptedProvider::from_json(&script, "test script").unwrap();
-        Runtime::new(log, self.content.clone(), Arc::new(provider)).with_lease_ttl(1_000)
-    }
-
-    fn events(&self, task: &TaskId) -> Vec<Event> {
-        block_on(self.log.read(task, 0)).unwrap()
-    }
-
-    fn core_kinds(&self, task: &TaskId) -> Vec<String> {
-        self.events(task)
-            .iter()
-            .filter(|e| e.record.extension == "core")
-            .map(|e| e.record.kind.clone())
-            .collect()
-    }
-}
+use noeta_testkit::harness::{CrashAfter, Harness};
 
 fn task(id: &str) -> TaskId {
     TaskId::new(id).unwrap()
@@ -851,7 +814,7 @@ fn turn_intake_runs_once_per_message_even_across_a_crash() {
     let t = task("intake");
     // The first worker dies right after intake is recorded.
     let dying = h.runtime_over(
-        Arc::new(Crashing::after(h.log.clone(), 2)),
+        Arc::new(CrashAfter::new(h.log.clone(), 2)),
         json!([{ "text": "ok" }]),
     );
     block_on(dying.create(&s, &t, "hello")).unwrap();
@@ -995,64 +958,6 @@ fn a_context_overflow_without_room_fails_the_turn_naming_it() {
 
 // --- crashes --------------------------------------------------------------------
 
-/// An event log that dies (refuses every append) after `limit` successful appends.
-struct Crashing {
-    inner: Arc<MemoryEventLog>,
-    left: Mutex<usize>,
-}
-
-impl Crashing {
-    fn after(inner: Arc<MemoryEventLog>, limit: usize) -> Self {
-        Self {
-            inner,
-            left: Mutex::new(limit),
-        }
-    }
-}
-
-#[async_trait]
-impl EventLog for Crashing {
-    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
-        self.inner.create_task(task, parent).await
-    }
-    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.claim(task, worker, ttl_ms).await
-    }
-    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.renew(lease, ttl_ms).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease).await
-    }
-    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        {
-            let mut left = self.left.lock().unwrap();
-            if *left == 0 {
-                return Err(StoreError::Backend {
-                    message: "the worker died".into(),
-                });
-            }
-            *left -= 1;
-        }
-        self.inner.append(lease, batch).await
-    }
-    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
-        self.inner.read(task, after).await
-    }
-    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
-        self.inner.info(task).await
-    }
-    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
-        self.inner.tasks().await
-    }
-    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
-        self.inner.put_snapshot(task, snapshot).await
-    }
-    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
-        self.inner.snapshot(task).await
-    }
-}
-
 /// A log that remembers each batch's kinds and counts lease renewals.
 struct Batches {
     inner: Arc<MemoryEventLog>,
@@ -1195,7 +1100,7 @@ fn a_crash_before_a_retry_safe_result_is_written_runs_the_call_again() {
     ]);
     // Appends: the first batch, intake, the reply with its started-record; the fourth (the
     // result with the next reply) never lands.
-    let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 3)), turns.clone());
+    let dying = h.runtime_over(Arc::new(CrashAfter::new(h.log.clone(), 3)), turns.clone());
     block_on(dying.create(&s, &t, "go")).unwrap();
     assert!(block_on(dying.run(&s, &t)).is_err());
     assert_eq!(look.runs.load(Ordering::SeqCst), 1);
@@ -1265,7 +1170,7 @@ fn a_crash_before_a_reply_is_written_runs_no_tool_and_asks_the_model_again() {
     let t = task("unwritten");
     let turns = json!([{ "calls": [call("Work", json!({}))] }, { "text": "done" }]);
     // Appends: create, intake — then the worker dies writing the reply and its started-record.
-    let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 2)), turns.clone());
+    let dying = h.runtime_over(Arc::new(CrashAfter::new(h.log.clone(), 2)), turns.clone());
     block_on(dying.create(&s, &t, "go")).unwrap();
     assert!(block_on(dying.run(&s, &t)).is_err());
     assert_eq!(work.runs.load(Ordering::SeqCst), 0, "no tool ran");
@@ -1364,7 +1269,7 @@ fn a_crash_at_every_event_boundary_loses_and_duplicates_nothing() {
         let s = session(vec![offers(vec![a.clone(), b.clone(), c.clone()])]);
         let t = task("crash");
         let dying = h.runtime_over(
-            Arc::new(Crashing::after(h.log.clone(), limit)),
+            Arc::new(CrashAfter::new(h.log.clone(), limit)),
             three_tool_turn(),
         );
         block_on(dying.create(&s, &t, "go")).ok();
@@ -2003,7 +1908,7 @@ fn a_crash_at_every_boundary_of_a_parent_with_two_children_loses_nothing() {
         let host = family(Arc::new(AtomicUsize::new(0)), None);
         let t = task("parent");
         let dying = Runtime::new(
-            Arc::new(Crashing::after(h.log.clone(), limit)),
+            Arc::new(CrashAfter::new(h.log.clone(), limit)),
             h.content.clone(),
             Arc::new(ChildAware),
         )
@@ -2177,7 +2082,7 @@ fn a_crash_at_every_boundary_of_a_background_child_delivers_its_report_exactly_o
         let host = family(Arc::new(AtomicUsize::new(0)), None);
         let t = task("parent");
         let dying = Runtime::new(
-            Arc::new(Crashing::after(h.log.clone(), limit)),
+            Arc::new(CrashAfter::new(h.log.clone(), limit)),
             h.content.clone(),
             Arc::new(BackgroundAware),
         )
@@ -4401,7 +4306,7 @@ mod more_failure_rows {
         let t = task("badrecover");
         let turns = json!([{ "calls": [call("Fragile", json!({}))] }, { "text": "ok" }]);
         // Appends: create, intake, reply with started — then the worker dies before the result.
-        let dying = h.runtime_over(Arc::new(Crashing::after(h.log.clone(), 3)), turns.clone());
+        let dying = h.runtime_over(Arc::new(CrashAfter::new(h.log.clone(), 3)), turns.clone());
         block_on(dying.create(&s, &t, "go")).unwrap();
         assert!(block_on(dying.run(&s, &t)).is_err());
         h.clock.advance(5_000);
