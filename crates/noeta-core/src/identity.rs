@@ -18,6 +18,7 @@ use crate::hooks::panic_message;
 use crate::loader::PluginSet;
 use crate::merge::Merged;
 use crate::resolve::{Resolution, ResolveError, ResolvedEntry};
+use crate::surface::names;
 use crate::surface::{ActivationBinding, Plane};
 use crate::tool::{Tool, tool_schema_hash};
 use crate::value::Resolved;
@@ -548,7 +549,7 @@ pub fn compile_agent(
     }
 
     // In-process MCP servers are host-wired, but their tools join every agent's tool set.
-    for entry in resolution.for_surface("mcp_server") {
+    for entry in resolution.for_surface(names::MCP_SERVER) {
         if let Resolved::McpServer(server) = &entry.value {
             for tool in &server.tools {
                 let named: Arc<dyn Tool> = Arc::new(McpNamed {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::contrib::Seam;
 use crate::surface::SurfaceRegistry;
+use crate::surface::names;
 
 /// The file name of an on-disk plugin's manifest.
 pub const MANIFEST_FILE: &str = "noeta-plugin.toml";
@@ -84,7 +85,7 @@ impl ManifestContribution {
     /// in listings and in the namespace of model-visible tool names, but is not resolved (the
     /// pack's own contribution is).
     pub fn mounted_by(&self) -> Option<&str> {
-        if self.surface != "tool" {
+        if self.surface != names::TOOL {
             return None;
         }
         self.params.get("pack").and_then(Value::as_str)
@@ -503,7 +504,7 @@ fn check_mounting_packs(
 ) -> Result<(), ManifestError> {
     let packs: Vec<&str> = contributions
         .iter()
-        .filter(|c| c.surface == "session_pack")
+        .filter(|c| c.surface == names::SESSION_PACK)
         .map(|c| c.name.as_str())
         .collect();
     for c in contributions {
@@ -636,7 +637,7 @@ fn parse_contribution(
             ));
         }
     }
-    if surface == "tool"
+    if surface == names::TOOL
         && let Some(pack) = params.get("pack")
     {
         if pack.as_str().is_none_or(|p| p.trim().is_empty()) {
@@ -652,7 +653,7 @@ fn parse_contribution(
             ));
         }
     }
-    if surface == "reminder_provider"
+    if surface == names::REMINDER_PROVIDER
         && let Some(seams) = params.get("seams")
     {
         let names: Option<Vec<&str>> = match seams {
@@ -677,7 +678,7 @@ fn parse_contribution(
             }
         }
     }
-    if surface == "skills" {
+    if surface == names::SKILLS {
         match path.as_deref() {
             None => {
                 return Err(fail(

@@ -17,6 +17,7 @@ use crate::loader::{PluginSet, ResolveRequest};
 use crate::manifest::ManifestContribution;
 use crate::merge::{Merged, MergedEntry};
 use crate::surface::ActivationScope;
+use crate::surface::names;
 use crate::value::Resolved;
 
 /// Why a contribution could not be resolved. Every message names the plugin and the ref.
@@ -154,10 +155,10 @@ impl Resolution {
 }
 
 /// The resource-only surface whose value is its `path`.
-const SKILLS: &str = "skills";
+const SKILLS: &str = names::SKILLS;
 
 /// The host surfaces consumed as soon as their plugin is loaded.
-const AUTO_CONSUMED: [&str; 2] = [SKILLS, "mcp_server"];
+pub(crate) const AUTO_CONSUMED: [&str; 2] = [SKILLS, names::MCP_SERVER];
 
 impl PluginSet {
     /// Resolves one contribution (memoised) and validates it against its surface.

@@ -27,6 +27,7 @@ use crate::loader::{PluginSet, SourceKind};
 use crate::policy::{Policy, minimal_policy};
 use crate::records::{PluginPin, ToolCall};
 use crate::store::Event;
+use crate::surface::names;
 use crate::tool::{Tool, ToolOutput};
 use crate::value::Resolved;
 
@@ -552,7 +553,7 @@ pub fn build_session_shared(
     ctx.policy = spec.policy.clone();
     ctx.tools = spec.allowed_tools.clone();
     ctx.skills_dirs = resolution
-        .for_surface("skills")
+        .for_surface(names::SKILLS)
         .iter()
         .filter_map(|entry| match &entry.value {
             Resolved::SkillsPath(path) => Some((entry.plugin.clone(), path.clone())),
@@ -561,7 +562,7 @@ pub fn build_session_shared(
         .collect();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
     let mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)> = Vec::new();
-    for entry in resolution.for_surface("session_pack") {
+    for entry in resolution.for_surface(names::SESSION_PACK) {
         let Resolved::SessionPack(factory) = &entry.value else {
             continue;
         };
@@ -614,7 +615,7 @@ pub fn build_session_shared(
     }
     // The agent's own kinds follow the packs'; a kind has one owner.
     let mut own_kinds = Vec::new();
-    for entry in resolution.for_surface("content_kind") {
+    for entry in resolution.for_surface(names::CONTENT_KIND) {
         if let Resolved::ContentKind(kind) = &entry.value
             && spec.plugins.contains(&entry.plugin)
         {
@@ -668,7 +669,7 @@ pub fn build_session_shared(
         // The extensions that fold control tools' records, in the same order.
         extensions.extend(controls.iter().filter_map(|(_, m)| m.extension.clone()));
     }
-    for entry in resolution.for_surface("reminder_provider") {
+    for entry in resolution.for_surface(names::REMINDER_PROVIDER) {
         if let Resolved::ReminderProvider(provider) = &entry.value {
             extensions.push(Arc::new(SeamProvider {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
@@ -677,7 +678,7 @@ pub fn build_session_shared(
             }));
         }
     }
-    for entry in resolution.for_surface("reminder") {
+    for entry in resolution.for_surface(names::REMINDER) {
         if let Resolved::Reminder(reminder) = &entry.value {
             extensions.push(Arc::new(TailReminder {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
@@ -685,7 +686,7 @@ pub fn build_session_shared(
             }));
         }
     }
-    for entry in resolution.for_surface("tool_result_transform") {
+    for entry in resolution.for_surface(names::TOOL_RESULT_TRANSFORM) {
         if let Resolved::ToolResultTransform(transform) = &entry.value {
             extensions.push(Arc::new(Transform {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
@@ -693,7 +694,7 @@ pub fn build_session_shared(
             }));
         }
     }
-    for entry in resolution.for_surface("guard") {
+    for entry in resolution.for_surface(names::GUARD) {
         if let Resolved::Guard(guard) = &entry.value {
             extensions.push(Arc::new(GuardEntry {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
@@ -701,7 +702,7 @@ pub fn build_session_shared(
             }));
         }
     }
-    for entry in resolution.for_surface("observer") {
+    for entry in resolution.for_surface(names::OBSERVER) {
         if let Resolved::Observer(observer) = &entry.value {
             extensions.push(Arc::new(ObserverEntry {
                 name: format!("{}/{}", entry.plugin, entry.contribution.name),
@@ -711,7 +712,7 @@ pub fn build_session_shared(
     }
 
     let policy = resolution
-        .for_surface("policy")
+        .for_surface(names::POLICY)
         .iter()
         .find_map(|entry| match &entry.value {
             Resolved::Policy(factory) if spec.plugins.contains(&entry.plugin) => {
@@ -738,14 +739,22 @@ pub fn build_session_shared(
         }
     }
 
+    // The agent's plugins, and those whose contributions reach it without activation: the
+    // process-wide surfaces' and the auto-consumed host surfaces'.
     let mut pinned: Vec<String> = spec.plugins.clone();
-    for surface in ["guard", "observer", "skills", "mcp_server"] {
-        pinned.extend(
-            resolution
-                .for_surface(surface)
-                .iter()
-                .map(|e| e.plugin.clone()),
-        );
+    for surface in resolution.surfaces() {
+        let reaches_every_agent = set.registry().get(surface).is_ok_and(|s| {
+            s.scope() == crate::surface::ActivationScope::Process
+                || crate::resolve::AUTO_CONSUMED.contains(&surface)
+        });
+        if reaches_every_agent {
+            pinned.extend(
+                resolution
+                    .for_surface(surface)
+                    .iter()
+                    .map(|e| e.plugin.clone()),
+            );
+        }
     }
     pinned.sort();
     pinned.dedup();

@@ -467,6 +467,42 @@ fn expect_kind(kind: ValueKind) -> impl Fn(&Resolved) -> Result<(), String> + Se
     }
 }
 
+/// The standard surfaces' names, so code that means a surface names it once.
+pub mod names {
+    /// `tool`.
+    pub const TOOL: &str = "tool";
+    /// `agent`.
+    pub const AGENT: &str = "agent";
+    /// `content_kind`.
+    pub const CONTENT_KIND: &str = "content_kind";
+    /// `prompt_fragment`.
+    pub const PROMPT_FRAGMENT: &str = "prompt_fragment";
+    /// `policy`.
+    pub const POLICY: &str = "policy";
+    /// `guard`.
+    pub const GUARD: &str = "guard";
+    /// `observer`.
+    pub const OBSERVER: &str = "observer";
+    /// `provider`.
+    pub const PROVIDER: &str = "provider";
+    /// `reminder_provider`.
+    pub const REMINDER_PROVIDER: &str = "reminder_provider";
+    /// `reminder`.
+    pub const REMINDER: &str = "reminder";
+    /// `tool_result_transform`.
+    pub const TOOL_RESULT_TRANSFORM: &str = "tool_result_transform";
+    /// `mcp_server`.
+    pub const MCP_SERVER: &str = "mcp_server";
+    /// `skills`.
+    pub const SKILLS: &str = "skills";
+    /// `sandbox_provider`.
+    pub const SANDBOX_PROVIDER: &str = "sandbox_provider";
+    /// `session_pack`.
+    pub const SESSION_PACK: &str = "session_pack";
+    /// `control_tool`.
+    pub const CONTROL_TOOL: &str = "control_tool";
+}
+
 /// The sixteen standard surfaces, in the catalogue's declaration order.
 fn standard_specs() -> Vec<SurfaceSpecBuilder> {
     use ActivationBinding as B;
@@ -476,51 +512,52 @@ fn standard_specs() -> Vec<SurfaceSpecBuilder> {
     use SurfaceOrder::Priority;
     let s = SurfaceSpec::builder;
     vec![
-        s("tool", Identity, PerAgent)
+        s(names::TOOL, Identity, PerAgent)
             .binding(B::Tool)
             .validator(expect_kind(ValueKind::Tool)),
-        s("agent", Identity, PerAgent)
+        s(names::AGENT, Identity, PerAgent)
             .binding(B::Agent)
             .validator(expect_kind(ValueKind::Agent)),
-        s("content_kind", Identity, PerAgent)
+        s(names::CONTENT_KIND, Identity, PerAgent)
             .collision(C::Kind)
             .binding(B::ContentKind)
             .validator(expect_kind(ValueKind::ContentKind)),
-        s("prompt_fragment", Identity, PerAgent)
+        s(names::PROMPT_FRAGMENT, Identity, PerAgent)
             .binding(B::PromptFragment)
             .validator(expect_kind(ValueKind::PromptFragment)),
-        s("policy", Identity, PerAgent)
+        s(names::POLICY, Identity, PerAgent)
             .collision(C::SingleValued)
             .binding(B::Policy)
             .validator(expect_kind(ValueKind::Policy)),
-        s("guard", Wiring, Process)
+        s(names::GUARD, Wiring, Process)
             .collision(C::None)
             .validator(expect_kind(ValueKind::Guard)),
-        s("observer", Wiring, Process)
+        s(names::OBSERVER, Wiring, Process)
             .collision(C::None)
             .validator(expect_kind(ValueKind::Observer)),
-        s("provider", Wiring, HostWired)
+        s(names::PROVIDER, Wiring, HostWired)
             .collision(C::SingleValued)
             .validator(expect_kind(ValueKind::Provider)),
-        s("reminder_provider", Wiring, PerAgent)
+        s(names::REMINDER_PROVIDER, Wiring, PerAgent)
             .validator(expect_kind(ValueKind::ReminderProvider)),
-        s("reminder", Wiring, PerAgent)
+        s(names::REMINDER, Wiring, PerAgent)
             .ordering(Priority)
             .validator(expect_kind(ValueKind::Reminder)),
-        s("tool_result_transform", Wiring, PerAgent)
+        s(names::TOOL_RESULT_TRANSFORM, Wiring, PerAgent)
             .ordering(Priority)
             .validator(expect_kind(ValueKind::ToolResultTransform)),
-        s("mcp_server", Host, HostWired)
+        s(names::MCP_SERVER, Host, HostWired)
             .collision(C::Alias)
             .validator(expect_kind(ValueKind::McpServer)),
-        s("skills", Host, HostWired)
+        s(names::SKILLS, Host, HostWired)
             .collision(C::None)
             .validator(expect_kind(ValueKind::SkillsPath)),
-        s("sandbox_provider", Host, HostWired).validator(expect_kind(ValueKind::SandboxProvider)),
-        s("session_pack", Wiring, PerAgent)
+        s(names::SANDBOX_PROVIDER, Host, HostWired)
+            .validator(expect_kind(ValueKind::SandboxProvider)),
+        s(names::SESSION_PACK, Wiring, PerAgent)
             .ordering(Priority)
             .validator(expect_kind(ValueKind::SessionPack)),
-        s("control_tool", Identity, PerAgent)
+        s(names::CONTROL_TOOL, Identity, PerAgent)
             .ordering(Priority)
             .binding(B::Elsewhere)
             .validator(expect_kind(ValueKind::ControlTool)),
@@ -529,22 +566,22 @@ fn standard_specs() -> Vec<SurfaceSpecBuilder> {
 
 /// The names of the sixteen standard surfaces, in the catalogue's declaration order.
 pub const STANDARD_SURFACES: [&str; 16] = [
-    "tool",
-    "agent",
-    "content_kind",
-    "prompt_fragment",
-    "policy",
-    "guard",
-    "observer",
-    "provider",
-    "reminder_provider",
-    "reminder",
-    "tool_result_transform",
-    "mcp_server",
-    "skills",
-    "sandbox_provider",
-    "session_pack",
-    "control_tool",
+    names::TOOL,
+    names::AGENT,
+    names::CONTENT_KIND,
+    names::PROMPT_FRAGMENT,
+    names::POLICY,
+    names::GUARD,
+    names::OBSERVER,
+    names::PROVIDER,
+    names::REMINDER_PROVIDER,
+    names::REMINDER,
+    names::TOOL_RESULT_TRANSFORM,
+    names::MCP_SERVER,
+    names::SKILLS,
+    names::SANDBOX_PROVIDER,
+    names::SESSION_PACK,
+    names::CONTROL_TOOL,
 ];
 
 /// A fresh registry holding the sixteen standard surfaces; every call builds a new one.
