@@ -7,7 +7,6 @@
 //! hook that records calls [`View::record`]; the runner appends what was
 //! staged in the batch of the phase that produced it.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -17,6 +16,8 @@ use serde_json::Value;
 
 use crate::contrib::Verdict;
 use crate::fold::{CoreState, Message, TaskState};
+/// The model wire types hooks see, defined with the others.
+pub use crate::model::{ModelReply, ModelRequest, Purpose};
 use crate::provider::Provider;
 use crate::records::ToolCall;
 use crate::store::{Event, Record, TaskId};
@@ -353,96 +354,10 @@ impl<'a> View<'a> {
     }
 }
 
-/// What a model request is for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-#[non_exhaustive]
-pub enum Purpose {
-    /// A step of the task: its reply is recorded and decided on.
-    #[default]
-    Step,
-    /// A call on the side (a summary, a judgement), named by what asks it; its answer is the
-    /// caller's to record.
-    Auxiliary {
-        /// What asks (`compaction`, `web_fetch`…).
-        name: String,
-    },
-}
-
 impl crate::contrib::StateView for View<'_> {
     fn ext_state(&self, name: &str) -> Option<&Value> {
         self.state.ext_state(name)
     }
-}
-
-/// The model request as hooks see it before it is sent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelRequest {
-    /// What the request is for.
-    pub purpose: Purpose,
-    /// The agent whose task asks (empty for an auxiliary request made outside a task). Not
-    /// sent to the model; a provider may route by it (the scripted provider does).
-    #[serde(skip)]
-    pub agent: String,
-    /// The model replies in the task's conversation before this request (the step number, from
-    /// zero; a fork counts the replies it continued from).
-    pub step: u64,
-    /// The stable system text.
-    pub system: String,
-    /// The offered tools' schemas, in offer order (shared from step to step while the offer
-    /// stays the same; `Arc::make_mut` to change them).
-    pub tools: Arc<Vec<Value>>,
-    /// Non-tool request entries from `tool_changes`.
-    pub entries: Vec<Value>,
-    /// The residents.
-    pub residents: Vec<String>,
-    /// The conversation (shared with the folded state, not copied).
-    pub messages: Arc<Vec<Message>>,
-    /// Reminders and tail renders, after the conversation.
-    pub tail: Vec<String>,
-    /// The bodies of the images the conversation's messages carry, by SHA-256 (loaded by the
-    /// runner after `before_model`, for the provider; not part of any hash, which covers the
-    /// refs).
-    #[serde(skip)]
-    pub attachments: BTreeMap<String, crate::tool::Attachment>,
-}
-
-impl ModelRequest {
-    /// An auxiliary request from `name`: a system text and a conversation, no tools.
-    pub fn auxiliary(name: &str, system: impl Into<String>, messages: Vec<Message>) -> Self {
-        Self {
-            purpose: Purpose::Auxiliary {
-                name: name.to_owned(),
-            },
-            agent: String::new(),
-            step: 0,
-            system: system.into(),
-            tools: Arc::new(Vec::new()),
-            entries: Vec::new(),
-            residents: Vec::new(),
-            messages: Arc::new(messages),
-            tail: Vec::new(),
-            attachments: BTreeMap::new(),
-        }
-    }
-}
-
-/// The model's reply, as hooks see it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ModelReply {
-    /// The text.
-    pub text: String,
-    /// The tool calls, in order.
-    pub calls: Vec<ToolCall>,
-    /// Why it stopped.
-    pub stop: Option<crate::records::StopReason>,
-    /// Token usage.
-    pub usage: crate::records::Usage,
-    /// Provider blocks the reply carried besides its text and calls (Anthropic `thinking` and
-    /// `redacted_thinking` blocks, signatures included), opaque to the runtime: recorded with
-    /// the reply and sent back verbatim with it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasoning: Vec<Value>,
 }
 
 /// One capability's hooks, all optional. See the hook table in `docs/hooks.md`.

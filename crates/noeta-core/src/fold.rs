@@ -15,85 +15,14 @@ use serde_json::{Value, json};
 
 use crate::canonical::{self, Digest};
 use crate::extension::Extension;
+/// The conversation's types, defined with the other model wire types.
+pub use crate::model::{Message, Role};
 use crate::records::{
-    CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, StopReason, ToolCall, Usage,
+    CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, SpawnOrder, StopReason, Usage, Wake,
 };
 use crate::store::{Event, Snapshot};
-use crate::tool::{SpawnOrder, Wake};
-
-/// Who speaks a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The user.
-    User,
-    /// The model.
-    Assistant,
-    /// A tool result.
-    Tool,
-    /// Text a record brought into the conversation (instructions, notices, reminders).
-    Context,
-}
-
-/// One message of the conversation, with its hash computed once when folded in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    /// The sequence number of the record it came from.
-    pub seq: u64,
-    /// Who speaks.
-    pub role: Role,
-    /// The text.
-    pub text: String,
-    /// Tool calls, for assistant messages.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub calls: Vec<ToolCall>,
-    /// The call answered, for tool messages.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
-    /// Whether a tool message is an error.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub is_error: bool,
-    /// An assistant message's provider blocks besides text and calls (see
-    /// [`ModelReply::reasoning`](crate::extension::ModelReply::reasoning)).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasoning: Vec<Value>,
-    /// A tool message's images, in the content store (their bodies travel with the request
-    /// in [`ModelRequest::attachments`](crate::extension::ModelRequest::attachments)).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attachments: Vec<crate::store::ContentRef>,
-    /// The conversation's hash chain through this message: it identifies the whole conversation
-    /// up to here, and is computed once, when the message is folded in.
-    pub hash: Digest,
-}
 
 impl Message {
-    fn new(
-        seq: u64,
-        role: Role,
-        text: String,
-        calls: Vec<ToolCall>,
-        call_id: Option<String>,
-        is_error: bool,
-    ) -> Self {
-        Self {
-            seq,
-            role,
-            text,
-            calls,
-            call_id,
-            is_error,
-            reasoning: Vec::new(),
-            attachments: Vec::new(),
-            hash: Digest::default(),
-        }
-    }
-
-    /// A message made at compose time rather than folded from the log (a summary standing in
-    /// for a stretch of the conversation): `seq` places it, its hash is left for the chain to fill.
-    pub fn synthetic(seq: u64, role: Role, text: impl Into<String>) -> Self {
-        Self::new(seq, role, text.into(), Vec::new(), None, false)
-    }
-
     /// The link after `previous`: BLAKE3 of the previous link and this message's fields (each
     /// length-prefixed, so distinct conversations never hash alike; calls as JSON with sorted
     /// keys; the text hashed as it is, never re-encoded).
@@ -787,6 +716,7 @@ fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ToolCall;
     use crate::store::ContentRef;
 
     /// The link's bytes, spelled out part by part as the format documents them.

@@ -24,6 +24,7 @@ pub mod identity;
 pub mod loader;
 pub mod manifest;
 pub mod merge;
+pub mod model;
 pub mod policy;
 pub mod provider;
 pub mod records;

@@ -42,8 +42,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::extension::{ModelReply, ModelRequest, Purpose};
-use crate::records::{StopReason, ToolCall, Usage};
+use crate::model::{ModelReply, ModelRequest, Purpose, StopReason, ToolCall, Usage};
 
 /// Why a model call failed, deciding what the runner does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+/// The model wire types a reply record holds, defined with the others.
+pub use crate::model::{StopReason, ToolCall, Usage};
 use crate::store::{ContentRef, ContentStore, Event, MAX_RECORD_BYTES, Record, StoreError};
-use crate::tool::{ChildResult, SpawnOrder};
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -27,52 +28,6 @@ const SPILLED: &str = "$spilled";
 
 /// The record kind every `reduce` receives when a user message is erased.
 pub const ERASED_KIND: &str = "erased";
-
-/// A tool call as the model made it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The model's id for the call.
-    pub id: String,
-    /// The tool's model-visible name.
-    pub name: String,
-    /// The arguments.
-    pub input: Value,
-}
-
-/// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// It finished its reply.
-    EndTurn,
-    /// It wants tools run.
-    ToolUse,
-    /// It ran out of output tokens.
-    MaxTokens,
-}
-
-/// Token usage of one model call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Input tokens (those read from or written to a prompt cache excluded).
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Input tokens read from the provider's prompt cache.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub cache_write_tokens: u64,
-    /// What the call cost, in millionths of a US dollar, when the provider knows its price
-    /// (summed in the task's state over the calls that had one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_micros: Option<u64>,
-}
-
-fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
-}
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +54,52 @@ pub struct PluginPin {
     pub version: String,
     /// SHA-256 of its params in canonical form (secret references hashed as written).
     pub params: String,
+}
+
+/// A child a tool asked for, created by the runner when the call's records commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnOrder {
+    /// The child task's id.
+    pub child: String,
+    /// The agent it runs.
+    pub agent: String,
+    /// Its first user message.
+    pub goal: String,
+    /// What each extension hands it (`inherit`), by extension name.
+    pub inherited: BTreeMap<String, Value>,
+    /// It runs in the background: the call does not wait for it, and its result is delivered
+    /// to the task as a message once it finished.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+}
+
+/// How a child task ended, as its parent's tool sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildResult {
+    /// The child task's id.
+    pub task: String,
+    /// The agent it ran.
+    pub agent: String,
+    /// Whether its turn ended normally.
+    pub ok: bool,
+    /// Its final reply, or why it failed.
+    pub text: String,
+}
+
+/// What wakes a parked call; its tool's `resume` receives it, exactly once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Wake {
+    /// The answer to the call's question.
+    Answer {
+        /// The answer.
+        answer: Value,
+    },
+    /// Every child finished.
+    Children {
+        /// The children's results, in spawn order.
+        results: Vec<ChildResult>,
+    },
 }
 
 /// The kernel's record kinds, with typed payloads.

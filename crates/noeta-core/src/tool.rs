@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::fold::TaskState;
+/// The record payloads the tool API shares with the log (defined with the records).
+pub use crate::records::{ChildResult, SpawnOrder, Wake};
 use crate::store::Record;
 
 /// How risky a tool call is; governance decides approval from it.
@@ -278,23 +280,6 @@ impl Poster {
     }
 }
 
-/// A child a tool asked for, created by the runner when the call's records commit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpawnOrder {
-    /// The child task's id.
-    pub child: String,
-    /// The agent it runs.
-    pub agent: String,
-    /// Its first user message.
-    pub goal: String,
-    /// What each extension hands it (`inherit`), by extension name.
-    pub inherited: std::collections::BTreeMap<String, Value>,
-    /// It runs in the background: the call does not wait for it, and its result is delivered
-    /// to the task as a message once it finished.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub background: bool,
-}
-
 /// What the runtime hands a running tool.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -543,35 +528,6 @@ pub enum Park {
     },
     /// Every child task this call spawned.
     Children,
-}
-
-/// How a child task ended, as its parent's tool sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChildResult {
-    /// The child task's id.
-    pub task: String,
-    /// The agent it ran.
-    pub agent: String,
-    /// Whether its turn ended normally.
-    pub ok: bool,
-    /// Its final reply, or why it failed.
-    pub text: String,
-}
-
-/// What wakes a parked call; its tool's `resume` receives it, exactly once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "by", rename_all = "snake_case")]
-pub enum Wake {
-    /// The answer to the call's question.
-    Answer {
-        /// The answer.
-        answer: Value,
-    },
-    /// Every child finished.
-    Children {
-        /// The children's results, in spawn order.
-        results: Vec<ChildResult>,
-    },
 }
 
 /// A tool's result.
