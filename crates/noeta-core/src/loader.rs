@@ -210,6 +210,9 @@ pub struct LoadOptions {
     pub registry: SurfaceRegistry,
     /// When set, only these third-party plugins load (built-ins are governed by `disabled_builtins`).
     pub enabled: Option<BTreeSet<String>>,
+    /// Third-party plugins that do not load, whatever `enabled` says (settings that switch a
+    /// plugin off): the deny list beside the allow list, so one load applies both.
+    pub disabled: BTreeSet<String>,
     /// Built-ins to drop.
     pub disabled_builtins: BTreeSet<String>,
     /// Built-ins that cannot be dropped, and why.
@@ -228,6 +231,7 @@ impl LoadOptions {
         Self {
             registry,
             enabled: None,
+            disabled: BTreeSet::new(),
             disabled_builtins: BTreeSet::new(),
             non_removable: BTreeMap::new(),
             strict: false,
@@ -519,10 +523,11 @@ pub fn load_plugins(
         }
     }
     let enabled = |name: &str| {
-        options
-            .enabled
-            .as_ref()
-            .is_none_or(|set| set.contains(name))
+        !options.disabled.contains(name)
+            && options
+                .enabled
+                .as_ref()
+                .is_none_or(|set| set.contains(name))
     };
 
     let mut candidates: Vec<Candidate> = Vec::new();

@@ -94,6 +94,8 @@ pub struct HostOptions {
     pub registry: SurfaceRegistry,
     /// When set, only these third-party plugins load.
     pub enabled: Option<BTreeSet<String>>,
+    /// Third-party plugins that do not load (switched off by the settings).
+    pub disabled: BTreeSet<String>,
     /// Built-ins to drop.
     pub disabled_builtins: BTreeSet<String>,
     /// Refuse plugins whose `requires-noeta` excludes this kernel.
@@ -109,6 +111,7 @@ impl Default for HostOptions {
             paths: Vec::new(),
             registry: standard_registry(),
             enabled: None,
+            disabled: BTreeSet::new(),
             disabled_builtins: BTreeSet::new(),
             strict: false,
             builtins: true,
@@ -194,6 +197,7 @@ pub fn sources(paths: &HostPaths, options: &HostOptions) -> Vec<PluginSource> {
 pub fn load(paths: &HostPaths, options: &HostOptions) -> Result<PluginSet, HostError> {
     let mut load_options = LoadOptions::new(options.registry.clone());
     load_options.enabled = options.enabled.clone();
+    load_options.disabled = options.disabled.clone();
     load_options.disabled_builtins = options.disabled_builtins.clone();
     load_options.non_removable = non_removable();
     load_options.strict = options.strict;

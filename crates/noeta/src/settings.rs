@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use noeta_core::{AgentOptions, PluginSet, SourceKind};
+use noeta_core::{AgentOptions, PluginSet};
 use serde_json::{Map, Value};
 
 use crate::host::{ALWAYS_ON, HostError, HostOptions, HostPaths, non_removable};
@@ -537,6 +537,13 @@ impl Settings {
                 options.disabled_builtins.insert(name.to_owned());
             }
         }
+        // Every other name the settings switch off (or the machine blocks) is a third-party
+        // plugin that does not load.
+        options.disabled.extend(
+            self.disabled()
+                .into_iter()
+                .filter(|name| !crate::builtins::NAMES.contains(&name.as_str())),
+        );
         if let Some(allowed) = &self.allowed {
             let permitted: BTreeSet<String> = allowed
                 .iter()
@@ -550,10 +557,8 @@ impl Settings {
         }
     }
 
-    /// Loads the host's plugin set with these settings' gates: [`Settings::apply_to_host`],
-    /// then, when a third-party plugin that is off was loaded anyway, a second load whose
-    /// `enabled` list holds only the third-party plugins that are on. No plugin code runs in
-    /// either load.
+    /// Loads the host's plugin set with these settings' gates ([`Settings::apply_to_host`]),
+    /// in one load. No plugin code runs.
     pub fn load_host(
         &self,
         paths: &HostPaths,
@@ -561,24 +566,6 @@ impl Settings {
     ) -> Result<PluginSet, HostError> {
         let mut options = options.clone();
         self.apply_to_host(&mut options);
-        let set = crate::host::load(paths, &options)?;
-        let third_party: Vec<&str> = set
-            .plugins()
-            .filter(|p| p.source != SourceKind::Builtin)
-            .map(|p| p.name())
-            .collect();
-        if third_party.iter().all(|name| self.is_enabled(name)) {
-            return Ok(set);
-        }
-        let on: BTreeSet<String> = third_party
-            .into_iter()
-            .filter(|name| self.is_enabled(name))
-            .map(str::to_owned)
-            .collect();
-        options.enabled = Some(match options.enabled.take() {
-            Some(enabled) => enabled.intersection(&on).cloned().collect(),
-            None => on,
-        });
         crate::host::load(paths, &options)
     }
 }

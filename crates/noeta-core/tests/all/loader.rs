@@ -247,6 +247,41 @@ fn the_enabled_allow_list_drops_unlisted_third_party_plugins_before_anything_res
     );
 }
 
+#[test]
+fn the_disabled_deny_list_drops_third_party_plugins_in_the_same_load_and_beats_enabled() {
+    let user = tempfile::tempdir().unwrap();
+    // Switched off, a broken on-disk plugin is not even read.
+    write_plugin(user.path(), "off-broken", "not toml at all = =");
+    let off = Manifest::new("off").with("guard", "trap", "");
+    let mut options = options();
+    options.enabled = Some(names(&["on", "off"]));
+    options.disabled = names(&["off", "off-broken", "core-ish"]);
+    let set = load_plugins(
+        &[
+            PluginSource::Linked(
+                off.linked("noeta-off", Panicking("a disabled plugin was resolved")),
+            ),
+            linked(&Manifest::new("on").with("tool", "read", "")),
+            PluginSource::Linked(
+                Manifest::new("core-ish")
+                    .with("prompt_fragment", "base", "body = \"Base.\"")
+                    .linked("noeta-core-ish", Fixtures)
+                    .as_builtin(),
+            ),
+            PluginSource::UserDir(user.path().to_path_buf()),
+        ],
+        &options,
+    )
+    .unwrap();
+    assert_eq!(
+        set.names(),
+        ["core-ish", "on"],
+        "built-ins are governed by `disabled_builtins`, not `disabled`"
+    );
+    assert!(set.problems().is_empty(), "{:?}", set.problems());
+    compile(&set, &agent("main", &["on"])).unwrap();
+}
+
 /// `other` beside a built-in `extras` that the host switched off (resolving it would panic).
 fn with_extras_disabled(other: &Manifest) -> PluginSet {
     let extras = Manifest::new("extras").with("guard", "trap", "");
