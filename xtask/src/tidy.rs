@@ -232,6 +232,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The standard printing macros, which panic on a closed or full standard output; the command
+/// line prints through its own (`crates/noeta-cli/src/stdio.rs`).
+const PANICKING_PRINTS: [&str; 4] = ["println!(", "eprintln!(", " print!(", "eprint!("];
+
 /// The most lines a kernel source file may have.
 const MAX_KERNEL_FILE_LINES: usize = 900;
 
@@ -270,6 +274,15 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) -> Result<()> {
             problems.push(format!(
                 "{shown}: `should_panic` tests are not allowed; assert on the error instead"
             ));
+        }
+        if shown.starts_with("crates/noeta-cli/src/") && shown != "crates/noeta-cli/src/stdio.rs" {
+            for needle in PANICKING_PRINTS {
+                if text.contains(needle) {
+                    problems.push(format!(
+                        "{shown}: `{needle}` panics when standard output is closed or full; use the macros of crates/noeta-cli/src/stdio.rs"
+                    ));
+                }
+            }
         }
         if shown.starts_with("crates/noeta-core/src/") {
             let lines = text.lines().count();

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::interact::Approver;
 use crate::output::Printer;
+use crate::stdio::eoutln;
 
 /// The permission modes, as Claude Code users type them (kebab-case accepted too).
 pub(crate) const PERMISSION_MODES: [&str; 4] =
@@ -161,9 +162,9 @@ impl AgentHost {
         let host = Host::open(config(paths, args)?)?
             .with_extension(printer.clone())
             .with_extension(Arc::new(Approver::new(printer.clone())))
-            .with_warnings(Arc::new(|text: &str| eprintln!("warning: {text}")));
+            .with_warnings(Arc::new(|text: &str| eoutln!("warning: {text}")));
         for warning in host.plugins().warnings() {
-            eprintln!("warning: {warning}");
+            eoutln!("warning: {warning}");
         }
         let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
         let stores = host.open_store(args.store.as_deref())?;

@@ -16,6 +16,7 @@ use noeta_core::records::ToolCall;
 use serde_json::{Map, Value, json};
 
 use crate::output::Printer;
+use crate::stdio::eout;
 
 /// The extension's name.
 pub(crate) const APPROVER: &str = "cli_approver";
@@ -55,7 +56,7 @@ pub(crate) async fn read_line() -> Option<String> {
 /// Shows `prompt` (on a terminal) and reads the answer.
 pub(crate) async fn ask(prompt: &str) -> Option<String> {
     if std::io::stdin().is_terminal() {
-        eprint!("{prompt}");
+        eout!("{prompt}");
         let _ = std::io::stderr().flush();
     }
     read_line().await

@@ -6,12 +6,14 @@ mod agent;
 mod interact;
 mod output;
 mod skills;
+mod stdio;
 mod tasks;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::stdio::{eoutln, out, outln};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use noeta::listing;
@@ -176,7 +178,23 @@ enum PluginsCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Help and version go to standard output, usage errors to standard error; either
+            // way a write failure must not panic or pass unnoticed.
+            let to_stdout = !err.use_stderr();
+            if let Err(io) = err.print()
+                && to_stdout
+            {
+                stdio::gone(&io);
+            }
+            if to_stdout {
+                stdio::flush_out();
+            }
+            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+        }
+    };
     // Warnings and errors of the runtime go to stderr; `NOETA_LOG` (e.g. `debug`,
     // `noeta_core=info`) chooses otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_env("NOETA_LOG")
@@ -187,10 +205,12 @@ fn main() -> ExitCode {
         .without_time()
         .with_target(false)
         .init();
-    match run(cli) {
+    let result = run(cli);
+    stdio::flush_out();
+    match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
+            eoutln!("error: {}", render_error(&err));
             ExitCode::FAILURE
         }
     }
@@ -268,9 +288,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Surfaces { json } => {
             let registry = noeta_core::standard_registry();
             if json {
-                print!("{}", listing::surfaces_json(&registry));
+                out!("{}", listing::surfaces_json(&registry));
             } else {
-                print!("{}", listing::surfaces_text(&registry));
+                out!("{}", listing::surfaces_text(&registry));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -285,9 +305,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             warn_all(&set);
             let merged = set.merged();
             if json {
-                print!("{}", pretty(&listing::plugins_json(&set, &merged)));
+                out!("{}", pretty(&listing::plugins_json(&set, &merged)));
             } else {
-                print!("{}", listing::plugins_text(&set, &merged));
+                out!("{}", listing::plugins_text(&set, &merged));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -322,7 +342,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 anyhow::bail!("no home directory ($HOME is unset): cannot locate the trust store");
             }
             let trusted = store.grant(&dir)?;
-            println!(
+            outln!(
                 "trusted {} (trust store {})",
                 trusted.display(),
                 store.path().display()
@@ -336,13 +356,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// problem loading them; exit 1 when something is missing or broken.
 fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
     let mut ok = true;
-    println!("workspace: {}", paths.workspace.display());
+    outln!("workspace: {}", paths.workspace.display());
     match &paths.home {
-        Some(home) => println!("home: {}", home.display()),
-        None => println!("home: none ($HOME is unset): no user plugins, settings or trust store"),
+        Some(home) => outln!("home: {}", home.display()),
+        None => outln!("home: none ($HOME is unset): no user plugins, settings or trust store"),
     }
     let store = paths.workspace.join(".noeta").join("noeta.db");
-    println!(
+    outln!(
         "store: {} ({})",
         store.display(),
         if store.exists() {
@@ -357,7 +377,7 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
     ] {
         let has_key = std::env::var(key).is_ok_and(|v| !v.is_empty());
         let base = std::env::var(base).ok().filter(|v| !v.is_empty());
-        println!(
+        outln!(
             "provider {name}: {}{}",
             if has_key {
                 format!("{key} is set")
@@ -375,16 +395,16 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
             .map(str::to_owned),
         Err(err) => {
             ok = false;
-            println!("settings: {err:#}");
+            outln!("settings: {err:#}");
             None
         }
     };
     match (configured, noeta::backends::detect_from_env()) {
-        (Some(name), _) => println!("model: `noeta run` uses {name} (from [plugins.providers])"),
-        (None, Some(name)) => println!("model: `noeta run` uses {name}"),
+        (Some(name), _) => outln!("model: `noeta run` uses {name} (from [plugins.providers])"),
+        (None, Some(name)) => outln!("model: `noeta run` uses {name}"),
         (None, None) => {
             ok = false;
-            println!(
+            outln!(
                 "model: none configured — set ANTHROPIC_API_KEY or OPENAI_API_KEY, set [plugins.providers] provider, or pass --provider scripted:FILE"
             );
         }
@@ -395,24 +415,24 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
     };
     match noeta::load(paths, &options) {
         Ok(set) => {
-            println!("plugins: {} loaded", set.plugins().count());
+            outln!("plugins: {} loaded", set.plugins().count());
             for warning in set.warnings() {
-                println!("warning: {warning}");
+                outln!("warning: {warning}");
             }
             for problem in set.problems() {
                 ok = false;
-                println!("problem: {problem}");
+                outln!("problem: {problem}");
             }
             if let Err(err) = set.merged() {
                 ok = false;
                 for collision in &err.collisions {
-                    println!("problem: {collision}");
+                    outln!("problem: {collision}");
                 }
             }
         }
         Err(err) => {
             ok = false;
-            println!("plugins: cannot load: {err}");
+            outln!("plugins: cannot load: {err}");
         }
     }
     Ok(if ok {
@@ -430,7 +450,7 @@ fn pretty(value: &Value) -> String {
 
 fn warn_all(set: &PluginSet) {
     for warning in set.warnings() {
-        eprintln!("warning: {warning}");
+        eoutln!("warning: {warning}");
     }
 }
 
@@ -480,7 +500,7 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
             "warnings": warnings,
             "problems": problems,
         });
-        print!("{}", pretty(&report));
+        out!("{}", pretty(&report));
     } else {
         for p in set.plugins() {
             let counts = surface_counts(set, p.name());
@@ -493,7 +513,7 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            println!(
+            outln!(
                 "checked {} {} ({}, {}): {summary}",
                 p.name(),
                 p.manifest.version.as_deref().unwrap_or("(no version)"),
@@ -502,12 +522,12 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
             );
         }
         for warning in &warnings {
-            println!("warning: {warning}");
+            outln!("warning: {warning}");
         }
         for problem in &problems {
-            println!("problem: {problem}");
+            outln!("problem: {problem}");
         }
-        println!(
+        outln!(
             "{} plugin(s) checked, {} warning(s), {} problem(s){}",
             set.plugins().count(),
             warnings.len(),

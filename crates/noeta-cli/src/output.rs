@@ -10,6 +10,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::stdio::{eout, eoutln, out, outln};
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
 use noeta_core::extension::{Extension, HookResult, View};
@@ -75,9 +76,8 @@ impl Printer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push_str(piece);
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(piece.as_bytes());
-        let _ = out.flush();
+        out!("{piece}");
+        crate::stdio::flush_out();
     }
 
     /// A line of live tool output (not recorded).
@@ -86,7 +86,7 @@ impl Printer {
             line(&json!({ "progress": text }).to_string());
         } else {
             self.clear_tick();
-            eprintln!("    {}", text.trim_end());
+            eoutln!("    {}", text.trim_end());
         }
     }
 
@@ -96,7 +96,7 @@ impl Printer {
             line(&json!({ "note": text }).to_string());
         } else {
             self.clear_tick();
-            eprintln!("{text}");
+            eoutln!("{text}");
         }
     }
 
@@ -122,9 +122,9 @@ impl Printer {
             return;
         }
         if !partial.ends_with('\n') {
-            println!();
+            outln!();
         }
-        eprintln!("  (the reply above stopped before it was whole and was not recorded)");
+        eoutln!("  (the reply above stopped before it was whole and was not recorded)");
     }
 
     /// A call's result in one line: its first line (clipped) and how many follow.
@@ -140,9 +140,9 @@ impl Printer {
         };
         let first = clip(first, 160);
         if ok {
-            eprintln!("  ⎿ {first}{more}");
+            eoutln!("  ⎿ {first}{more}");
         } else {
-            eprintln!("  ⎿ {tool} failed: {first}{more}");
+            eoutln!("  ⎿ {tool} failed: {first}{more}");
         }
     }
 
@@ -152,7 +152,7 @@ impl Printer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if flight.ticking {
-            eprint!("\r\x1b[2K");
+            eout!("\r\x1b[2K");
             flight.ticking = false;
         }
     }
@@ -173,13 +173,13 @@ impl Printer {
                 );
                 if streamed.is_empty() {
                     if !text.trim().is_empty() {
-                        println!("{}", text.trim_end());
+                        outln!("{}", text.trim_end());
                     }
                 } else if !streamed.ends_with('\n') {
-                    println!();
+                    outln!();
                 }
                 for call in calls {
-                    eprintln!("● {}({})", call.name, summary(&call.input));
+                    eoutln!("● {}({})", call.name, summary(&call.input));
                 }
             }
             CoreRecord::CallStarted { call_id, tool, .. } => {
@@ -208,11 +208,11 @@ impl Printer {
             CoreRecord::ToolParked { .. } | CoreRecord::CallParked { .. } => self.pause_ticker(),
             CoreRecord::TurnFailed { reason } => {
                 self.reset();
-                eprintln!("✗ the turn failed: {reason}");
+                eoutln!("✗ the turn failed: {reason}");
             }
             CoreRecord::TaskFailed { reason } => {
                 self.clear_tick();
-                eprintln!("✗ the task failed: {reason}");
+                eoutln!("✗ the task failed: {reason}");
             }
             _ => {}
         }
@@ -220,9 +220,8 @@ impl Printer {
 }
 
 fn line(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    outln!("{text}");
+    crate::stdio::flush_out();
 }
 
 /// The inputs that say best what a call is about, in order of preference.
@@ -276,7 +275,7 @@ fn tick(in_flight: &Mutex<InFlight>) {
             continue;
         }
         frame = (frame + 1) % FRAMES.len();
-        eprint!(
+        eout!(
             "\r\x1b[2K{} {label} ({}s)",
             FRAMES[frame],
             elapsed.as_secs()

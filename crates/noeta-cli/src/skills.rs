@@ -9,6 +9,7 @@ use noeta::{HostOptions, HostPaths};
 use serde_json::Value;
 
 use crate::agent::{self, AgentArgs};
+use crate::stdio::{eoutln, out};
 
 /// Lists the skills; `--json` prints byte-deterministic JSON (sorted keys, fixed orders).
 pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> Result<ExitCode> {
@@ -23,7 +24,7 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
     };
     let set = settings.load_host(paths, &options)?;
     for warning in set.warnings() {
-        eprintln!("warning: {warning}");
+        eoutln!("warning: {warning}");
     }
     let merged = set.merged()?;
     // Every loaded plugin's `skills` contributions, in (plugin, name) order.
@@ -52,9 +53,9 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
     if json {
         let mut text = serde_json::to_string_pretty(&listing.to_json())?;
         text.push('\n');
-        print!("{text}");
+        out!("{text}");
     } else {
-        print!("{}", listing.to_text());
+        out!("{}", listing.to_text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{AgentArgs, AgentHost, new_task_id, open_store};
 use crate::interact::answer_question;
+use crate::stdio::{eoutln, outln};
 
 /// The exit code of a run cut short by Ctrl-C.
 const INTERRUPTED: u8 = 130;
@@ -92,7 +93,7 @@ fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitC
     if host.printer.json() {
         host.printer.note(&note);
     } else {
-        eprintln!("{note}");
+        eoutln!("{note}");
     }
     code
 }
@@ -198,10 +199,10 @@ const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /r
 pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode> {
     let mut host = AgentHost::open(paths, args)?;
     let mut task: Option<TaskId> = None;
-    eprintln!("noeta chat — {CHAT_HELP}");
+    eoutln!("noeta chat — {CHAT_HELP}");
     loop {
         let Some(line) = prompt_line("› ").await else {
-            eprintln!();
+            eoutln!();
             return Ok(ExitCode::SUCCESS);
         };
         let line = line.trim();
@@ -211,23 +212,23 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
         if let Some(command) = line.strip_prefix('/') {
             let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
             match name {
-                "help" => eprintln!("{CHAT_HELP}"),
+                "help" => eoutln!("{CHAT_HELP}"),
                 "exit" | "quit" => return Ok(ExitCode::SUCCESS),
                 "tasks" => {
                     if let Err(err) = print_tasks(host.log.as_ref()).await {
-                        eprintln!("error: {err:#}");
+                        eoutln!("error: {err:#}");
                     }
                 }
                 "reload-plugins" => match AgentHost::open(paths, args) {
                     Ok(reloaded) => {
                         host = reloaded;
-                        eprintln!("plugins reloaded");
+                        eoutln!("plugins reloaded");
                     }
-                    Err(err) => eprintln!("error: {err:#} (the plugins loaded before stay)"),
+                    Err(err) => eoutln!("error: {err:#} (the plugins loaded before stay)"),
                 },
                 _ => {
                     let Some(task) = &task else {
-                        eprintln!("no task yet: say something first");
+                        eoutln!("no task yet: say something first");
                         continue;
                     };
                     match host
@@ -235,8 +236,8 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                         .run_command(&host.session, task, name, rest)
                         .await
                     {
-                        Ok(text) => println!("{text}"),
-                        Err(err) => eprintln!("{err}"),
+                        Ok(text) => outln!("{text}"),
+                        Err(err) => eoutln!("{err}"),
                     }
                 }
             }
@@ -247,22 +248,22 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                 let mut sent = host.runtime.send(&host.session, task, line).await;
                 if let Err(noeta_core::runner::RunError::Busy { .. }) = &sent {
                     // The turn a Ctrl-C cut short goes on first, then the new message.
-                    eprintln!("(finishing the interrupted turn first)");
+                    eoutln!("(finishing the interrupted turn first)");
                     match interruptible(drive(&host, task)).await {
                         Some(Ok(_)) => sent = host.runtime.send(&host.session, task, line).await,
                         Some(Err(err)) => {
-                            eprintln!("error: {err:#}");
+                            eoutln!("error: {err:#}");
                             continue;
                         }
                         None => {
                             host.printer.reset();
-                            eprintln!("interrupted again; your message was not sent");
+                            eoutln!("interrupted again; your message was not sent");
                             continue;
                         }
                     }
                 }
                 if let Err(err) = sent {
-                    eprintln!("error: {err:#}");
+                    eoutln!("error: {err:#}");
                     continue;
                 }
                 task.clone()
@@ -270,10 +271,10 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             None => {
                 let id = new_task_id()?;
                 if let Err(err) = host.runtime.create(&host.session, &id, line).await {
-                    eprintln!("error: {err:#}");
+                    eoutln!("error: {err:#}");
                     continue;
                 }
-                eprintln!("task {id}");
+                eoutln!("task {id}");
                 task = Some(id.clone());
                 id
             }
@@ -283,10 +284,10 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             Some(Ok(other)) => {
                 report(&host, &current, Some(other));
             }
-            Some(Err(err)) => eprintln!("error: {err:#}"),
+            Some(Err(err)) => eoutln!("error: {err:#}"),
             None => {
                 host.printer.reset();
-                eprintln!(
+                eoutln!(
                     "interrupted: the step was cancelled; your next message carries on (Ctrl-C again, or Ctrl-D, to leave)"
                 );
             }
@@ -334,7 +335,7 @@ async fn print_tasks(log: &dyn EventLog) -> Result<()> {
             .parent
             .map(|p| format!("  child of {p}"))
             .unwrap_or_default();
-        println!("{}  {} event(s){parent}", t.id, t.head);
+        outln!("{}  {} event(s){parent}", t.id, t.head);
     }
     Ok(())
 }
@@ -379,7 +380,7 @@ pub(crate) async fn tasks(
     }
     if json_out {
         for (info, status, goal, agent) in rows {
-            println!(
+            outln!(
                 "{}",
                 json!({
                     "id": info.id.as_str(),
@@ -393,11 +394,11 @@ pub(crate) async fn tasks(
             );
         }
     } else if rows.is_empty() {
-        eprintln!("no tasks in this store yet");
+        eoutln!("no tasks in this store yet");
     } else {
         for (info, status, goal, agent) in rows {
             let goal: String = goal.chars().take(60).collect();
-            println!("{}  {agent}  {status}  {goal}", info.id);
+            outln!("{}  {agent}  {status}  {goal}", info.id);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -416,7 +417,7 @@ pub(crate) async fn log(
         let event = hydrate(event, content.as_ref()).await?;
         let record = &event.record;
         if json_out {
-            println!(
+            outln!(
                 "{}",
                 json!({
                     "seq": event.seq,
@@ -428,7 +429,7 @@ pub(crate) async fn log(
             );
             continue;
         }
-        println!(
+        outln!(
             "{:>5}  {}/{}  {}",
             event.seq,
             record.extension,
@@ -437,7 +438,7 @@ pub(crate) async fn log(
         );
         if let Some(message) = &record.message {
             for line in message.lines().take(5) {
-                println!("       │ {line}");
+                outln!("       │ {line}");
             }
         }
     }
@@ -509,7 +510,7 @@ pub(crate) async fn answer(
             .answer(&host.session, &task, call_id, allow)
             .await?;
     }
-    eprintln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
+    eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
     Ok(ExitCode::SUCCESS)
 }
 

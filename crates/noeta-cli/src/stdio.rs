@@ -1,0 +1,72 @@
+//! Writing to standard output and error without ever panicking.
+//!
+//! `println!` panics when standard output is a closed pipe (`noeta log T | head`) or a full
+//! disk (`> /dev/full`). Everything the command line prints goes through these macros instead:
+//! a closed pipe ends the command quietly with status 141 (128 + SIGPIPE, what a shell shows for
+//! a tool killed by the signal), any other write error ends it with one line on standard error
+//! and status 74 (`EX_IOERR`). Standard error that cannot be written is given up silently:
+//! there is nowhere left to say so.
+
+use std::fmt;
+use std::io::{self, Write};
+
+/// The status of a command whose standard output was closed under it.
+pub(crate) const CLOSED_PIPE: u8 = 141;
+
+/// The status of a command that could not write its output for another reason.
+pub(crate) const IO_ERROR: u8 = 74;
+
+/// Writes to standard output; a failure ends the process (see the module docs).
+pub(crate) fn write_out(args: fmt::Arguments<'_>) {
+    let mut out = io::stdout().lock();
+    if let Err(err) = out.write_fmt(args) {
+        gone(&err);
+    }
+}
+
+/// Flushes standard output before the process ends, so a failure is seen and reported.
+pub(crate) fn flush_out() {
+    if let Err(err) = io::stdout().lock().flush() {
+        gone(&err);
+    }
+}
+
+/// Writes to standard error; a failure is ignored.
+pub(crate) fn write_err(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
+}
+
+/// Ends the process after standard output failed with `err` (see the module docs).
+pub(crate) fn gone(err: &io::Error) -> ! {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        std::process::exit(i32::from(CLOSED_PIPE));
+    }
+    write_err(format_args!(
+        "error: cannot write to standard output: {err}\n"
+    ));
+    std::process::exit(i32::from(IO_ERROR));
+}
+
+/// `print!` that never panics.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::stdio::write_out(format_args!($($arg)*)) };
+}
+
+/// `println!` that never panics.
+macro_rules! outln {
+    () => { $crate::stdio::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::stdio::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprint!` that never panics.
+macro_rules! eout {
+    ($($arg:tt)*) => { $crate::stdio::write_err(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` that never panics.
+macro_rules! eoutln {
+    () => { $crate::stdio::write_err(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::stdio::write_err(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+pub(crate) use {eout, eoutln, out, outln};
