@@ -174,6 +174,54 @@ fn answer_text(question: &Question, answer: &Value) -> Result<String, String> {
     Ok(texts.join(", "))
 }
 
+/// One line per question, `- header (question): answer`, from an answer of the documented
+/// shape `{"answers": {"<question>": "<label or own words>" | ["<label>", …]}}`; `Err` says
+/// what does not fit.
+fn answered(parsed: &Questions, answer: &Value) -> Result<Vec<String>, String> {
+    let answers: BTreeMap<String, Value> = answer
+        .get("answers")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .ok_or_else(|| {
+            format!(
+                "the reply has no `answers` object keyed by question (expected {{\"answers\": {{\"<question>\": \"<answer>\"}}}}, got `{}`)",
+                short(answer)
+            )
+        })?;
+    if let Some(unknown) = answers
+        .keys()
+        .find(|k| !parsed.questions.iter().any(|q| q.question == **k))
+    {
+        let asked: Vec<&str> = parsed
+            .questions
+            .iter()
+            .map(|q| q.question.as_str())
+            .collect();
+        return Err(format!(
+            "the reply answers a question that was not asked: `{unknown}` (asked: {})",
+            asked.join("; ")
+        ));
+    }
+    let mut lines = Vec::new();
+    for q in &parsed.questions {
+        let text = match answers.get(&q.question) {
+            Some(answer) => answer_text(q, answer)?,
+            None => "(no answer)".to_owned(),
+        };
+        lines.push(format!("- {} ({}): {text}", q.header, q.question));
+    }
+    Ok(lines)
+}
+
+/// A value as short text for an error message.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= 80 {
+        return text;
+    }
+    format!("{}…", text.chars().take(80).collect::<String>())
+}
+
 /// The `AskUserQuestion` tool.
 struct AskUserQuestion;
 
@@ -209,6 +257,11 @@ impl Tool for AskUserQuestion {
         Ok(ToolOutput::ask(asked))
     }
 
+    fn check_answer(&self, input: &Value, answer: &Value) -> Result<(), String> {
+        let parsed = parse(input.clone()).map_err(|err| err.to_string())?;
+        answered(&parsed, answer).map(|_| ())
+    }
+
     async fn resume(
         &self,
         input: Value,
@@ -221,33 +274,8 @@ impl Tool for AskUserQuestion {
                 "AskUserQuestion: woken without an answer".to_owned(),
             ));
         };
-        let answers: BTreeMap<String, Value> = answer
-            .get("answers")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .ok_or_else(|| {
-                respond(
-                    "AskUserQuestion: the reply has no `answers` object keyed by question"
-                        .to_owned(),
-                )
-            })?;
-        if let Some(unknown) = answers
-            .keys()
-            .find(|k| !parsed.questions.iter().any(|q| q.question == **k))
-        {
-            return Err(respond(format!(
-                "AskUserQuestion: the reply answers a question that was not asked: `{unknown}`"
-            )));
-        }
-        let mut lines = Vec::new();
-        for q in &parsed.questions {
-            let text = match answers.get(&q.question) {
-                Some(answer) => answer_text(q, answer)
-                    .map_err(|why| respond(format!("AskUserQuestion: {why}")))?,
-                None => "(no answer)".to_owned(),
-            };
-            lines.push(format!("- {} ({}): {text}", q.header, q.question));
-        }
+        let lines =
+            answered(&parsed, &answer).map_err(|why| respond(format!("AskUserQuestion: {why}")))?;
         Ok(ToolOutput::text(format!(
             "The user answered:\n{}\nContinue with these answers in mind.",
             lines.join("\n")

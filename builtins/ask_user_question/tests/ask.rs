@@ -132,39 +132,70 @@ fn the_user_may_answer_in_their_own_words_or_not_at_all() {
 }
 
 #[test]
-fn a_malformed_answer_is_an_error_result_naming_what_is_wrong() {
+fn a_malformed_answer_is_refused_before_it_is_recorded_and_the_question_stays_open() {
     let long = "y".repeat(4001);
     let cases = [
         (
             json!({ "nope": 1 }),
-            "AskUserQuestion: the reply has no `answers` object keyed by question",
+            "the reply has no `answers` object keyed by question (expected {\"answers\": {\"<question>\": \"<answer>\"}}, got `{\"nope\":1}`)",
         ),
         (
             json!({ "answers": { "Other?": "x" } }),
-            "AskUserQuestion: the reply answers a question that was not asked: `Other?`",
+            "the reply answers a question that was not asked: `Other?` (asked: Which store?)",
         ),
         (
             json!({ "answers": { "Which store?": ["a", "b"] } }),
-            "AskUserQuestion: `Store` allows one choice, but several were given",
+            "`Store` allows one choice, but several were given",
         ),
         (
             json!({ "answers": { "Which store?": 3 } }),
-            "AskUserQuestion: the answer to `Store` must be text",
+            "the answer to `Store` must be text",
         ),
         (
             json!({ "answers": { "Which store?": " " } }),
-            "AskUserQuestion: the answer to `Store` is empty",
+            "the answer to `Store` is empty",
         ),
         (
             json!({ "answers": { "Which store?": long } }),
-            "AskUserQuestion: the answer to `Store` has 4001 characters; at most 4000 are allowed",
+            "the answer to `Store` has 4001 characters; at most 4000 are allowed",
         ),
     ];
     for (answer, expected) in cases {
         let (rt, s, t, _) = start(json!([question("Which store?", "Store", false)]));
-        block_on(rt.reply(&s, &t, "q1", answer)).unwrap();
+        let head = block_on(rt.log().info(&t)).unwrap().head;
+        let err = block_on(rt.reply(&s, &t, "q1", answer)).unwrap_err();
+        match &err {
+            noeta_core::runner::RunError::BadAnswer {
+                call_id, reason, ..
+            } => {
+                assert_eq!(call_id, "q1");
+                assert_eq!(reason, expected);
+            }
+            other => panic!("expected a refused answer, got {other:?}"),
+        }
+        assert!(
+            err.to_string().starts_with(
+                "the answer to call `q1` of task `ask` was refused, and the question stays open: "
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            block_on(rt.log().info(&t)).unwrap().head,
+            head,
+            "nothing was written"
+        );
+        // The question is still open: a good answer is taken and the turn goes on.
+        block_on(rt.reply(
+            &s,
+            &t,
+            "q1",
+            json!({ "answers": { "Which store?": "SQLite" } }),
+        ))
+        .unwrap();
         block_on(rt.run(&s, &t)).unwrap();
-        assert_eq!(result(&rt, &s, &t), (expected.to_owned(), true));
+        let (text, is_error) = result(&rt, &s, &t);
+        assert!(!is_error, "{text}");
+        assert!(text.contains("- Store (Which store?): SQLite"), "{text}");
     }
 }
 

@@ -104,6 +104,12 @@ enum Command {
         json: bool,
     },
     /// Answer what a task waits for: a permission ask (`--allow`/`--deny`) or a question
+    ///
+    /// A question's answer is plain text when the call asks one question (an option's label,
+    /// or your own words), or JSON:
+    /// `{"answers": {"<question>": "<label or own words>", ...}}` (a list of labels for a
+    /// question that allows several). The waiting tool checks it before it is recorded: an
+    /// answer that does not fit is refused, and the question stays open.
     Answer {
         /// The task's id
         task: String,

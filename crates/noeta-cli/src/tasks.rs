@@ -488,6 +488,11 @@ pub(crate) async fn answer(
         .get(call_id)
         .is_some_and(|p| p.question.is_some());
     if tool_question {
+        if allow || deny {
+            bail!(
+                "call {call_id} asks a question ({question}), not permission: give the answer instead of --allow/--deny"
+            );
+        }
         let answer = match text {
             Some(text) => {
                 crate::interact::typed_answer(&state, call_id, &text).map_err(anyhow::Error::msg)?
@@ -504,6 +509,9 @@ pub(crate) async fn answer(
         let allow = match (allow, deny) {
             (true, false) => true,
             (false, true) => false,
+            _ if text.is_some() => bail!(
+                "call {call_id} asks permission ({question}), not a question: pass --allow or --deny, not an answer"
+            ),
             _ => bail!("call {call_id} asks permission ({question}): pass --allow or --deny"),
         };
         host.runtime

@@ -883,3 +883,59 @@ fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
     assert!(!log.contains("assistant_reply"), "{log}");
     assert!(log.contains("turn_failed"), "{log}");
 }
+
+#[test]
+fn a_malformed_answer_is_refused_and_the_question_stays_open() {
+    let env = new_env();
+    let provider = env.script(json!([
+        call("AskUserQuestion", json!({ "questions": [{
+            "question": "Go on?", "header": "Go", "multiSelect": false,
+            "options": [
+                { "label": "Yes", "description": "go on" },
+                { "label": "No", "description": "stop" }
+            ]
+        }]})),
+        { "text": "Going on." }
+    ]));
+    let out = env.run_with(&["run", "--provider", &provider, "ask me"], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let task = task_of(&out);
+    let answer = |args: &[&str]| {
+        let mut all = vec!["answer", task.as_str(), "--provider", provider.as_str()];
+        all.extend_from_slice(args);
+        env.run_with(&all, None, &[])
+    };
+    for (args, says) in [
+        (
+            &[r#"{"answers": {"Stop?": "Yes"}}"#][..],
+            "was refused, and the question stays open: the reply answers a question that was not asked: `Stop?` (asked: Go on?)",
+        ),
+        (
+            &[r#"{"answer": "Yes"}"#][..],
+            "was refused, and the question stays open: the reply has no `answers` object keyed by question",
+        ),
+        (
+            &["--allow"][..],
+            "asks a question (Go: Go on?), not permission: give the answer instead of --allow/--deny",
+        ),
+    ] {
+        let out = answer(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Still open: the right answer is taken and the task goes on.
+    let out = answer(&["Yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let resumed = env.run_with(&["resume", &task, "--provider", &provider], None, &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert_eq!(text(&resumed.stdout), "Going on.\n");
+}

@@ -709,6 +709,17 @@ pub(crate) async fn run_tool(
     }
 }
 
+/// A tool's `check_answer` for an answer to its parked call; a panic refuses the answer.
+pub(crate) fn check_answer(tool: &dyn Tool, input: &Value, answer: &Value) -> Result<(), String> {
+    catch_unwind(AssertUnwindSafe(|| tool.check_answer(input, answer))).unwrap_or_else(|payload| {
+        Err(format!(
+            "{}: checking the answer panicked: {}",
+            tool.name(),
+            panic_message(payload.as_ref())
+        ))
+    })
+}
+
 /// A tool's `recover` after a crash: the result it found, or `None` (nothing found, or it
 /// failed: logged).
 pub(crate) async fn recover_tool(

@@ -130,6 +130,19 @@ pub enum RunError {
         /// The agent.
         agent: String,
     },
+    /// `reply` gave an answer the waiting tool does not take; nothing was written and the
+    /// question stays open.
+    #[error(
+        "the answer to call `{call_id}` of task `{task}` was refused, and the question stays open: {reason}"
+    )]
+    BadAnswer {
+        /// The task.
+        task: TaskId,
+        /// The call.
+        call_id: String,
+        /// What is wrong with the answer.
+        reason: String,
+    },
     /// `answer` named a call the task is not waiting on.
     #[error("task `{task}` is not waiting for an answer about call `{call_id}`")]
     NotParked {
@@ -434,12 +447,33 @@ impl Runtime {
                 .get(call_id)
                 .is_some_and(|p| p.question.is_some() && p.wake.is_none())
         };
+        let mut claim = self.claim(session, task).await?;
+        if !waiting(&claim.state.core) {
+            claim.release().await?;
+            return Err(RunError::NotParked {
+                task: task.clone(),
+                call_id: call_id.to_owned(),
+            });
+        }
+        // The tool that waits checks the answer before it is recorded.
+        if let Some(open) = claim.state.core.open_calls.get(call_id)
+            && let Ok(offer) = claim.offer()
+            && let Some(tool) = offer.find(&open.tool)
+            && let Err(reason) = crate::hooks::check_answer(tool.as_ref(), &open.input, &answer)
+        {
+            claim.release().await?;
+            return Err(RunError::BadAnswer {
+                task: task.clone(),
+                call_id: call_id.to_owned(),
+                reason,
+            });
+        }
         let answered = CoreRecord::CallAnswered {
             call_id: call_id.to_owned(),
             answer,
         };
-        self.answer_waiting(session, task, call_id, waiting, answered)
-            .await
+        claim.commit(vec![answered.to_record()]).await?;
+        claim.release().await
     }
 
     /// Records `answer` when `waiting` holds for the task's state, else refuses (`NotParked`).

@@ -668,6 +668,13 @@ pub trait Tool: Send + Sync {
     async fn recover(&self, _ctx: &ToolContext) -> Result<Option<ToolOutput>, ToolError> {
         Ok(None)
     }
+
+    /// Whether `answer` answers the question this call (with `input`) parked on: checked when
+    /// the answer arrives, before it is recorded, so a malformed one is refused and the question
+    /// stays open instead of failing the call on resume. `Err` says what is wrong with it.
+    fn check_answer(&self, _input: &Value, _answer: &Value) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl fmt::Debug for dyn Tool {

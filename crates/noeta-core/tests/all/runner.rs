@@ -1593,6 +1593,13 @@ impl Tool for AskTool {
     async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::ask("Which colour?"))
     }
+    fn check_answer(&self, _input: &Value, answer: &Value) -> Result<(), String> {
+        match answer.as_str() {
+            Some("boom") => panic!("the colour checker broke"),
+            Some(_) => Ok(()),
+            None => Err(format!("a colour is a word, not `{answer}`")),
+        }
+    }
     async fn resume(
         &self,
         _input: Value,
@@ -1631,6 +1638,20 @@ fn a_tool_that_asks_parks_the_task_and_resumes_once_with_the_answer() {
     assert_eq!(block_on(rt.run(&s, &t)).unwrap(), parked);
     let err = block_on(rt.reply(&s, &t, "call_9", json!("red"))).unwrap_err();
     assert!(matches!(err, RunError::NotParked { .. }));
+    // The tool checks an answer before it is recorded; a refused one leaves the question open.
+    let head = h.events(&t).len();
+    let err = block_on(rt.reply(&s, &t, "call_1_1", json!(7))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the answer to call `call_1_1` of task `asking` was refused, and the question stays open: a colour is a word, not `7`"
+    );
+    let err = block_on(rt.reply(&s, &t, "call_1_1", json!("boom"))).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("Ask: checking the answer panicked: the colour checker broke"),
+        "{err}"
+    );
+    assert_eq!(h.events(&t).len(), head, "nothing was recorded");
     block_on(rt.reply(&s, &t, "call_1_1", json!("blue"))).unwrap();
     assert!(matches!(
         block_on(rt.run(&s, &t)).unwrap(),
