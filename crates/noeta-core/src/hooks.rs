@@ -14,6 +14,7 @@
 //! | fail the fold | `reduce` | is a fold error; a log that cannot be folded on three claims in a row fails the task |
 //! | to the model | `Tool::run`, `Tool::resume` | becomes an error result the model sees; the records it staged are dropped |
 //! | to the caller | `run_command` | is the command's error |
+//! | to the caller | `Tool::check_answer` | refuses the answer; the question stays open |
 //!
 //! Plugin code that runs outside a task — a resolver, a control-tool or session-pack factory —
 //! is guarded where it is called (`resolve.rs`, `identity.rs`; session packs through
