@@ -140,6 +140,8 @@ pub(crate) struct Skipped {
     /// Its name, when it got that far.
     pub(crate) name: Option<String>,
     pub(crate) reason: String,
+    /// Skipped only because a higher tier has a skill of the same name (nothing is wrong with it).
+    pub(crate) shadowed: bool,
 }
 
 /// The index over every tier.
@@ -379,6 +381,7 @@ fn scan(d: &TierDir, skills: &mut Vec<IndexedSkill>, skipped: &mut Vec<Skipped>)
             path: file.clone(),
             name,
             reason,
+            shadowed: false,
         };
         let parsed = read_skill_file(&file)
             .and_then(|(bytes, text)| SkillFile::parse(&text).map(|f| (bytes, f)));
@@ -441,6 +444,7 @@ pub(crate) fn build(dirs: Vec<TierDir>) -> Index {
                         skill.name,
                         Path::new(&skill.dir).join(SKILL_FILE).display()
                     ),
+                    shadowed: true,
                 });
             }
             index.skills.insert(skill.name.clone(), skill);

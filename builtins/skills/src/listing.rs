@@ -65,6 +65,9 @@ pub struct SkippedSkill {
     pub name: Option<String>,
     /// Why it is skipped (a bad frontmatter, a duplicate, a shadowing skill of a higher tier).
     pub reason: String,
+    /// Skipped only because a higher tier has a skill of the same name: nothing is wrong with
+    /// the file itself.
+    pub shadowed: bool,
 }
 
 /// The whole index.
@@ -230,6 +233,7 @@ pub fn index_for_listing(
                 path: s.path.clone(),
                 name: s.name.clone(),
                 reason: s.reason.clone(),
+                shadowed: s.shadowed,
             })
             .collect(),
     })

@@ -358,25 +358,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// `noeta doctor`: the workspace, the store, the model keys, and the plugins with every
-/// problem loading them; exit 1 when something is missing or broken.
+/// `noeta doctor`: checks what `run` checks — settings, agent files, plugins, every agent's
+/// session, skills, the model, the store — and exits 1 on any problem (a workspace with no
+/// store yet is not one).
 fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
-    let mut ok = true;
+    let mut problems = 0_usize;
+    let mut problem = |text: String| {
+        problems += 1;
+        outln!("problem: {text}");
+    };
     outln!("workspace: {}", paths.workspace.display());
     match &paths.home {
         Some(home) => outln!("home: {}", home.display()),
         None => outln!("home: none ($HOME is unset): no user plugins, settings or trust store"),
     }
-    let store = paths.workspace.join(".noeta").join("noeta.db");
-    outln!(
-        "store: {} ({})",
-        store.display(),
-        if store.exists() {
-            "exists"
-        } else {
-            "created on the first run"
-        }
-    );
     for (name, key, base) in [
         ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
         ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
@@ -393,59 +388,173 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
             base.map(|b| format!(", base URL {b}")).unwrap_or_default()
         );
     }
-    let configured = match agent::settings(paths, &agent::AgentArgs::default()) {
-        Ok(settings) => settings
-            .params("providers")
-            .and_then(|p| p.get("provider"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned),
+    let args = agent::AgentArgs {
+        plugin_dirs: dirs,
+        ..agent::AgentArgs::default()
+    };
+    let config = agent::config(paths, &args)?;
+    let settings = match config.settings() {
+        Ok(settings) => {
+            outln!("settings: ok");
+            Some(settings)
+        }
         Err(err) => {
-            ok = false;
-            outln!("settings: {err:#}");
+            problem(format!("settings: {err}"));
             None
         }
     };
-    match (configured, noeta::backends::detect_from_env()) {
-        (Some(name), _) => outln!("model: `noeta run` uses {name} (from [plugins.providers])"),
-        (None, Some(name)) => outln!("model: `noeta run` uses {name}"),
-        (None, None) => {
-            ok = false;
+    let files = match noeta::load_agent_files(paths) {
+        Ok(files) => {
+            let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
             outln!(
-                "model: none configured — set ANTHROPIC_API_KEY or OPENAI_API_KEY, set [plugins.providers] provider, or pass --provider scripted:FILE"
-            );
-        }
-    }
-    let options = HostOptions {
-        paths: dirs,
-        ..HostOptions::default()
-    };
-    match noeta::load(paths, &options) {
-        Ok(set) => {
-            outln!("plugins: {} loaded", set.plugins().count());
-            for warning in set.warnings() {
-                outln!("warning: {warning}");
-            }
-            for problem in set.problems() {
-                ok = false;
-                outln!("problem: {problem}");
-            }
-            if let Err(err) = set.merged() {
-                ok = false;
-                for collision in &err.collisions {
-                    outln!("problem: {collision}");
+                "agent files: {}",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
                 }
-            }
+            );
+            Some(files)
         }
         Err(err) => {
-            ok = false;
-            outln!("plugins: cannot load: {err}");
+            problem(format!("agent files: {err}"));
+            None
+        }
+    };
+    if let (Some(settings), Some(files)) = (settings, files) {
+        match noeta::Host::open(config) {
+            Ok(host) => {
+                let set = host.plugins();
+                outln!("plugins: {} loaded", set.plugins().count());
+                for warning in set.warnings() {
+                    outln!("warning: {warning}");
+                }
+                for load in set.problems() {
+                    problem(format!("plugins: {load}"));
+                }
+                // Every agent `run` may start: the default one and each agent file's.
+                let agents: Vec<&str> = std::iter::once("main")
+                    .chain(files.iter().map(|f| f.name.as_str()))
+                    .collect();
+                let mut built = 0;
+                // What a `[plugins.<name>]` table may name: a plugin, or an extension of one.
+                let mut known: std::collections::BTreeSet<String> =
+                    set.names().into_iter().map(str::to_owned).collect();
+                known.extend(noeta::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
+                for name in &agents {
+                    match host.session(name) {
+                        Ok(session) => {
+                            built += 1;
+                            known.extend(session.extensions.iter().map(|e| e.name().to_owned()));
+                        }
+                        Err(err) => problem(format!("agent `{name}`: {err}")),
+                    }
+                }
+                outln!("agents: {built} of {} build", agents.len());
+                for table in settings.config().keys().filter(|t| !known.contains(*t)) {
+                    let hint = closest(table, &known)
+                        .map(|near| format!(" — did you mean `{near}`?"))
+                        .unwrap_or_default();
+                    problem(format!(
+                        "settings: [plugins.{table}] names no plugin or extension this host has{hint}"
+                    ));
+                }
+                let config = settings
+                    .config()
+                    .get("skills")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let skill_dirs: Vec<(String, PathBuf)> = host
+                    .merged()
+                    .for_surface("skills")
+                    .iter()
+                    .filter_map(|e| {
+                        e.contribution
+                            .path
+                            .as_ref()
+                            .map(|p| (e.plugin.clone(), PathBuf::from(p)))
+                    })
+                    .collect();
+                match noeta::skills::index_for_listing(
+                    &config,
+                    Some(&paths.workspace),
+                    paths.home.as_deref(),
+                    &skill_dirs,
+                ) {
+                    Ok(listing) => {
+                        outln!("skills: {} indexed", listing.skills.len());
+                        for skipped in listing.skipped.iter().filter(|s| !s.shadowed) {
+                            problem(format!(
+                                "skill {} ({}): {}",
+                                skipped.path.display(),
+                                skipped.tier,
+                                skipped.reason
+                            ));
+                        }
+                    }
+                    Err(err) => problem(format!("skills: {err}")),
+                }
+                match host.open_model(None, None) {
+                    Ok(model) => outln!(
+                        "model: `noeta run` uses {} ({})",
+                        model.name(),
+                        model.model()
+                    ),
+                    Err(err) => problem(format!("model: {err}")),
+                }
+            }
+            Err(err) => problem(format!("plugins: {err}")),
         }
     }
-    Ok(if ok {
+    let store = paths.workspace.join(".noeta").join("noeta.db");
+    if store.exists() {
+        let listed = noeta::open_store(paths, None)
+            .map_err(anyhow::Error::from)
+            .and_then(|stores| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .context("cannot start the async runtime")?;
+                Ok(runtime.block_on(stores.log.tasks())?)
+            });
+        match listed {
+            Ok(tasks) => outln!("store: {} ({} task(s))", store.display(), tasks.len()),
+            Err(err) => problem(format!("store {}: {}", store.display(), render_error(&err))),
+        }
+    } else {
+        outln!("store: {} (created on the first run)", store.display());
+    }
+    Ok(if problems == 0 {
         ExitCode::SUCCESS
     } else {
+        outln!("{problems} problem(s)");
         ExitCode::FAILURE
     })
+}
+
+/// The name in `known` nearest to `name` by edit distance, when it is near enough to be a typo.
+fn closest<'a>(name: &str, known: &'a std::collections::BTreeSet<String>) -> Option<&'a str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut last = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let next = (row[j + 1] + 1)
+                    .min(row[j] + 1)
+                    .min(last + usize::from(ca != *cb));
+                last = row[j + 1];
+                row[j + 1] = next;
+            }
+        }
+        row[b.len()]
+    };
+    known
+        .iter()
+        .map(|k| (distance(name, k), k.as_str()))
+        .filter(|(d, k)| *d <= 2.max(k.chars().count() / 4))
+        .min()
+        .map(|(_, k)| k)
 }
 
 fn pretty(value: &Value) -> String {

@@ -1,0 +1,178 @@
+//! `noeta doctor` checks what `run` checks and exits 1 on any problem, naming it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use noeta_testkit::cli::{CliEnv, stderr, stdout};
+use serde_json::json;
+
+fn env() -> CliEnv {
+    CliEnv::new(env!("CARGO_BIN_EXE_noeta"))
+}
+
+/// A workspace whose model is a script: nothing is wrong with it.
+fn healthy() -> CliEnv {
+    let env = env();
+    let provider = env.script(json!([{ "text": "hi" }]));
+    env.write(
+        ".noeta/config.toml",
+        &format!("[plugins.providers]\nprovider = \"{provider}\"\n"),
+    );
+    env
+}
+
+#[test]
+fn a_healthy_workspace_passes_and_says_what_it_checked() {
+    let env = healthy();
+    env.write(
+        ".noeta/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews changes.\n---\nReview the change.\n",
+    );
+    env.write(
+        ".noeta/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Deploy it.\n---\nSteps.\n",
+    );
+    let out = env.run(&["doctor"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    for line in [
+        "settings: ok",
+        "agent files: reviewer",
+        "plugins: 18 loaded",
+        "agents: 2 of 2 build",
+        "skills: 1 indexed",
+        "model: `noeta run` uses scripted (scripted)",
+        "(created on the first run)",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from {text}");
+    }
+    assert!(!text.contains("problem"), "{text}");
+
+    // A store that exists is opened and counted.
+    let provider = env.script(json!([{ "text": "hi" }]));
+    assert!(
+        env.run(&["run", "--provider", &provider, "hello"])
+            .status
+            .success()
+    );
+    let out = env.run(&["doctor"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("(1 task(s))"), "{}", stdout(&out));
+}
+
+/// Runs doctor in `env`; asserts it fails and names `needle` in a problem line.
+fn fails_naming(env: &CliEnv, needle: &str) {
+    let out = env.run(&["doctor"]);
+    let text = env.redact(&stdout(&out));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("problem: ") && l.contains(needle)),
+        "no problem naming {needle:?} in:\n{text}"
+    );
+    assert!(text.contains("problem(s)"), "{text}");
+}
+
+#[test]
+fn a_broken_agent_file_is_a_problem() {
+    let env = healthy();
+    env.write(
+        ".noeta/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: [unclosed\n---\nReview.\n",
+    );
+    fails_naming(
+        &env,
+        "agent files: [WORKSPACE]/.noeta/agents/reviewer.md: invalid YAML frontmatter",
+    );
+}
+
+#[test]
+fn an_agent_file_naming_a_plugin_nobody_loads_is_a_problem() {
+    let env = healthy();
+    env.write(
+        ".noeta/agents/helper.md",
+        "---\nname: helper\ndescription: Helps.\nplugins: [nonexistent]\n---\nHelp.\n",
+    );
+    fails_naming(
+        &env,
+        "agent `helper`: unknown plugin activation `nonexistent`",
+    );
+}
+
+#[test]
+fn an_unknown_key_of_a_plugin_is_a_problem() {
+    let env = healthy();
+    let provider = env.script(json!([{ "text": "hi" }]));
+    env.write(
+        ".noeta/config.toml",
+        &format!("[plugins.providers]\nprovider = \"{provider}\"\n\n[plugins.fs]\nwrite_mod = \"apply\"\n"),
+    );
+    fails_naming(&env, "settings [plugins.fs]: unknown key `write_mod`");
+}
+
+#[test]
+fn a_misspelt_plugin_table_is_a_problem_with_a_suggestion() {
+    let env = healthy();
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.provider]\nprovider = \"anthropic\"\n",
+    );
+    fails_naming(
+        &env,
+        "settings: [plugins.provider] names no plugin or extension this host has — did you mean `providers`?",
+    );
+}
+
+#[test]
+fn a_broken_skill_is_a_problem_and_a_shadowed_one_is_not() {
+    let env = healthy();
+    env.write(
+        ".noeta/skills/broken/SKILL.md",
+        "---\nname: broken\n---\nNo description.\n",
+    );
+    env.write(
+        ".noeta/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Deploy it.\n---\nSteps.\n",
+    );
+    env.write(
+        ".agents/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Older.\n---\nSteps.\n",
+    );
+    fails_naming(
+        &env,
+        "skill [WORKSPACE]/.noeta/skills/broken/SKILL.md (workspace): the frontmatter has no `description`",
+    );
+    let out = env.run(&["doctor"]);
+    assert_eq!(
+        stdout(&out).matches("problem: ").count(),
+        1,
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_broken_manifest_and_a_damaged_store_are_problems() {
+    let env = healthy();
+    env.user_plugin(
+        "broken",
+        "name = \"broken\"\n\n[[contributions]]\nsurface = \"tools\"\nname = \"x\"\n",
+    );
+    fails_naming(
+        &env,
+        "plugins: manifest file `[HOME]/.noeta/plugins/broken/noeta-plugin.toml`",
+    );
+
+    let env = healthy();
+    env.write(".noeta/noeta.db", "this is not an SQLite database, just text that is long enough to look like a header but is not one at all");
+    fails_naming(&env, "store [WORKSPACE]/.noeta/noeta.db");
+}
+
+#[test]
+fn no_model_is_a_problem() {
+    let env = env();
+    fails_naming(&env, "model: no model is configured");
+}
