@@ -167,6 +167,7 @@ impl AgentHost {
             eoutln!("warning: {warning}");
         }
         let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
+        skipped_warnings(&host, &session);
         let stores = host.open_store(args.store.as_deref())?;
         let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let sink = printer.clone();
@@ -182,6 +183,32 @@ impl AgentHost {
             log: stores.log,
             printer,
         })
+    }
+}
+
+/// One warning line per thing the run goes without: a plugin that failed to load, a settings
+/// table nothing reads, a skill that cannot be read (`noeta doctor` reports each as a problem).
+fn skipped_warnings(host: &Host, session: &Session) {
+    for problem in host.plugins().problems() {
+        eoutln!("warning: plugin skipped: {problem}");
+    }
+    for (table, near) in host.unknown_tables(session.extensions.iter().map(|e| e.name())) {
+        let hint = near
+            .map(|near| format!(" — did you mean `{near}`?"))
+            .unwrap_or_default();
+        eoutln!(
+            "warning: settings table [plugins.{table}] is not used: it names no plugin or extension{hint}"
+        );
+    }
+    if let Ok(listing) = host.skills() {
+        for skill in listing.skipped.iter().filter(|s| !s.shadowed) {
+            eoutln!(
+                "warning: skill skipped: {} ({}): {}",
+                skill.path.display(),
+                skill.tier,
+                skill.reason
+            );
+        }
     }
 }
 

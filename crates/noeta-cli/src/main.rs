@@ -421,7 +421,7 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
             None
         }
     };
-    if let (Some(settings), Some(files)) = (settings, files) {
+    if let (Some(_), Some(files)) = (settings, files) {
         match noeta::Host::open(config) {
             Ok(host) => {
                 let set = host.plugins();
@@ -437,58 +437,35 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
                     .chain(files.iter().map(|f| f.name.as_str()))
                     .collect();
                 let mut built = 0;
-                // What a `[plugins.<name>]` table may name: a plugin, or an extension of one.
-                let mut known: std::collections::BTreeSet<String> =
-                    set.names().into_iter().map(str::to_owned).collect();
-                known.extend(noeta::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
+                let mut extensions: Vec<String> = Vec::new();
                 for name in &agents {
                     match host.session(name) {
                         Ok(session) => {
                             built += 1;
-                            known.extend(session.extensions.iter().map(|e| e.name().to_owned()));
+                            extensions
+                                .extend(session.extensions.iter().map(|e| e.name().to_owned()));
                         }
                         Err(err) => problem(format!("agent `{name}`: {err}")),
                     }
                 }
                 outln!("agents: {built} of {} build", agents.len());
-                for table in settings.config().keys().filter(|t| !known.contains(*t)) {
-                    let hint = closest(table, &known)
+                for (table, near) in host.unknown_tables(extensions.iter().map(String::as_str)) {
+                    let hint = near
                         .map(|near| format!(" — did you mean `{near}`?"))
                         .unwrap_or_default();
                     problem(format!(
                         "settings: [plugins.{table}] names no plugin or extension this host has{hint}"
                     ));
                 }
-                let config = settings
-                    .config()
-                    .get("skills")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let skill_dirs: Vec<(String, PathBuf)> = host
-                    .merged()
-                    .for_surface("skills")
-                    .iter()
-                    .filter_map(|e| {
-                        e.contribution
-                            .path
-                            .as_ref()
-                            .map(|p| (e.plugin.clone(), PathBuf::from(p)))
-                    })
-                    .collect();
-                match noeta::skills::index_for_listing(
-                    &config,
-                    Some(&paths.workspace),
-                    paths.home.as_deref(),
-                    &skill_dirs,
-                ) {
+                match host.skills() {
                     Ok(listing) => {
                         outln!("skills: {} indexed", listing.skills.len());
-                        for skipped in listing.skipped.iter().filter(|s| !s.shadowed) {
+                        for skill in listing.skipped.iter().filter(|s| !s.shadowed) {
                             problem(format!(
                                 "skill {} ({}): {}",
-                                skipped.path.display(),
-                                skipped.tier,
-                                skipped.reason
+                                skill.path.display(),
+                                skill.tier,
+                                skill.reason
                             ));
                         }
                     }
@@ -529,32 +506,6 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
         outln!("{problems} problem(s)");
         ExitCode::FAILURE
     })
-}
-
-/// The name in `known` nearest to `name` by edit distance, when it is near enough to be a typo.
-fn closest<'a>(name: &str, known: &'a std::collections::BTreeSet<String>) -> Option<&'a str> {
-    let distance = |a: &str, b: &str| {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut last = row[0];
-            row[0] = i + 1;
-            for (j, cb) in b.iter().enumerate() {
-                let next = (row[j + 1] + 1)
-                    .min(row[j] + 1)
-                    .min(last + usize::from(ca != *cb));
-                last = row[j + 1];
-                row[j + 1] = next;
-            }
-        }
-        row[b.len()]
-    };
-    known
-        .iter()
-        .map(|k| (distance(name, k), k.as_str()))
-        .filter(|(d, k)| *d <= 2.max(k.chars().count() / 4))
-        .min()
-        .map(|(_, k)| k)
 }
 
 fn pretty(value: &Value) -> String {

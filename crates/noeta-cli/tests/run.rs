@@ -939,3 +939,36 @@ fn a_malformed_answer_is_refused_and_the_question_stays_open() {
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     assert_eq!(text(&resumed.stdout), "Going on.\n");
 }
+
+#[test]
+fn run_says_once_what_it_goes_without_before_it_starts() {
+    let env = new_env();
+    env.user_plugin(
+        "broken",
+        "name = \"broken\"\n\n[[contributions]]\nsurface = \"tools\"\nname = \"x\"\n",
+    );
+    env.write(
+        ".noeta/skills/bad/SKILL.md",
+        "---\nname: bad\n---\nNo description.\n",
+    );
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.provider]\nprovider = \"anthropic\"\n",
+    );
+    let provider = env.script(json!([{ "text": "done" }]));
+    let out = env.run_with(&["run", "--provider", &provider, "go"], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = env.redact(&text(&out.stderr));
+    for line in [
+        "warning: plugin skipped: manifest file `[HOME]/.noeta/plugins/broken/noeta-plugin.toml` (plugin `broken`): contribution #1 names unknown surface `tools`",
+        "warning: settings table [plugins.provider] is not used: it names no plugin or extension — did you mean `providers`?",
+        "warning: skill skipped: [WORKSPACE]/.noeta/skills/bad/SKILL.md (workspace): the frontmatter has no `description`",
+    ] {
+        assert_eq!(err.matches(line).count(), 1, "{line:?} once in:\n{err}");
+    }
+    let task_line = err.find("task ").unwrap();
+    assert!(
+        err.find("warning: skill skipped").unwrap() < task_line,
+        "before it starts: {err}"
+    );
+}

@@ -201,6 +201,57 @@ impl Host {
         self.built.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The `[plugins.<name>]` tables of the settings that name neither a loaded plugin nor one
+    /// of `extensions` (the named extensions of the sessions built so far), each with the
+    /// nearest known name when one is close enough to be a typo.
+    pub fn unknown_tables<'e>(
+        &self,
+        extensions: impl IntoIterator<Item = &'e str>,
+    ) -> Vec<(String, Option<String>)> {
+        let mut known: std::collections::BTreeSet<String> =
+            self.set.names().into_iter().map(str::to_owned).collect();
+        known.extend(crate::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
+        known.extend(extensions.into_iter().map(str::to_owned));
+        self.settings
+            .config()
+            .into_keys()
+            .filter(|table| !known.contains(table))
+            .map(|table| {
+                let near = closest(&table, &known).map(str::to_owned);
+                (table, near)
+            })
+            .collect()
+    }
+
+    /// The skills index of this workspace, as an agent's session builds it and `noeta skills
+    /// list` shows it: every indexed skill, and every skipped one with why (`shadowed` when only
+    /// a higher tier's skill of the same name hides it).
+    pub fn skills(&self) -> Result<noeta_builtin_skills::listing::Listing, String> {
+        let config = self
+            .settings
+            .config()
+            .get("skills")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let dirs: Vec<(String, std::path::PathBuf)> = self
+            .merged
+            .for_surface(noeta_core::surface::names::SKILLS)
+            .iter()
+            .filter_map(|e| {
+                e.contribution
+                    .path
+                    .as_ref()
+                    .map(|p| (e.plugin.clone(), std::path::PathBuf::from(p)))
+            })
+            .collect();
+        noeta_builtin_skills::listing::index_for_listing(
+            &config,
+            Some(&self.config.paths.workspace),
+            self.config.paths.home.as_deref(),
+            &dirs,
+        )
+    }
+
     /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
     pub fn open_store(&self, url: Option<&str>) -> Result<Stores, HostError> {
         open_store(&self.config.paths, url)
@@ -274,6 +325,32 @@ impl Sessions for Host {
             }
         }
     }
+}
+
+/// The name in `known` nearest to `name` by edit distance, when it is near enough to be a typo.
+fn closest<'a>(name: &str, known: &'a std::collections::BTreeSet<String>) -> Option<&'a str> {
+    let distance = |a: &str, b: &str| {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut last = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let next = (row[j + 1] + 1)
+                    .min(row[j] + 1)
+                    .min(last + usize::from(ca != *cb));
+                last = row[j + 1];
+                row[j + 1] = next;
+            }
+        }
+        row[b.len()]
+    };
+    known
+        .iter()
+        .map(|k| (distance(name, k), k.as_str()))
+        .filter(|(d, k)| *d <= 2.max(k.chars().count() / 4))
+        .min()
+        .map(|(_, k)| k)
 }
 
 /// The store named by `url` in `paths`' workspace (default `<workspace>/.noeta/noeta.db`), for
