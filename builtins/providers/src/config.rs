@@ -27,6 +27,12 @@ pub struct ProviderConfig {
     pub retry_base_delay: Duration,
     /// The longest backoff step.
     pub retry_max_delay: Duration,
+    /// The longest the retries of one call may take in all: a retry whose wait would end past
+    /// it is not made, however many `max_retries` allow.
+    pub max_retry_time: Duration,
+    /// Told one line per retry (`retrying in 6 s: … (attempt 3 of 9)`), for a frontend to
+    /// show; every retry is also logged at info level.
+    pub notify: Option<Notify>,
     /// How long connecting may take.
     pub connect_timeout: Duration,
     /// How long the response may go quiet: before its headers, and between two stream events.
@@ -53,6 +59,8 @@ impl Default for ProviderConfig {
             max_retries: 8,
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(30),
+            max_retry_time: Duration::from_secs(600),
+            notify: None,
             connect_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             thinking_budget: None,
@@ -73,6 +81,8 @@ impl std::fmt::Debug for ProviderConfig {
             .field("max_retries", &self.max_retries)
             .field("retry_base_delay", &self.retry_base_delay)
             .field("retry_max_delay", &self.retry_max_delay)
+            .field("max_retry_time", &self.max_retry_time)
+            .field("notify", &self.notify)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("thinking_budget", &self.thinking_budget)
@@ -80,6 +90,35 @@ impl std::fmt::Debug for ProviderConfig {
             .field("context_window", &self.context_window)
             .field("reasoning_effort", &self.reasoning_effort)
             .finish()
+    }
+}
+
+/// Where a provider tells a frontend about its retries: one line each.
+#[derive(Clone)]
+pub struct Notify(std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Notify {
+    /// A sink calling `tell` with each line.
+    pub fn new(tell: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(tell))
+    }
+
+    /// Tells the sink `line`.
+    pub fn tell(&self, line: &str) {
+        (self.0)(line);
+    }
+}
+
+/// Two sinks are equal when they are the same sink.
+impl PartialEq for Notify {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Notify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notify")
     }
 }
 
@@ -178,6 +217,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "api_key",
     "base_url",
     "max_retries",
+    "max_retry_time_ms",
     "connect_timeout_ms",
     "idle_timeout_ms",
     "thinking_budget",
@@ -223,6 +263,10 @@ pub fn from_settings(
         max_retries: table.whole("max_retries")?.unwrap_or(base.max_retries),
         retry_base_delay: base.retry_base_delay,
         retry_max_delay: base.retry_max_delay,
+        max_retry_time: table
+            .duration("max_retry_time_ms", TimeUnit::Milliseconds)?
+            .unwrap_or(base.max_retry_time),
+        notify: base.notify,
         connect_timeout: table
             .duration("connect_timeout_ms", TimeUnit::Milliseconds)?
             .unwrap_or(base.connect_timeout),

@@ -105,11 +105,26 @@ pub(crate) fn transient(message: String) -> ProviderError {
 }
 
 /// When and how often transient failures are retried.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct RetryPolicy {
     pub(crate) max_retries: u32,
     pub(crate) base: Duration,
     pub(crate) max: Duration,
+    /// The longest all retries of one call may take.
+    pub(crate) max_total: Duration,
+    /// Told one line per retry.
+    pub(crate) notify: Option<crate::config::Notify>,
+}
+
+impl std::fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_retries", &self.max_retries)
+            .field("base", &self.base)
+            .field("max", &self.max)
+            .field("max_total", &self.max_total)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RetryPolicy {
@@ -168,6 +183,8 @@ impl Http {
                 max_retries: config.max_retries,
                 base: config.retry_base_delay,
                 max: config.retry_max_delay,
+                max_total: config.max_retry_time,
+                notify: config.notify.clone(),
             },
         })
     }
@@ -204,6 +221,8 @@ impl Http {
         body: &[u8],
         decoder: impl Fn() -> D,
     ) -> Result<ModelReply, ProviderError> {
+        let started = std::time::Instant::now();
+        let attempts = self.retry.max_retries.saturating_add(1);
         let mut attempt = 0;
         loop {
             let (message, retry_after_ms) = match self.attempt(url, headers, body, decoder()).await
@@ -214,18 +233,35 @@ impl Http {
                 }) => (message, retry_after_ms),
                 other => return other,
             };
+            let tries = attempt + 1;
+            let gave_up = |why: String| ProviderError::Transient {
+                message: format!(
+                    "{message} — {url}: gave up after {tries} attempt{}{why}",
+                    if tries == 1 { "" } else { "s" }
+                ),
+                retry_after_ms,
+            };
             if attempt >= self.retry.max_retries {
-                let tries = attempt + 1;
-                return Err(ProviderError::Transient {
-                    message: format!(
-                        "{message} (gave up after {tries} attempt{})",
-                        if tries == 1 { "" } else { "s" }
-                    ),
-                    retry_after_ms,
-                });
+                return Err(gave_up(String::new()));
             }
             let wait =
                 retry_after_ms.map_or_else(|| self.retry.backoff(attempt), Duration::from_millis);
+            if started.elapsed() + wait > self.retry.max_total {
+                return Err(gave_up(format!(
+                    " in {}: another would end past the retries' limit of {}",
+                    seconds(started.elapsed()),
+                    seconds(self.retry.max_total)
+                )));
+            }
+            let line = format!(
+                "retrying in {}: {message} (attempt {} of {attempts})",
+                seconds(wait),
+                tries + 1
+            );
+            tracing::info!("{line}");
+            if let Some(notify) = &self.retry.notify {
+                notify.tell(&line);
+            }
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
@@ -491,6 +527,8 @@ mod tests {
             max_retries: 8,
             base: Duration::from_secs(1),
             max: Duration::from_secs(30),
+            max_total: Duration::from_secs(600),
+            notify: None,
         };
         for attempt in 0..12 {
             let step = Duration::from_secs(1 << attempt.min(5)).min(Duration::from_secs(30));

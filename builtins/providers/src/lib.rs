@@ -21,7 +21,7 @@ pub use anthropic::{
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION, AnthropicProvider,
 };
 pub use catalog::{ModelLimits, Price, UNKNOWN_MODEL, model_limits, model_price};
-pub use config::{EnvLookup, ProviderConfig, from_settings, process_env};
+pub use config::{EnvLookup, Notify, ProviderConfig, from_settings, process_env};
 pub use open::{
     KNOWN_PROVIDERS, ProviderSetupError, detect_from_env, detect_with, open_provider,
     open_provider_with,

@@ -163,6 +163,8 @@ impl AgentHost {
             .with_extension(printer.clone())
             .with_extension(Arc::new(Approver::new(printer.clone())))
             .with_warnings(Arc::new(|text: &str| eoutln!("warning: {text}")));
+        let notes = printer.clone();
+        let host = host.with_notices(Arc::new(move |text: &str| notes.note(text)));
         for warning in host.plugins().warnings() {
             eoutln!("warning: {warning}");
         }

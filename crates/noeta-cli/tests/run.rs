@@ -808,24 +808,47 @@ fn with_web_switched_off_main_and_its_subagents_run_without_it() {
     );
 }
 
-/// A model server on the loopback interface that streams `text` for each request and then
-/// drops the connection before the reply is whole.
-fn cut_off_model(text: &str) -> String {
-    use std::io::{BufRead, BufReader, Read};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let events = [
+/// Anthropic events of a reply whose text is `text`, as one SSE body; `whole` closes the
+/// message, else the stream stops after the text.
+fn anthropic_events(text: &str, whole: bool) -> String {
+    let mut events = vec![
         json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
             "content": [], "model": "claude-test", "stop_reason": null,
             "usage": {"input_tokens": 3, "output_tokens": 1}}}),
         json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
     ];
-    let body: String = events
+    if whole {
+        events.extend([
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                "usage": {"output_tokens": 2}}),
+            json!({"type": "message_stop"}),
+        ]);
+    }
+    events
         .iter()
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-        .collect();
+        .collect()
+}
+
+/// How a scripted server answers one request.
+enum Answer {
+    /// A streamed body; `cut` drops the connection before the chunked body ends.
+    Stream { body: String, cut: bool },
+    /// A status with a JSON body and extra headers.
+    Status(u16, String, &'static str),
+}
+
+/// A model server on the loopback interface answering each request with the next answer
+/// (the last one again once they run out); its base URL.
+fn model_server(answers: Vec<Answer>) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
+        let mut answers = answers.into_iter().peekable();
+        let mut last = None;
         for socket in listener.incoming() {
             let Ok(mut socket) = socket else { return };
             let mut reader = BufReader::new(socket.try_clone().unwrap());
@@ -844,29 +867,118 @@ fn cut_off_model(text: &str) -> String {
             }
             let mut request = vec![0; length];
             let _ = reader.read_exact(&mut request);
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
-            let chunk = format!("{:x}\r\n{body}\r\n", body.len());
-            let _ = socket.write_all(head.as_bytes());
-            let _ = socket.write_all(chunk.as_bytes());
+            if let Some(next) = answers.next() {
+                last = Some(next);
+            }
+            match last.as_ref().unwrap() {
+                Answer::Stream { body, cut } => {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                    let _ = socket.write_all(head.as_bytes());
+                    let _ = socket.write_all(format!("{:x}\r\n{body}\r\n", body.len()).as_bytes());
+                    if !cut {
+                        let _ = socket.write_all(b"0\r\n\r\n");
+                    }
+                }
+                Answer::Status(code, body, headers) => {
+                    let head = format!(
+                        "HTTP/1.1 {code} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{headers}\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(head.as_bytes());
+                    let _ = socket.write_all(body.as_bytes());
+                }
+            }
             let _ = socket.flush();
-            // Dropped here: the chunked body never ends.
         }
     });
     base
+}
+
+/// A model server that streams `text` for each request and then drops the connection before
+/// the reply is whole.
+fn cut_off_model(text: &str) -> String {
+    model_server(vec![Answer::Stream {
+        body: anthropic_events(text, false),
+        cut: true,
+    }])
+}
+
+/// `[plugins.providers]` pointing `anthropic` at `base` with `extra` settings lines.
+fn anthropic_at(env: &CliEnv, base: &str, extra: &str) {
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.providers]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\napi_key = \"test-key\"\n{extra}"
+        ),
+    );
+}
+
+#[test]
+fn each_retry_shows_one_line_and_the_reply_still_lands() {
+    let env = new_env();
+    let overloaded = || {
+        Answer::Status(
+            529,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                .to_string(),
+            "retry-after-ms: 30\r\n",
+        )
+    };
+    let base = model_server(vec![
+        overloaded(),
+        overloaded(),
+        Answer::Stream {
+            body: anthropic_events("Through at last.", true),
+            cut: false,
+        },
+    ]);
+    anthropic_at(&env, &base, "max_retries = 3\n");
+    let out = env.run_with(&["run", "write it"], None, &[]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout), "Through at last.\n");
+    let retries: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("retrying in "))
+        .collect();
+    assert_eq!(retries.len(), 2, "{err}");
+    assert!(retries[0].contains("anthropic: HTTP 529"), "{err}");
+    assert!(retries[0].ends_with("(attempt 2 of 4)"), "{err}");
+    assert!(retries[1].ends_with("(attempt 3 of 4)"), "{err}");
+}
+
+#[test]
+fn an_outage_ends_with_the_model_side_error_naming_the_endpoint() {
+    let env = new_env();
+    let base = model_server(vec![Answer::Status(
+        500,
+        json!({"type": "error", "error": {"type": "api_error", "message": "Internal trouble"}})
+            .to_string(),
+        "retry-after-ms: 10\r\n",
+    )]);
+    anthropic_at(&env, &base, "max_retries = 2\n");
+    let out = env.run_with(&["run", "write it"], None, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the turn failed: provider: transient provider error: anthropic: HTTP 500"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("— {base}/v1/messages: gave up after 3 attempts")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("lease"),
+        "the model-side failure is reported as such: {err}"
+    );
 }
 
 #[test]
 fn a_streamed_reply_that_is_cut_off_is_shown_as_not_recorded() {
     let env = new_env();
     let base = cut_off_model("Half a thou");
-    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
-    std::fs::write(
-        env.workspace.join(".noeta/config.toml"),
-        format!(
-            "[plugins.providers]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\napi_key = \"test-key\"\nmax_retries = 0\n"
-        ),
-    )
-    .unwrap();
+    anthropic_at(&env, &base, "max_retries = 0\n");
     let out = env.run_with(&["run", "write an essay"], None, &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -91,6 +91,7 @@ pub struct Host {
     instances: Instances,
     extensions: Vec<Arc<dyn Extension>>,
     warn: WarningSink,
+    notices: Option<WarningSink>,
     built: Mutex<BTreeMap<String, Arc<Session>>>,
 }
 
@@ -120,6 +121,7 @@ impl Host {
             instances: Instances::new(),
             extensions: Vec::new(),
             warn: Arc::new(|text| tracing::warn!("{text}")),
+            notices: None,
             built: Mutex::new(BTreeMap::new()),
         })
     }
@@ -133,6 +135,13 @@ impl Host {
     /// Sends the host's warnings to `sink` (by default they are logged).
     pub fn with_warnings(mut self, sink: WarningSink) -> Self {
         self.warn = sink;
+        self
+    }
+
+    /// Sends what the model's provider says while it works (each retry, with its wait and
+    /// why) to `sink`; without one it is only logged.
+    pub fn with_notices(mut self, sink: WarningSink) -> Self {
+        self.notices = Some(sink);
         self
     }
 
@@ -281,6 +290,7 @@ impl Host {
                 if named.is_some_and(|named| named != spec) {
                     config = ProviderConfig {
                         max_retries: config.max_retries,
+                        max_retry_time: config.max_retry_time,
                         connect_timeout: config.connect_timeout,
                         idle_timeout: config.idle_timeout,
                         ..ProviderConfig::default()
@@ -294,6 +304,10 @@ impl Host {
                 None => return Err(HostError::Model(NO_MODEL.to_owned())),
             },
         };
+        if let Some(sink) = &self.notices {
+            let sink = Arc::clone(sink);
+            config.notify = Some(crate::backends::Notify::new(move |line| sink(line)));
+        }
         if model.is_some() && model.map(str::to_owned) != config.model {
             // A price set for the settings' model is not this one's.
             config.model = model.map(str::to_owned);

@@ -3,7 +3,7 @@
 //! surface contributions; hosts reach them here, through the assembly, like every built-in.
 
 pub use noeta_builtin_providers::{
-    Price, ProviderConfig, ProviderSetupError, detect_from_env, from_settings, model_limits,
-    model_price, open_provider,
+    Notify, Price, ProviderConfig, ProviderSetupError, detect_from_env, from_settings,
+    model_limits, model_price, open_provider,
 };
 pub use noeta_builtin_storage::{KNOWN_SCHEMES, OpenError, SqliteStore, Stores, open_store};

@@ -866,3 +866,76 @@ async fn a_call_cut_off_by_the_output_limit_is_dropped_not_retried() {
     assert_eq!(reply.stop, Some(StopReason::MaxTokens));
     assert_eq!(server.requests().len(), 1, "not retried");
 }
+
+fn overloaded(retry_after_ms: u64) -> Reply {
+    Reply::status(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+    .header("retry-after-ms", &retry_after_ms.to_string())
+}
+
+#[tokio::test]
+async fn each_retry_is_told_with_its_wait_its_cause_and_its_number() {
+    let server = MockServer::start(vec![
+        overloaded(20),
+        overloaded(30),
+        Reply::events(&text_events("Made it.")),
+    ])
+    .await;
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let provider = AnthropicProvider::new(ProviderConfig {
+        max_retries: 4,
+        notify: Some(noeta_builtin_providers::Notify::new(move |line| {
+            sink.lock().unwrap().push(line.to_owned())
+        })),
+        ..config(&server.base)
+    })
+    .unwrap();
+    let reply = provider.complete(&hello()).await.unwrap();
+    assert_eq!(reply.text, "Made it.");
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("retrying in 0.0 s: anthropic: HTTP 529"),
+        "{lines:?}"
+    );
+    assert!(lines[0].ends_with("(attempt 2 of 5)"), "{lines:?}");
+    assert!(lines[0].contains("Overloaded"), "{lines:?}");
+    assert!(lines[1].ends_with("(attempt 3 of 5)"), "{lines:?}");
+}
+
+#[tokio::test]
+async fn retries_stop_at_their_time_limit_and_the_error_names_the_endpoint_and_attempts() {
+    let server = MockServer::start(vec![overloaded(400)]).await;
+    let provider = AnthropicProvider::new(ProviderConfig {
+        max_retries: 20,
+        max_retry_time: Duration::from_millis(1_000),
+        ..config(&server.base)
+    })
+    .unwrap();
+    let began = Instant::now();
+    let error = provider.complete(&hello()).await.unwrap_err();
+    let ProviderError::Transient { message, .. } = error else {
+        panic!("expected a transient error, got {error:?}");
+    };
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "stopped by the time limit, not the count ({:?})",
+        began.elapsed()
+    );
+    assert_eq!(server.requests().len(), 3, "{message}");
+    assert!(message.contains("HTTP 529"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "— {}/v1/messages: gave up after 3 attempts in",
+            server.base
+        )),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("another would end past the retries' limit of 1.0 s"),
+        "{message}"
+    );
+}
