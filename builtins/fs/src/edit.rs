@@ -192,6 +192,7 @@ impl Tool for Edit {
         if meta.is_dir() {
             return Err(fail(EDIT, format!("`{rel}` is a directory, not a file")));
         }
+        crate::paths::regular(EDIT, &rel, &meta)?;
         let bytes = std::fs::read(&target.abs)
             .map_err(|err| fail(EDIT, format!("cannot read `{rel}`: {err}")))?;
         let before_digest = sha256_hex(&bytes);
@@ -344,6 +345,10 @@ impl Tool for Write {
         let existing = match std::fs::metadata(&target.abs) {
             Ok(meta) if meta.is_dir() => {
                 return Err(fail(WRITE, format!("`{rel}` is a directory, not a file")));
+            }
+            Ok(meta) if !meta.is_file() => {
+                crate::paths::regular(WRITE, &rel, &meta)?;
+                None
             }
             Ok(_) => {
                 let bytes = std::fs::read(&target.abs)

@@ -156,6 +156,7 @@ impl Tool for Grep {
         let base = ws.resolve(NAME, input.path.as_deref().unwrap_or("."))?;
         let meta = std::fs::metadata(&base.abs)
             .map_err(|_| fail(NAME, format!("`{}` does not exist", base.rel)))?;
+        crate::paths::regular(NAME, &base.rel, &meta)?;
         let unrestricted = input.unrestricted.unwrap_or(false);
         let files = if meta.is_dir() {
             let mut walk = walker(&base.abs, unrestricted);

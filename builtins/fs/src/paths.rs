@@ -20,6 +20,36 @@ pub(crate) fn fail(tool: &str, message: impl std::fmt::Display) -> ToolError {
     ToolError::RespondToModel(format!("{tool}: {message}"))
 }
 
+/// Refuses what is neither a directory nor a regular file — a named pipe, a socket, a device —
+/// which would block forever or never end if it were opened and read like a file.
+pub(crate) fn regular(tool: &str, rel: &str, meta: &std::fs::Metadata) -> Result<(), ToolError> {
+    if meta.is_file() || meta.is_dir() {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_fifo() {
+            "a named pipe"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = "not a regular file";
+    Err(fail(
+        tool,
+        format!(
+            "`{rel}` is {kind}, not a regular file; the file tools read and write regular files only"
+        ),
+    ))
+}
+
 /// A directory outside the workspace that the file tools may also use (`write_roots`).
 #[derive(Debug, Clone)]
 pub(crate) struct WriteRoot {

@@ -139,6 +139,7 @@ impl Tool for Read {
                 format!("`{rel}` is a directory, not a file; use Glob to list its files"),
             ));
         }
+        crate::paths::regular(NAME, rel, &meta)?;
         if let Some(media_type) = head_of(&target.abs).ok().and_then(|h| image_type(&h)) {
             if meta.len() > MAX_IMAGE_BYTES {
                 return Err(fail(

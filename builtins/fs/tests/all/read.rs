@@ -189,6 +189,37 @@ fn missing_files_and_directories_are_errors() {
 }
 
 #[test]
+fn a_named_pipe_is_refused_at_once_by_every_file_tool() {
+    let ws = Ws::new();
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws.path("pipe"))
+        .status()
+        .expect("mkfifo (coreutils) is needed to make a named pipe");
+    assert!(made.success());
+    // Opening a pipe no one writes to would block forever: each tool must refuse it first.
+    let started = std::time::Instant::now();
+    for (tool, input) in [
+        ("Read", json!({ "file_path": "pipe" })),
+        ("Read", json!({ "file_path": "pipe", "limit": 5 })),
+        ("Grep", json!({ "pattern": "x", "path": "pipe" })),
+        (
+            "Edit",
+            json!({ "file_path": "pipe", "old_string": "a", "new_string": "b" }),
+        ),
+        ("Write", json!({ "file_path": "pipe", "content": "x" })),
+    ] {
+        let message = err(&ws, tool, input);
+        assert_eq!(
+            message,
+            format!(
+                "{tool}: `pipe` is a named pipe, not a regular file; the file tools read and write regular files only"
+            )
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
 fn paths_outside_the_workspace_are_refused() {
     let ws = Ws::new();
     let root = ws.root().display().to_string();
