@@ -138,6 +138,16 @@ pub enum ManifestError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is larger than a manifest may be.
+    #[error("manifest {origin} is {size} bytes, over the {limit}-byte limit of a manifest")]
+    TooLarge {
+        /// The manifest's origin.
+        origin: Origin,
+        /// Its size, or at least how much was read.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The text is not TOML.
     #[error("manifest {origin} is not valid TOML: {source}")]
     Toml {
@@ -226,6 +236,7 @@ impl ManifestError {
     pub fn origin(&self) -> &Origin {
         match self {
             ManifestError::Read { origin, .. }
+            | ManifestError::TooLarge { origin, .. }
             | ManifestError::Toml { origin, .. }
             | ManifestError::Field { origin, .. }
             | ManifestError::UnknownField { origin, .. }
@@ -249,16 +260,50 @@ impl fmt::Display for PluginLabel {
     }
 }
 
+/// The most bytes a manifest file may hold.
+pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
+/// A text file the user wrote, read whole unless it is larger than `limit` bytes: `Ok(Err(size))`
+/// then, with its size (or the bytes read past the limit), and nothing more is read. Only
+/// regular files are opened, so a named pipe cannot block the reader.
+pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Result<String, u64>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > limit {
+        return Ok(Err(meta.len()));
+    }
+    let mut text = String::new();
+    let read = std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if read as u64 > limit {
+        return Ok(Err(read as u64));
+    }
+    Ok(Ok(text))
+}
+
 /// Reads a manifest file (`noeta-plugin.toml`, a `Cargo.toml` or a `pyproject`-style file).
 pub fn read_manifest(
     path: &Path,
     registry: &SurfaceRegistry,
 ) -> Result<PluginManifest, ManifestError> {
     let origin = Origin::File(path.to_path_buf());
-    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-        origin: origin.clone(),
-        source,
-    })?;
+    let text = read_capped(path, MAX_MANIFEST_BYTES)
+        .map_err(|source| ManifestError::Read {
+            origin: origin.clone(),
+            source,
+        })?
+        .map_err(|size| ManifestError::TooLarge {
+            origin: origin.clone(),
+            size,
+            limit: MAX_MANIFEST_BYTES,
+        })?;
     parse_manifest(&text, &origin, registry)
 }
 
@@ -292,7 +337,7 @@ fn select_table(root: &toml::Table) -> (&toml::Table, Option<&str>) {
 
 /// The `name` of a manifest file that may be otherwise invalid, when it can be read at all.
 pub(crate) fn peek_name(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = read_capped(path, MAX_MANIFEST_BYTES).ok()?.ok()?;
     let root: toml::Table = toml::from_str(&text).ok()?;
     let (table, _) = select_table(&root);
     table

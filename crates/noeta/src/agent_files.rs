@@ -60,10 +60,17 @@ pub struct AgentFile {
 impl AgentFile {
     /// Reads and parses one agent file.
     pub fn read(path: &Path) -> Result<Self, SettingsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
-            file: path.display().to_string(),
-            source,
-        })?;
+        let file = || path.display().to_string();
+        let text = noeta_core::manifest::read_capped(path, crate::settings::MAX_SETTINGS_BYTES)
+            .map_err(|source| SettingsError::Read {
+                file: file(),
+                source,
+            })?
+            .map_err(|size| SettingsError::TooLarge {
+                file: file(),
+                size,
+                limit: crate::settings::MAX_SETTINGS_BYTES,
+            })?;
         Self::parse(&text, path)
     }
 

@@ -34,6 +34,9 @@ pub const REACT_PARTS: [&str; 3] = [
     noeta_builtin_react::STRUCTURED_OUTPUT,
 ];
 
+/// The most bytes a settings file or an agent file may hold.
+pub const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
+
 /// The settings layer a text comes from. Only [`Layer::Machine`] may hold `[policy]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
@@ -88,6 +91,16 @@ pub enum SettingsError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// A settings file or an agent file is larger than one may be.
+    #[error("{file} is {size} bytes, over the {limit}-byte limit of a settings or agent file")]
+    TooLarge {
+        /// The file.
+        file: String,
+        /// Its size, or at least how much was read.
+        size: u64,
+        /// The limit.
+        limit: u64,
     },
     /// A settings file is not valid TOML.
     #[error("{file}: invalid TOML at line {line}, column {column}: {message}")]
@@ -232,8 +245,13 @@ impl Settings {
     /// Reads one settings file as `layer`; a missing file is an empty layer.
     pub fn read(path: &Path, layer: Layer) -> Result<Self, SettingsError> {
         let file = path.display().to_string();
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&text, &file, layer),
+        match noeta_core::manifest::read_capped(path, MAX_SETTINGS_BYTES) {
+            Ok(Ok(text)) => Self::parse(&text, &file, layer),
+            Ok(Err(size)) => Err(SettingsError::TooLarge {
+                file,
+                size,
+                limit: MAX_SETTINGS_BYTES,
+            }),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(SettingsError::Read { file, source }),
         }

@@ -1265,3 +1265,48 @@ fn every_agent_file_error_names_the_file_and_the_key() {
     let err = load_agent_files(&host.paths()).unwrap_err();
     assert_mentions(&err.to_string(), &[&shown(&dir_as_file)]);
 }
+
+#[test]
+fn a_settings_or_agent_file_over_a_mebibyte_is_refused_naming_it_and_the_limit() {
+    let host = Host::new();
+    let big = format!("# {}\n", "x".repeat(1024 * 1024));
+    host.project(&big);
+    assert_eq!(
+        host.error(),
+        format!(
+            "{} is {} bytes, over the 1048576-byte limit of a settings or agent file",
+            shown(&host.project_file()),
+            big.len()
+        )
+    );
+    std::fs::remove_file(host.project_file()).unwrap();
+
+    let agent = host.project_agent(
+        "huge.md",
+        &format!("---\nname: huge\ndescription: x\n---\n{big}"),
+    );
+    let err = load_agent_files(&host.paths()).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{} is ", shown(&agent)))
+            && err.ends_with("bytes, over the 1048576-byte limit of a settings or agent file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_named_pipe_in_place_of_a_settings_file_is_an_error_not_a_hang() {
+    let host = Host::new();
+    std::fs::create_dir_all(host.project_file().parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(host.project_file())
+        .status()
+        .expect("mkfifo (coreutils) is needed to make a named pipe");
+    assert!(made.success());
+    assert_eq!(
+        host.error(),
+        format!(
+            "cannot read {}: not a regular file",
+            shown(&host.project_file())
+        )
+    );
+}

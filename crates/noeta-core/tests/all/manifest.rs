@@ -739,3 +739,20 @@ fn a_float_json_cannot_hold_is_refused_naming_where_it_is() {
         ],
     );
 }
+
+#[test]
+fn a_manifest_over_a_mebibyte_is_refused_naming_the_file_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("noeta-plugin.toml");
+    let text = format!("name = \"big\"\n# {}\n", "x".repeat(1024 * 1024));
+    std::fs::write(&path, &text).unwrap();
+    let err = read_manifest(&path, &standard_registry()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "manifest file `{}` is {} bytes, over the 1048576-byte limit of a manifest",
+            path.display(),
+            text.len()
+        )
+    );
+}
