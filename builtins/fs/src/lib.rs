@@ -21,6 +21,7 @@ mod jobs;
 mod monitor;
 mod notebook;
 mod paths;
+mod ranged;
 mod read;
 mod registry;
 mod settings;

@@ -206,6 +206,26 @@ impl Tool for Read {
                 ),
             ));
         }
+        if let Some(limit) = input.limit
+            && !is_notebook
+            && meta.len() > MAX_WHOLE_FILE_BYTES
+        {
+            // A part of a large file: streamed, so memory stays bounded whatever its size.
+            let range =
+                crate::ranged::read_range(&target.abs, offset, limit).map_err(|err| match err {
+                    crate::ranged::RangeError::Io(err) => {
+                        fail(NAME, format!("cannot read `{rel}`: {err}"))
+                    }
+                    crate::ranged::RangeError::NotText => not_text(NAME, rel),
+                })?;
+            let shown = shown_lines(rel, offset, Some(limit), &range.lines, range.total)?;
+            ctx.record(
+                EXTENSION,
+                "read",
+                json!({ "path": target.rel, "digest": range.digest }),
+            );
+            return Ok(ToolOutput::text(shown));
+        }
         let bytes = std::fs::read(&target.abs)
             .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
         let text = text_of(&bytes).ok_or_else(|| not_text(NAME, rel))?;
@@ -235,37 +255,17 @@ impl Tool for Read {
         let lines: Vec<&str> = text.lines().collect();
         let shown = if lines.is_empty() && rendered.is_some() {
             format!("(the notebook `{rel}` has no cells)")
-        } else if lines.is_empty() {
-            format!("(the file `{rel}` is empty)")
-        } else if offset > lines.len() {
-            format!(
-                "(offset {offset} is past the end of `{rel}`, which has {} lines)",
-                lines.len()
-            )
         } else {
-            let limit = input.limit.unwrap_or(DEFAULT_LINES);
-            let end = lines.len().min(offset.saturating_add(limit) - 1);
-            let clipped: Vec<String> = lines[offset - 1..end]
+            let end = lines
+                .len()
+                .min(offset.saturating_add(input.limit.unwrap_or(DEFAULT_LINES)) - 1);
+            let window: Vec<String> = lines
+                .get(offset - 1..end)
+                .unwrap_or_default()
                 .iter()
                 .map(|line| clip(line))
                 .collect();
-            let mut out = numbered(offset, clipped.iter().map(String::as_str));
-            let tokens = out.len().div_ceil(4);
-            if tokens > MAX_TOKENS {
-                return Err(fail(
-                    NAME,
-                    format!(
-                        "lines {offset}–{end} of `{rel}` come to about {tokens} tokens, more than the {MAX_TOKENS} read at once; read fewer lines with offset and limit"
-                    ),
-                ));
-            }
-            if input.limit.is_none() && end < lines.len() {
-                out.push_str(&format!(
-                    "\n\n(showing lines {offset}–{end} of {}; use offset and limit to read more)",
-                    lines.len()
-                ));
-            }
-            out
+            shown_lines(rel, offset, input.limit, &window, lines.len())?
         };
         let shown = match note {
             Some(note) => format!("{shown}\n\n{note}"),
@@ -373,8 +373,45 @@ pub(crate) fn not_text(tool: &str, rel: &str) -> ToolError {
     )
 }
 
+/// What Read shows of a text file: `window` (the clipped lines from `offset` on, as many as
+/// asked for or the default) numbered, or a note for an empty file or an offset past its end;
+/// refused past [`MAX_TOKENS`]. `total` is how many lines the file has.
+fn shown_lines(
+    rel: &str,
+    offset: usize,
+    limit: Option<usize>,
+    window: &[String],
+    total: usize,
+) -> Result<String, ToolError> {
+    if total == 0 {
+        return Ok(format!("(the file `{rel}` is empty)"));
+    }
+    if offset > total {
+        return Ok(format!(
+            "(offset {offset} is past the end of `{rel}`, which has {total} lines)"
+        ));
+    }
+    let end = offset + window.len() - 1;
+    let mut out = numbered(offset, window.iter().map(String::as_str));
+    let tokens = out.len().div_ceil(4);
+    if tokens > MAX_TOKENS {
+        return Err(fail(
+            NAME,
+            format!(
+                "lines {offset}–{end} of `{rel}` come to about {tokens} tokens, more than the {MAX_TOKENS} read at once; read fewer lines with offset and limit"
+            ),
+        ));
+    }
+    if limit.is_none() && end < total {
+        out.push_str(&format!(
+            "\n\n(showing lines {offset}–{end} of {total}; use offset and limit to read more)"
+        ));
+    }
+    Ok(out)
+}
+
 /// A line clipped to [`MAX_LINE_CHARS`].
-fn clip(line: &str) -> String {
+pub(crate) fn clip(line: &str) -> String {
     match line.char_indices().nth(MAX_LINE_CHARS) {
         Some((at, _)) => format!("{} … [line truncated]", &line[..at]),
         None => line.to_owned(),

@@ -102,6 +102,74 @@ fn a_file_over_256_kib_needs_a_limit() {
 }
 
 #[test]
+fn a_part_of_a_large_file_is_streamed_with_the_whole_files_digest() {
+    let ws = Ws::new();
+    // 4 MiB: read in parts without loading it; the digest still covers every byte.
+    let body: String = (0..200_000)
+        .map(|i| format!("entry {i:07} {}\r\n", "-".repeat(8)))
+        .collect();
+    ws.put("huge.log", &body);
+    let run = run(
+        &ws,
+        &[
+            call(
+                "Read",
+                json!({ "file_path": "huge.log", "offset": 150_000, "limit": 2 }),
+            ),
+            call(
+                "Read",
+                json!({ "file_path": "huge.log", "offset": 300_000, "limit": 2 }),
+            ),
+        ],
+    );
+    let results = run.results();
+    assert_eq!(
+        results[0].0,
+        numbered(
+            150_000,
+            &["entry 0149999 --------", "entry 0150000 --------"]
+        )
+    );
+    assert_eq!(
+        results[1].0,
+        "(offset 300000 is past the end of `huge.log`, which has 200000 lines)"
+    );
+    let digests: Vec<Value> = run
+        .records("read")
+        .iter()
+        .map(|r| r["digest"].clone())
+        .collect();
+    assert_eq!(
+        digests,
+        [
+            json!(sha256_hex(body.as_bytes())),
+            json!(sha256_hex(body.as_bytes()))
+        ]
+    );
+
+    // A NUL in the range asked for is not text; elsewhere it is only hashed.
+    let mut bytes = body.into_bytes();
+    bytes[10] = 0;
+    std::fs::write(ws.path("huge.log"), &bytes).unwrap();
+    assert_eq!(
+        err(
+            &ws,
+            "Read",
+            json!({ "file_path": "huge.log", "offset": 1, "limit": 1 })
+        ),
+        "Read: `huge.log` is not utf-8 text (binary files other than images, and PDFs, are not supported)"
+    );
+    assert_eq!(
+        ok(
+            &ws,
+            "Read",
+            json!({ "file_path": "huge.log", "offset": 2, "limit": 1 })
+        ),
+        numbered(2, &["entry 0000001 --------"])
+    );
+}
+
+#[test]
 fn a_read_over_25000_tokens_is_refused() {
     let ws = Ws::new();
     let body: String = (0..1500)
