@@ -272,8 +272,19 @@ impl EventLog for SqliteStore {
     }
 
     async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.take_over(task, worker, ttl_ms, worker).await
+    }
+
+    async fn take_over(
+        &self,
+        task: &TaskId,
+        worker: &str,
+        ttl_ms: u64,
+        from: &str,
+    ) -> Result<Lease, StoreError> {
         let task = task.clone();
         let worker = worker.to_owned();
+        let from = from.to_owned();
         self.run(move |conn, clock| {
             let tx = write(conn)?;
             let row = task_row(&tx, &task)?;
@@ -281,6 +292,7 @@ impl EventLog for SqliteStore {
             if let Some((holder, until_ms)) = row.lease
                 && until_ms > now
                 && holder != worker
+                && holder != from
             {
                 return Err(StoreError::Leased {
                     task,

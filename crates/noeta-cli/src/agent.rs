@@ -49,6 +49,8 @@ pub(crate) struct AgentArgs {
     pub(crate) store: Option<String>,
     /// `--json`: events as JSON lines.
     pub(crate) json: bool,
+    /// `--wait`: wait for another process running the task instead of refusing.
+    pub(crate) wait: bool,
     /// `--plugin-dir`.
     pub(crate) plugin_dirs: Vec<PathBuf>,
 }
@@ -65,6 +67,8 @@ pub(crate) struct AgentHost {
     pub(crate) log: Arc<dyn EventLog>,
     /// Prints what happens.
     pub(crate) printer: Arc<Printer>,
+    /// Wait for another process running a task instead of refusing (`--wait`).
+    pub(crate) wait: bool,
 }
 
 /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
@@ -102,18 +106,6 @@ fn os_keyring() -> Arc<dyn noeta::SecretStore> {
     ))
 }
 
-/// The worker name of this machine's command line: the same across runs, so a run that was
-/// killed can be resumed at once (its lease is this worker's).
-fn worker() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "local".to_owned());
-    format!("cli@{host}")
-}
-
 /// The command line's own defaults, under every settings file: writes applied and any shell
 /// command allowed, each risky call asked about first (the permission mode decides which).
 fn defaults() -> Result<Settings> {
@@ -144,7 +136,10 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
         defaults: defaults()?,
         flags: flags(args)?,
         secrets: Arc::new(secrets()),
-        worker: worker(),
+        // One worker per process: a second process refuses a task this one runs, and takes it
+        // over at once when this one has ended.
+        worker: noeta::process_worker("cli"),
+        holder_gone: Some(Arc::new(noeta::process_gone)),
         ..HostConfig::new(paths.clone())
     })
 }
@@ -184,6 +179,7 @@ impl AgentHost {
             sessions: Arc::new(host),
             log: stores.log,
             printer,
+            wait: args.wait,
         })
     }
 }

@@ -57,6 +57,9 @@ struct RunFlags {
     /// Print events as JSON lines on stdout
     #[arg(long)]
     json: bool,
+    /// When another process runs the task, wait for it to let go instead of refusing
+    #[arg(long)]
+    wait: bool,
 }
 
 #[derive(Subcommand)]
@@ -247,6 +250,7 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
             .transpose()?,
         store: flags.store,
         json: flags.json,
+        wait: flags.wait,
         plugin_dirs,
     })
 }

@@ -31,10 +31,14 @@ async fn interruptible<F: Future>(work: F) -> Option<F::Output> {
 /// questions at the terminal, the subagents' included.
 async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
     loop {
-        let (stopped, outcome) = host
-            .runtime
-            .run_tree(host.sessions.as_ref(), task)
-            .await
+        let ran = host.runtime.run_tree(host.sessions.as_ref(), task).await;
+        if let Err(err) = &ran
+            && let Some(wait) = held_elsewhere(host, task, err)?
+        {
+            tokio::time::sleep(wait).await;
+            continue;
+        }
+        let (stopped, outcome) = ran
             .inspect_err(|_| host.printer.reset())
             .with_context(|| format!("running task {task}"))?;
         let RunOutcome::Parked { call_id, question } = &outcome else {
@@ -61,6 +65,39 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
             .reply(&session, &stopped, call_id, answer)
             .await?;
     }
+}
+
+/// When `err` says another process runs `task`: with `--wait`, how long to wait before trying
+/// again (said once on the terminal); without, the error saying who holds it and what to do.
+fn held_elsewhere(
+    host: &AgentHost,
+    task: &TaskId,
+    err: &noeta_core::runner::RunError,
+) -> Result<Option<std::time::Duration>> {
+    let noeta_core::runner::RunError::Store(noeta_core::store::StoreError::Leased {
+        holder,
+        until_ms,
+        ..
+    }) = err
+    else {
+        return Ok(None);
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let left = until_ms.saturating_sub(now);
+    let ends = format!("its lease ends in {} s unless renewed", left.div_ceil(1000));
+    if !host.wait {
+        bail!(
+            "task {task} is being run by another process, worker `{holder}` ({ends}): let it finish, or pass --wait to wait for it"
+        );
+    }
+    host.printer.note(&format!(
+        "task {task} is being run by worker `{holder}`; waiting ({ends})"
+    ));
+    Ok(Some(std::time::Duration::from_millis(
+        left.clamp(200, 5_000),
+    )))
 }
 
 /// Prints how a run ended and turns it into an exit code.
@@ -502,9 +539,16 @@ pub(crate) async fn answer(
                 None => bail!("no answer given for call {call_id}: {question}"),
             },
         };
-        host.runtime
-            .reply(&host.session, &task, call_id, answer)
-            .await?;
+        while let Err(err) = host
+            .runtime
+            .reply(&host.session, &task, call_id, answer.clone())
+            .await
+        {
+            match held_elsewhere(&host, &task, &err)? {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(err.into()),
+            }
+        }
     } else {
         let allow = match (allow, deny) {
             (true, false) => true,
@@ -514,9 +558,16 @@ pub(crate) async fn answer(
             ),
             _ => bail!("call {call_id} asks permission ({question}): pass --allow or --deny"),
         };
-        host.runtime
+        while let Err(err) = host
+            .runtime
             .answer(&host.session, &task, call_id, allow)
-            .await?;
+            .await
+        {
+            match held_elsewhere(&host, &task, &err)? {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(err.into()),
+            }
+        }
     }
     eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
     Ok(ExitCode::SUCCESS)

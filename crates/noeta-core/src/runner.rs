@@ -175,6 +175,9 @@ pub struct Runtime {
     snapshot_every: u64,
     pool: bool,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
+    /// Says whether the worker holding a task's lease is gone (its process ended), so the task
+    /// is taken over at once instead of when the lease lapses.
+    holder_gone: Option<Arc<HolderGone>>,
     inbox: Inbox,
     /// How many child tasks `run_tree` runs at once.
     children_at_once: usize,
@@ -209,6 +212,9 @@ impl Drop for Driving<'_> {
     }
 }
 
+/// Says whether the worker named by a lease is gone: see [`Runtime::with_holder_check`].
+pub type HolderGone = dyn Fn(&str) -> bool + Send + Sync;
+
 /// Claims in a row that may refuse a task (a failing fold, a missing plugin) before it fails.
 pub const MAX_REFUSED_CLAIMS: usize = 3;
 
@@ -239,6 +245,7 @@ impl Runtime {
             snapshot_every: SNAPSHOT_EVERY,
             pool: false,
             exec: None,
+            holder_gone: None,
             inbox: Inbox::default(),
             children_at_once: default_children_at_once(),
             driving: Mutex::new(std::collections::BTreeSet::new()),
@@ -269,6 +276,13 @@ impl Runtime {
     /// [`MAX_REFUSED_CLAIMS`] such claims in a row; interactively the run stops at once instead.
     pub fn as_pool_worker(mut self) -> Self {
         self.pool = true;
+        self
+    }
+
+    /// Takes a task over at once from a lease holder `gone` says has ended (a process of this
+    /// host that is no longer running); any other holder's live lease is waited for.
+    pub fn with_holder_check(mut self, gone: Arc<HolderGone>) -> Self {
+        self.holder_gone = Some(gone);
         self
     }
 

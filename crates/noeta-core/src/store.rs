@@ -339,6 +339,22 @@ pub trait EventLog: Send + Sync {
     /// every successful claim starts a new epoch.
     async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError>;
 
+    /// Claims the task for `worker` from `holder`, even while `holder`'s lease is live: for a
+    /// host that knows `holder` is gone (its process ended), so the task need not wait for the
+    /// lease to lapse. Refused (`Leased`) when another worker than `holder` holds a live lease;
+    /// starts a new epoch like [`claim`](Self::claim), fencing out anything `holder` still
+    /// tried to write. The default waits like `claim`.
+    async fn take_over(
+        &self,
+        task: &TaskId,
+        worker: &str,
+        ttl_ms: u64,
+        holder: &str,
+    ) -> Result<Lease, StoreError> {
+        let _ = holder;
+        self.claim(task, worker, ttl_ms).await
+    }
+
     /// Extends a live lease.
     async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError>;
 

@@ -42,6 +42,9 @@ pub struct HostConfig {
     pub secrets: Arc<dyn SecretStore>,
     /// The worker name leases carry.
     pub worker: String,
+    /// Says whether a lease's holder is gone, so its task is taken over at once
+    /// ([`process_gone`] for workers named by [`process_worker`]).
+    pub holder_gone: Option<Arc<noeta_core::runner::HolderGone>>,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -64,6 +67,7 @@ impl HostConfig {
             flags: Settings::default(),
             secrets: Arc::new(EnvSecrets::new()),
             worker: "local".to_owned(),
+            holder_gone: None,
         }
     }
 
@@ -320,11 +324,15 @@ impl Host {
     /// A runtime over `stores` and `model`, as this host's worker, running commands in the
     /// workspace.
     pub fn runtime(&self, stores: &Stores, model: Arc<dyn Provider>) -> Runtime {
-        Runtime::new(Arc::clone(&stores.log), Arc::clone(&stores.content), model)
+        let runtime = Runtime::new(Arc::clone(&stores.log), Arc::clone(&stores.content), model)
             .with_worker(self.config.worker.clone())
             .with_exec_env(Arc::new(noeta_core::exec::LocalExecEnv::new(
                 &self.config.paths.workspace,
-            )))
+            )));
+        match &self.config.holder_gone {
+            Some(gone) => runtime.with_holder_check(Arc::clone(gone)),
+            None => runtime,
+        }
     }
 }
 
@@ -338,6 +346,62 @@ impl Sessions for Host {
                 None
             }
         }
+    }
+}
+
+/// This machine's name: `/etc/hostname`, else `$HOSTNAME`, else `local`.
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// A worker name for this process: `<prefix>@<host>#<pid>`. Two processes never share one, so
+/// one refuses a task the other runs; [`process_gone`] tells when such a worker has ended.
+pub fn process_worker(prefix: &str) -> String {
+    format!("{prefix}@{}#{}", host_name(), std::process::id())
+}
+
+/// Whether the worker `holder` — named by [`process_worker`] on this host — has ended: its
+/// process is gone, or is now another program. A holder of another host, or named otherwise,
+/// is never taken for gone (its lease is waited for), except this host's `<prefix>@<host>` with
+/// no process number, which older versions used for every run.
+pub fn process_gone(holder: &str) -> bool {
+    let Some((_, place)) = holder.split_once('@') else {
+        return false;
+    };
+    let host = host_name();
+    let Some((at, pid)) = place.rsplit_once('#') else {
+        return place == host;
+    };
+    if at != host {
+        return false;
+    }
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if pid == std::process::id() {
+        return false;
+    }
+    let proc_dir = std::path::Path::new("/proc");
+    if !proc_dir.is_dir() {
+        // No way to tell: wait for the lease.
+        return false;
+    }
+    let process = proc_dir.join(pid.to_string());
+    if !process.exists() {
+        return true;
+    }
+    // Alive: gone only if the number now belongs to another program (when that can be read).
+    match (
+        std::fs::read_link(process.join("exe")),
+        std::env::current_exe(),
+    ) {
+        (Ok(exe), Ok(own)) => exe != own,
+        _ => false,
     }
 }
 

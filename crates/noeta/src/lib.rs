@@ -16,7 +16,9 @@ pub mod secrets;
 pub mod settings;
 
 pub use agent_files::{AgentFile, load_agent_files};
-pub use assembly::{Host, HostConfig, NO_MODEL, WarningSink, open_store};
+pub use assembly::{
+    Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker,
+};
 pub use host::{
     ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
     activation_rules, agent_options, build_session, build_session_shared,

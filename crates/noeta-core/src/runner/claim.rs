@@ -10,7 +10,7 @@ use crate::fold::TaskState;
 use crate::hooks::Hooks;
 use crate::records::{CoreRecord, hydrate_all, spill};
 use crate::session::Session;
-use crate::store::{Event, Lease, Record, TaskId};
+use crate::store::{Event, Lease, Record, StoreError, TaskId};
 use crate::tool::Keeper;
 
 use super::compose::PromptCache;
@@ -94,10 +94,18 @@ impl Runtime {
         session: &'s Session,
         task: &TaskId,
     ) -> Result<Claim<'s>, RunError> {
-        let lease = self
-            .log
-            .claim(task, &self.worker, self.lease_ttl_ms)
-            .await?;
+        let lease = match self.log.claim(task, &self.worker, self.lease_ttl_ms).await {
+            // The holder is known to be gone (its process ended): take the task at once.
+            Err(StoreError::Leased { holder, .. })
+                if self.holder_gone.as_ref().is_some_and(|gone| gone(&holder)) =>
+            {
+                tracing::info!(task = %task, holder, "taking the task over from a worker that is gone");
+                self.log
+                    .take_over(task, &self.worker, self.lease_ttl_ms, &holder)
+                    .await?
+            }
+            other => other?,
+        };
         let (folded, events) = self.fold_task(session, task).await?;
         let state = match folded {
             Ok(state) => state,

@@ -58,6 +58,7 @@ pub async fn run(
     check!("create", create(log, prefix));
     check!("append_and_read", append_and_read(log, prefix));
     check!("live_lease_refuses_other_claims", live_lease(log, prefix));
+    check!("take_over_from_a_named_holder", take_over(log, prefix));
     check!(
         "stale_lease_writes_nothing",
         stale_lease(log, clock, prefix)
@@ -155,6 +156,32 @@ async fn live_lease(log: &dyn EventLog, prefix: &str) -> Outcome {
         format!("the superseded lease may not append, got {res:?}")
     })?;
     log.append(&again, &[rec(1)]).await.map_err(e)?;
+    Ok(())
+}
+
+async fn take_over(log: &dyn EventLog, prefix: &str) -> Outcome {
+    let task = id(prefix, "takeover")?;
+    log.create_task(&task, None).await.map_err(e)?;
+    let gone = log.claim(&task, "w1", TTL).await.map_err(e)?;
+    let refused = log.take_over(&task, "w3", TTL, "w2").await;
+    expect(
+        matches!(&refused, Err(StoreError::Leased { holder, .. }) if holder == "w1"),
+        || {
+            format!(
+                "a take-over from a worker that does not hold the lease is refused, got {refused:?}"
+            )
+        },
+    )?;
+    let taken = log.take_over(&task, "w2", TTL, "w1").await.map_err(e)?;
+    expect(taken.epoch > gone.epoch, || {
+        "a take-over starts a new epoch".to_owned()
+    })?;
+    let res = log.append(&gone, &[rec(1)]).await;
+    expect(
+        matches!(&res, Err(StoreError::StaleLease { holder: Some(h), .. }) if h == "w2"),
+        || format!("the old holder's append is refused naming the new one, got {res:?}"),
+    )?;
+    log.append(&taken, &[rec(1)]).await.map_err(e)?;
     Ok(())
 }
 

@@ -110,12 +110,23 @@ impl EventLog for MemoryEventLog {
     }
 
     async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
+        self.take_over(task, worker, ttl_ms, worker).await
+    }
+
+    async fn take_over(
+        &self,
+        task: &TaskId,
+        worker: &str,
+        ttl_ms: u64,
+        holder: &str,
+    ) -> Result<Lease, StoreError> {
         let now = self.clock.now_ms();
         let mut tasks = self.lock();
         let log = tasks.get_mut(task).ok_or_else(|| unknown(task))?;
         if let Some(held) = &log.lease
             && held.expires_ms > now
             && held.worker != worker
+            && held.worker != holder
         {
             return Err(StoreError::Leased {
                 task: task.clone(),
