@@ -69,6 +69,27 @@ pub(crate) struct AgentHost {
     pub(crate) printer: Arc<Printer>,
     /// Wait for another process running a task instead of refusing (`--wait`).
     pub(crate) wait: bool,
+    /// Where commands run, so an interrupt can end them.
+    exec: Arc<noeta_core::exec::LocalExecEnv>,
+}
+
+/// How long an interrupted command gets between SIGTERM and SIGKILL: `NOETA_KILL_GRACE_MS`,
+/// else 2 s.
+fn kill_grace() -> std::time::Duration {
+    let ms = std::env::var("NOETA_KILL_GRACE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(2_000);
+    std::time::Duration::from_millis(ms)
+}
+
+impl AgentHost {
+    /// Ends the commands the run started (each with its process group) — the background ones
+    /// too when the process is about to end — before the command line says the run was
+    /// interrupted or failed.
+    pub(crate) fn stop_commands(&self, background: bool) {
+        self.exec.stop(kill_grace(), background);
+    }
 }
 
 /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
@@ -169,6 +190,7 @@ impl AgentHost {
         let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let sink = printer.clone();
         let text = printer.clone();
+        let exec = Arc::clone(host.exec_env());
         let runtime = host
             .runtime(&stores, model)
             .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
@@ -180,6 +202,7 @@ impl AgentHost {
             log: stores.log,
             printer,
             wait: args.wait,
+            exec,
         })
     }
 }

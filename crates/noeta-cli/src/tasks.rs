@@ -39,7 +39,10 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
             continue;
         }
         let (stopped, outcome) = ran
-            .inspect_err(|_| host.printer.reset())
+            .inspect_err(|_| {
+                host.stop_commands(false);
+                host.printer.reset();
+            })
             .with_context(|| format!("running task {task}"))?;
         let RunOutcome::Parked { call_id, question } = &outcome else {
             return Ok(outcome);
@@ -103,6 +106,7 @@ fn held_elsewhere(
 /// Prints how a run ended and turns it into an exit code.
 fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitCode {
     let Some(outcome) = outcome else {
+        host.stop_commands(true);
         host.printer.reset();
         host.printer.note(&format!(
             "interrupted: the step in flight was cancelled; `noeta resume {task}` carries on"
@@ -293,6 +297,7 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                             continue;
                         }
                         None => {
+                            host.stop_commands(false);
                             host.printer.reset();
                             eoutln!("interrupted again; your message was not sent");
                             continue;
@@ -323,6 +328,7 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             }
             Some(Err(err)) => eoutln!("error: {err:#}"),
             None => {
+                host.stop_commands(false);
                 host.printer.reset();
                 eoutln!(
                     "interrupted: the step was cancelled; your next message carries on (Ctrl-C again, or Ctrl-D, to leave)"

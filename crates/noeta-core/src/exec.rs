@@ -201,6 +201,36 @@ pub trait ExecEnv: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct LocalExecEnv {
     workspace: PathBuf,
+    /// The process groups of the commands running now, each with whether it runs in the
+    /// background, shared by clones, so [`stop`](Self::stop) can end them.
+    running: Arc<Mutex<BTreeMap<u32, bool>>>,
+}
+
+/// Keeps a running command's process group in its environment's set until it ends.
+struct Running {
+    set: Arc<Mutex<BTreeMap<u32, bool>>>,
+    pid: u32,
+}
+
+impl Running {
+    fn new(set: &Arc<Mutex<BTreeMap<u32, bool>>>, pid: u32, background: bool) -> Self {
+        set.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pid, background);
+        Self {
+            set: Arc::clone(set),
+            pid,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.pid);
+    }
 }
 
 impl LocalExecEnv {
@@ -208,6 +238,47 @@ impl LocalExecEnv {
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         Self {
             workspace: workspace.into(),
+            running: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    /// How many commands (foreground or background) are running now.
+    pub fn running(&self) -> usize {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Ends the commands running now — the background ones too when `background` — with
+    /// everything in their process groups: SIGTERM, then SIGKILL for whatever is still there
+    /// after `grace`. Returns once every group is gone (or was sent SIGKILL). A frontend calls
+    /// it when the user interrupts, before it says so.
+    pub fn stop(&self, grace: Duration, background: bool) {
+        let groups: Vec<u32> = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, in_background)| background || !**in_background)
+            .map(|(pid, _)| *pid)
+            .collect();
+        if groups.is_empty() {
+            return;
+        }
+        for pid in &groups {
+            signal_group(*pid, "TERM");
+        }
+        let until = Instant::now() + grace;
+        let mut left = groups;
+        while !left.is_empty() && Instant::now() < until {
+            left.retain(|pid| group_alive(*pid));
+            if !left.is_empty() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        for pid in left {
+            kill_group(pid);
         }
     }
 
@@ -292,16 +363,38 @@ impl ExecJob for LocalJob {
 /// Kills the command's whole process group (its children and theirs too).
 #[cfg(unix)]
 fn kill_group(pid: u32) {
-    // The command leads its own process group, so its id is the group's.
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pid}")])
+    signal_group(pid, "KILL");
+}
+
+/// Sends `signal` to the process group `pid` leads (its id is the group's).
+#[cfg(unix)]
+fn signal_group(pid: u32, signal: &str) -> bool {
+    Command::new("kill")
+        .args(["-s", signal, "--", &format!("-{pid}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether any process of the group `pid` leads is still there.
+#[cfg(unix)]
+fn group_alive(pid: u32) -> bool {
+    signal_group(pid, "0")
 }
 
 #[cfg(not(unix))]
 fn kill_group(_pid: u32) {}
+
+#[cfg(not(unix))]
+fn signal_group(_pid: u32, _signal: &str) -> bool {
+    false
+}
+
+#[cfg(not(unix))]
+fn group_alive(_pid: u32) -> bool {
+    false
+}
 
 /// The process for `command` in `cwd`: its own process group, output piped.
 fn prepare(command: &ExecCommand, cwd: PathBuf) -> Command {
@@ -452,8 +545,10 @@ fn run_blocking(
     command: ExecCommand,
     cwd: PathBuf,
     cancelled: &dyn Fn() -> bool,
+    running: &Arc<Mutex<BTreeMap<u32, bool>>>,
 ) -> Result<ExecOutput, ExecError> {
     let (child, job, finished) = start(&command, cwd, command.output_cap.unwrap_or(usize::MAX))?;
+    let _running = Running::new(running, child.id(), false);
     let deadline = command.timeout.map(|t| Instant::now() + t);
     let (timed_out, status, complete) =
         finish(child, deadline, &finished, cancelled).map_err(|err| ExecError::Wait {
@@ -491,8 +586,9 @@ impl ExecEnv for LocalExecEnv {
         let command = command.clone();
         let program = command.program.clone();
         let (done, result) = futures::channel::oneshot::channel();
+        let running = Arc::clone(&self.running);
         std::thread::spawn(move || {
-            let output = run_blocking(command, cwd, &|| done.is_canceled());
+            let output = run_blocking(command, cwd, &|| done.is_canceled(), &running);
             let _ = done.send(output);
         });
         result.await.unwrap_or_else(|_| {
@@ -509,7 +605,9 @@ impl ExecEnv for LocalExecEnv {
         let (child, job, finished) = start(command, cwd, cap)?;
         let waiter = Arc::clone(&job);
         let deadline = command.timeout.map(|t| Instant::now() + t);
+        let running = Running::new(&self.running, child.id(), true);
         std::thread::spawn(move || {
+            let _running = running;
             let status = match finish(child, deadline, &finished, &|| false) {
                 Ok((false, status, complete)) => {
                     if !complete {

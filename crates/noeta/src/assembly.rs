@@ -96,6 +96,7 @@ pub struct Host {
     extensions: Vec<Arc<dyn Extension>>,
     warn: WarningSink,
     notices: Option<WarningSink>,
+    exec: Arc<noeta_core::exec::LocalExecEnv>,
     built: Mutex<BTreeMap<String, Arc<Session>>>,
 }
 
@@ -116,6 +117,9 @@ impl Host {
         let set = settings.load_host(&config.paths, &config.options)?;
         let merged = set.merged()?;
         let files = load_agent_files(&config.paths)?;
+        let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
+            config.paths.workspace.clone(),
+        ));
         Ok(Self {
             config,
             settings,
@@ -126,6 +130,7 @@ impl Host {
             extensions: Vec::new(),
             warn: Arc::new(|text| tracing::warn!("{text}")),
             notices: None,
+            exec,
             built: Mutex::new(BTreeMap::new()),
         })
     }
@@ -167,6 +172,13 @@ impl Host {
     /// The merged contributions.
     pub fn merged(&self) -> &Merged {
         &self.merged
+    }
+
+    /// Where the host's runtimes run commands (the workspace): a frontend ends every running
+    /// command with [`LocalExecEnv::stop_all`](noeta_core::exec::LocalExecEnv::stop_all) when
+    /// the user interrupts.
+    pub fn exec_env(&self) -> &Arc<noeta_core::exec::LocalExecEnv> {
+        &self.exec
     }
 
     /// The agent files found.
@@ -326,9 +338,7 @@ impl Host {
     pub fn runtime(&self, stores: &Stores, model: Arc<dyn Provider>) -> Runtime {
         let runtime = Runtime::new(Arc::clone(&stores.log), Arc::clone(&stores.content), model)
             .with_worker(self.config.worker.clone())
-            .with_exec_env(Arc::new(noeta_core::exec::LocalExecEnv::new(
-                &self.config.paths.workspace,
-            )));
+            .with_exec_env(Arc::clone(&self.exec) as Arc<dyn noeta_core::exec::ExecEnv>);
         match &self.config.holder_gone {
             Some(gone) => runtime.with_holder_check(Arc::clone(gone)),
             None => runtime,
