@@ -103,10 +103,18 @@ fn held_elsewhere(
     )))
 }
 
+/// Drives `task` for `run` and `resume`, whose process ends with the turn: however the run
+/// ends — its turn over, a question parked, Ctrl-C, an error — every command it started is
+/// ended first, the background shells too (they would outlive the process otherwise).
+async fn run_to_exit(host: &AgentHost, task: &TaskId) -> Result<ExitCode> {
+    let outcome = interruptible(drive(host, task)).await;
+    host.stop_commands(true);
+    Ok(report(host, task, outcome.transpose()?))
+}
+
 /// Prints how a run ended and turns it into an exit code.
 fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitCode {
     let Some(outcome) = outcome else {
-        host.stop_commands(true);
         host.printer.reset();
         host.printer.note(&format!(
             "interrupted: the step in flight was cancelled; `noeta resume {task}` carries on"
@@ -158,11 +166,7 @@ pub(crate) async fn run(
         .await
         .with_context(|| format!("creating task {task}"))?;
     host.printer.note(&format!("task {task}"));
-    let outcome = match interruptible(drive(&host, &task)).await {
-        Some(result) => Some(result?),
-        None => None,
-    };
-    Ok(report(&host, &task, outcome))
+    run_to_exit(&host, &task).await
 }
 
 /// The id of the latest task in the store (`--last`), or the one given, checked to exist.
@@ -222,11 +226,7 @@ pub(crate) async fn resume(
     drop(log);
     let host = AgentHost::open(paths, &args)?;
     host.printer.note(&format!("resuming task {task}"));
-    let outcome = match interruptible(drive(&host, &task)).await {
-        Some(result) => Some(result?),
-        None => None,
-    };
-    Ok(report(&host, &task, outcome))
+    run_to_exit(&host, &task).await
 }
 
 /// One line from standard input, or `None` at its end or on Ctrl-C.
@@ -244,6 +244,7 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
     loop {
         let Some(line) = prompt_line("› ").await else {
             eoutln!();
+            host.stop_commands(true);
             return Ok(ExitCode::SUCCESS);
         };
         let line = line.trim();
@@ -254,7 +255,10 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
             match name {
                 "help" => eoutln!("{CHAT_HELP}"),
-                "exit" | "quit" => return Ok(ExitCode::SUCCESS),
+                "exit" | "quit" => {
+                    host.stop_commands(true);
+                    return Ok(ExitCode::SUCCESS);
+                }
                 "tasks" => {
                     if let Err(err) = print_tasks(host.log.as_ref()).await {
                         eoutln!("error: {err:#}");

@@ -1,6 +1,6 @@
 //! Ctrl-C through a real pseudo-terminal kills every command the run started — the shell and
 //! what it started — before `noeta` says the run was interrupted: fifty times in a row, no
-//! survivor.
+//! survivor. And however a run ends, no background shell it started outlives `noeta`.
 
 #![allow(
     clippy::unwrap_used,
@@ -119,4 +119,77 @@ fn ctrl_c_in_a_terminal_kills_the_running_command_and_its_children_fifty_times()
         slowest < Duration::from_secs(2),
         "the slowest round took {slowest:?}"
     );
+}
+
+/// Waits up to 10 s for both pids `noeta`'s command wrote, naming `case` if it never did.
+fn pids_of(dir: &Path, case: &str) -> (u32, u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let (Some(s), Some(c)) = (
+            pid_in(&dir.join("shell.pid")),
+            pid_in(&dir.join("child.pid")),
+        ) {
+            return (s, c);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{case}: the background command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_run_that_ends_leaves_no_background_shell_behind_however_it_ends() {
+    let start = json!({ "calls": [{ "name": "Bash", "input": {
+        "command": "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait",
+        "run_in_background": true
+    } }] });
+    // The next turn waits long enough for the shell to have started its child.
+    let cases = [
+        (
+            "the turn ends",
+            json!([start, { "text": "started it", "delay_ms": 500 }]),
+        ),
+        (
+            "the run fails",
+            json!([start, { "error": "fatal", "delay_ms": 500 }]),
+        ),
+    ];
+    for (case, turns) in cases {
+        let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+        let provider = env.script(turns);
+        let out = env
+            .command(&[
+                "run",
+                "--store",
+                "memory:",
+                "--permission-mode",
+                "bypassPermissions",
+                "--provider",
+                &provider,
+                "start it and go",
+            ])
+            .env("NOETA_KILL_GRACE_MS", "200")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let (shell, child) = pids_of(&env.workspace, case);
+        let settle = Instant::now() + Duration::from_millis(500);
+        while (alive(shell) || alive(child)) && Instant::now() < settle {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let survivors: Vec<u32> = [shell, child].into_iter().filter(|p| alive(*p)).collect();
+        for pid in &survivors {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+        assert!(
+            survivors.is_empty(),
+            "{case}: {survivors:?} outlived `noeta run` ({:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
