@@ -35,7 +35,7 @@ pub struct ProviderConfig {
     pub notify: Option<Notify>,
     /// How long connecting may take.
     pub connect_timeout: Duration,
-    /// How long the response may go quiet: before its headers, and between two stream events.
+    /// How long the response may go quiet: before its headers, and between two bytes of the stream.
     pub idle_timeout: Duration,
     /// Anthropic extended thinking: the token budget, off when `None`.
     pub thinking_budget: Option<u32>,

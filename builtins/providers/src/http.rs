@@ -2,7 +2,8 @@
 //! error classification, and retries with backoff.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -300,16 +301,35 @@ impl Http {
                 .unwrap_or_default();
             return Err(classify_status(name, status, &headers, &text));
         }
-        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        // A stream is alive while bytes come, whether or not they make an event yet (a
+        // keep-alive comment, an event sent a few bytes at a time): the idle limit runs from
+        // the last byte.
+        let began = tokio::time::Instant::now();
+        let last_byte = Arc::new(AtomicU64::new(0));
+        let body = {
+            let last_byte = last_byte.clone();
+            response.bytes_stream().inspect(move |_| {
+                let since = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+                last_byte.store(since, Ordering::Relaxed);
+            })
+        };
+        let mut events = SseStream::from_bytes_stream(body);
         loop {
-            let next = tokio::time::timeout(idle, events.next())
-                .await
-                .map_err(|_| {
-                    transient(format!(
-                        "{name}: the stream stalled (no event for {})",
+            // Polling the stream again after a timeout loses nothing: its state lives in it.
+            let next = loop {
+                let quiet_until =
+                    began + Duration::from_millis(last_byte.load(Ordering::Relaxed)) + idle;
+                if let Ok(next) = tokio::time::timeout_at(quiet_until, events.next()).await {
+                    break next;
+                }
+                let heard = began + Duration::from_millis(last_byte.load(Ordering::Relaxed));
+                if heard + idle <= tokio::time::Instant::now() {
+                    return Err(transient(format!(
+                        "{name}: the stream stalled (no byte for {})",
                         seconds(idle)
-                    ))
-                })?;
+                    )));
+                }
+            };
             match next {
                 None => return decoder.end_of_body(),
                 Some(Err(error)) => {

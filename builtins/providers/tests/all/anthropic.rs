@@ -540,11 +540,40 @@ async fn a_stalled_stream_times_out_as_transient() {
     let ProviderError::Transient { message, .. } = error else {
         panic!("expected a transient error, got {error:?}");
     };
-    assert!(message.contains("stalled"), "{message}");
+    assert!(
+        message.contains("the stream stalled (no byte for 0.2 s)"),
+        "{message}"
+    );
     assert!(began.elapsed() < Duration::from_secs(10));
     server
         .wait_until("the stalled connection to close", |s| s.hangups() == 1)
         .await;
+}
+
+#[tokio::test]
+async fn a_stream_that_keeps_sending_bytes_is_alive_though_no_event_comes_for_a_while() {
+    // Between the first event and the next, only keep-alive comments come, one every 100 ms,
+    // for 0.8 s in all: longer than the idle limit without an event, never without a byte.
+    let events: Vec<String> = text_events("Still here.")
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    let mut chunks = vec![events[0].clone()];
+    chunks.extend(std::iter::repeat_n(": keep-alive\n\n".to_owned(), 8));
+    chunks.extend(events[1..].iter().cloned());
+    let server = MockServer::start(vec![
+        Reply::stream(chunks).paced(Duration::from_millis(100)),
+    ])
+    .await;
+    let provider = AnthropicProvider::new(ProviderConfig {
+        max_retries: 0,
+        idle_timeout: Duration::from_millis(350),
+        ..config(&server.base)
+    })
+    .unwrap();
+    let reply = provider.complete(&hello()).await.unwrap();
+    assert_eq!(reply.text, "Still here.");
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
