@@ -382,7 +382,7 @@ enum Block {
 
 /// The streamed reply, event by event.
 #[derive(Debug, Default)]
-struct StreamDecoder<'s> {
+pub(crate) struct StreamDecoder<'s> {
     /// Where the text goes as it arrives.
     out: TextOut<'s>,
     blocks: BTreeMap<u64, Block>,

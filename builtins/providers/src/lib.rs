@@ -13,6 +13,8 @@ mod config;
 mod http;
 mod open;
 mod openai;
+#[cfg(test)]
+mod props;
 
 use noeta_core::{LinkedPlugin, RefTable};
 

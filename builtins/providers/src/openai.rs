@@ -338,7 +338,7 @@ struct PartialCall {
 
 /// The streamed reply, chunk by chunk.
 #[derive(Debug, Default)]
-struct StreamDecoder<'s> {
+pub(crate) struct StreamDecoder<'s> {
     /// Where the text goes as it arrives.
     out: TextOut<'s>,
     text: String,

@@ -244,4 +244,63 @@ mod tests {
         assert!(f.user_invocable);
         assert!(!f.disable_model_invocation);
     }
+
+    // A SKILL.md of any text — arbitrary, a frontmatter of its keys, or a valid one changed —
+    // is read or refused with a reason; it never panics. Inputs that once broke the parser are
+    // kept in `proptest-regressions/`.
+    mod props {
+        use noeta_testkit::fuzz;
+        use proptest::prelude::*;
+
+        use super::SkillFile;
+
+        const KEYS: &[&str] = &[
+            "name",
+            "description",
+            "version",
+            "priority",
+            "disable-model-invocation",
+            "user-invocable",
+            "argument-hint",
+            "allowed-tools",
+            "license",
+            "metadata",
+            "model",
+        ];
+        const VALID: &str = "---\nname: pdf\ndescription: Reads and fills PDF forms.\nallowed-tools: Read, Bash(python *)\npriority: 5\n---\nRun `scripts/fill.py`.\n";
+
+        fn check(text: &str) -> Result<(), TestCaseError> {
+            if let Err(reason) = SkillFile::parse(text) {
+                prop_assert!(!reason.is_empty());
+            }
+            Ok(())
+        }
+
+        #[test]
+        fn the_valid_file_the_changes_start_from_is_valid() {
+            assert_eq!(
+                SkillFile::parse(VALID).map(|f| f.name),
+                Ok("pdf".to_owned())
+            );
+        }
+
+        proptest! {
+            #![proptest_config(fuzz::config())]
+
+            #[test]
+            fn any_text_is_read_or_refused(text in fuzz::any_text()) {
+                check(&text)?;
+            }
+
+            #[test]
+            fn a_frontmatter_of_its_keys_is_read_or_refused(text in fuzz::frontmatter_doc(KEYS)) {
+                check(&text)?;
+            }
+
+            #[test]
+            fn a_valid_file_changed_is_read_or_refused(text in fuzz::mutated(VALID.to_owned())) {
+                check(&text)?;
+            }
+        }
+    }
 }

@@ -29,6 +29,9 @@ mod manifest;
 #[path = "all/merge.rs"]
 mod merge;
 #[cfg(test)]
+#[path = "all/parsers.rs"]
+mod parsers;
+#[cfg(test)]
 #[path = "all/resolve.rs"]
 mod resolve;
 #[cfg(test)]

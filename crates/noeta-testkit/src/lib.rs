@@ -1,9 +1,10 @@
 //! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
-//! a dying log, a plugin's session), a loopback HTTP request reader and the CLI test
-//! environment for noeta's tests (a dev-dependency only).
+//! a dying log, a plugin's session), a loopback HTTP request reader, the generators of the
+//! parsers' property tests and the CLI test environment for noeta's tests (a dev-dependency only).
 
 pub mod cli;
 pub mod fixtures;
+pub mod fuzz;
 pub mod golden;
 pub mod harness;
 pub mod http;

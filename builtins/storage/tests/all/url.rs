@@ -126,3 +126,26 @@ fn a_url_naming_a_file_that_is_not_a_store_fails_naming_the_file() {
         )
     );
 }
+
+// A store URL of any text is a store or an error naming the URL; it never panics. Inputs
+// that once broke the parser are kept in `proptest-regressions/`.
+proptest::proptest! {
+    #![proptest_config(noeta_testkit::fuzz::config())]
+
+    #[test]
+    fn a_url_of_any_text_names_a_store_or_is_refused_naming_it(
+        url in proptest::prop_oneof![
+            noeta_testkit::fuzz::any_text(),
+            "(?i)(sqlite|memory|postgres|postgresql|file|)(:|://|:///)?[a-zA-Z0-9_./:@?=%~ -]{0,30}",
+        ],
+    ) {
+        match parse(&url) {
+            Ok(_) => {}
+            Err(OpenError::BadUrl { url: named, reason }) => {
+                proptest::prop_assert_eq!(&named, &url);
+                proptest::prop_assert!(!reason.is_empty());
+            }
+            Err(other) => proptest::prop_assert!(!other.to_string().is_empty()),
+        }
+    }
+}
