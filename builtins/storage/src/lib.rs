@@ -16,7 +16,7 @@ mod worker;
 use noeta_core::{LinkedPlugin, RefTable};
 
 pub use error::OpenError;
-pub use schema::SCHEMA_VERSION;
+pub use schema::{SCHEMA_VERSION, check_file};
 pub use sqlite::SqliteStore;
 pub use url::{KNOWN_SCHEMES, StoreUrl, Stores, open_store};
 

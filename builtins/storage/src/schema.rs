@@ -82,6 +82,31 @@ pub(crate) fn open_memory() -> Result<Connection, OpenError> {
     prepare(conn, path, false)
 }
 
+/// What SQLite's quick check finds wrong in the store file at `path` (at most 20 lines; none
+/// when the file is sound), read without writing: the file is opened read-only and nothing is
+/// migrated. A file SQLite cannot open is the error.
+pub fn check_file(path: &Path) -> Result<Vec<String>, OpenError> {
+    let err = |e| sqlite_error(path, e);
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    let checked = conn
+        .prepare("PRAGMA quick_check(20)")
+        .and_then(|mut check| {
+            check
+                .query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<String>, _>>()
+        });
+    match checked {
+        Ok(lines) => Ok(lines.into_iter().filter(|line| line != "ok").collect()),
+        // Damage bad enough to stop the check is what it found.
+        Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseCorrupt) => {
+            Ok(vec![e.to_string()])
+        }
+        Err(e) => Err(err(e)),
+    }
+}
+
 fn sqlite_error(path: &Path, source: rusqlite::Error) -> OpenError {
     if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
         OpenError::NotAStore {

@@ -501,6 +501,19 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
             Ok(tasks) => outln!("store: {} ({} task(s))", store.display(), tasks.len()),
             Err(err) => problem(format!("store {}: {}", store.display(), render_error(&err))),
         }
+        // A store that opens and lists may still have damaged pages: SQLite reads them all.
+        match noeta::backends::check_store_file(&store) {
+            Ok(damage) if damage.is_empty() => outln!("store: SQLite's quick check finds it sound"),
+            Ok(damage) => problem(format!(
+                "store {} is damaged; SQLite's quick check says: {}",
+                store.display(),
+                damage.join("; ")
+            )),
+            Err(err) => problem(format!(
+                "store {}: the integrity check could not run: {err}",
+                store.display()
+            )),
+        }
     } else {
         outln!("store: {} (created on the first run)", store.display());
     }

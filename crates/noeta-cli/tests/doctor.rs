@@ -61,6 +61,11 @@ fn a_healthy_workspace_passes_and_says_what_it_checked() {
     let out = env.run(&["doctor"]);
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("(1 task(s))"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("store: SQLite's quick check finds it sound"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// Runs doctor in `env`; asserts it fails and names `needle` in a problem line.
@@ -169,6 +174,37 @@ fn a_broken_manifest_and_a_damaged_store_are_problems() {
     let env = healthy();
     env.write(".noeta/noeta.db", "this is not an SQLite database, just text that is long enough to look like a header but is not one at all");
     fails_naming(&env, "store [WORKSPACE]/.noeta/noeta.db");
+}
+
+#[test]
+fn a_store_with_damaged_pages_is_a_problem_naming_what_sqlite_found() {
+    let env = healthy();
+    for goal in ["one", "two", "three"] {
+        let provider =
+            env.script(json!([{ "text": "a reply long enough to fill a page ".repeat(40) }]));
+        assert!(
+            env.run(&["run", "--provider", &provider, goal])
+                .status
+                .success()
+        );
+    }
+    // The last page loses its page type: the store still opens and lists its tasks.
+    let path = env.workspace.join(".noeta/noeta.db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    assert!(bytes.len() >= 3 * page, "a store of {} bytes", bytes.len());
+    let last = bytes.len() - page;
+    bytes[last] = 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = env.run(&["doctor"]);
+    let text = env.redact(&stdout(&out));
+    assert!(text.contains("(3 task(s))"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines().any(|l| l
+            == "problem: store [WORKSPACE]/.noeta/noeta.db is damaged; SQLite's quick check says: database disk image is malformed"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -6,4 +6,6 @@ pub use noeta_builtin_providers::{
     Notify, Price, ProviderConfig, ProviderSetupError, detect_from_env, from_settings,
     model_limits, model_price, open_provider,
 };
-pub use noeta_builtin_storage::{KNOWN_SCHEMES, OpenError, SqliteStore, Stores, open_store};
+pub use noeta_builtin_storage::{
+    KNOWN_SCHEMES, OpenError, SqliteStore, Stores, check_file as check_store_file, open_store,
+};

@@ -179,3 +179,24 @@ fn a_directory_in_place_of_the_file_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn the_check_of_a_sound_store_finds_nothing_and_a_file_that_is_no_database_is_refused() {
+    let dir = Dir::new();
+    let path = dir.db();
+    drop(open(&path).unwrap());
+    assert_eq!(
+        noeta_builtin_storage::check_file(&path).unwrap(),
+        Vec::<String>::new()
+    );
+    std::fs::write(
+        &path,
+        "plain text, long enough to be read as a header but not SQLite's",
+    )
+    .unwrap();
+    let err = noeta_builtin_storage::check_file(&path).unwrap_err();
+    assert!(
+        matches!(&err, OpenError::NotAStore { path: named, .. } if *named == path),
+        "{err:?}"
+    );
+}
