@@ -254,19 +254,6 @@ mod tests {
 
         use super::SkillFile;
 
-        const KEYS: &[&str] = &[
-            "name",
-            "description",
-            "version",
-            "priority",
-            "disable-model-invocation",
-            "user-invocable",
-            "argument-hint",
-            "allowed-tools",
-            "license",
-            "metadata",
-            "model",
-        ];
         const VALID: &str = "---\nname: pdf\ndescription: Reads and fills PDF forms.\nallowed-tools: Read, Bash(python *)\npriority: 5\n---\nRun `scripts/fill.py`.\n";
 
         fn check(text: &str) -> Result<(), TestCaseError> {
@@ -293,7 +280,7 @@ mod tests {
             }
 
             #[test]
-            fn a_frontmatter_of_its_keys_is_read_or_refused(text in fuzz::frontmatter_doc(KEYS)) {
+            fn a_frontmatter_of_its_keys_is_read_or_refused(text in fuzz::frontmatter_doc(&super::super::KNOWN_KEYS)) {
                 check(&text)?;
             }
 
