@@ -4569,7 +4569,16 @@ mod review_regressions {
         assert_eq!(out.stdout, b"ONLY=this\n");
         // A process that leaves the group keeps the pipe open: not waited for past the grace.
         let started = Instant::now();
-        let escaped = ExecCommand::new("sh", ["-c", "setsid sleep 8 & echo hi"]);
+        // The shell ends only once the sleep has left its group (else the group's end could
+        // take the sleep with it first, as on a busy machine it did).
+        let escaped = ExecCommand::new(
+            "sh",
+            [
+                "-c",
+                "setsid sh -c ': > escaped; exec sleep 8' & \
+                 while [ ! -e escaped ]; do sleep 0.01; done; echo hi",
+            ],
+        );
         let out = block_on(env.run(&escaped)).unwrap();
         assert!(
             started.elapsed() < Duration::from_secs(6),
