@@ -145,15 +145,19 @@ fn a_run_that_ends_leaves_no_background_shell_behind_however_it_ends() {
         "command": "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait",
         "run_in_background": true
     } }] });
-    // The next turn waits long enough for the shell to have started its child.
+    // The next turn waits, in the foreground, until the shell has started its child.
+    let started = json!({ "calls": [{ "name": "Bash", "input": {
+        "command": "while [ ! -s child.pid ]; do sleep 0.01; done",
+        "timeout": 20000
+    } }] });
     let cases = [
         (
             "the turn ends",
-            json!([start, { "text": "started it", "delay_ms": 500 }]),
+            json!([start, started, { "text": "started it" }]),
         ),
         (
             "the run fails",
-            json!([start, { "error": "fatal", "delay_ms": 500 }]),
+            json!([start, started, { "error": "fatal" }]),
         ),
     ];
     for (case, turns) in cases {
