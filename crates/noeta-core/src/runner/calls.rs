@@ -105,6 +105,11 @@ pub(super) fn check_input(tool: &dyn Tool, input: &Value) -> Result<(), String> 
 }
 
 impl Claim<'_> {
+    /// What woke the parked call `id`, if it was parked and has been woken.
+    fn wake_of(&self, id: &str) -> Option<Wake> {
+        self.state.core.parked.get(id).and_then(|p| p.wake.clone())
+    }
+
     /// Every extension is asked; any deny wins, else the first rewrite (re-gated), else ask.
     pub(super) async fn gate(&self, view: &View<'_>, offer: &Offer, call: ToolCall) -> Gate {
         let mut call = call;
@@ -176,13 +181,7 @@ impl Claim<'_> {
                                     }),
                                 }));
                             }
-                            let woken = self
-                                .state
-                                .core
-                                .parked
-                                .get(&call.id)
-                                .and_then(|p| p.wake.clone());
-                            if let Some(wake) = woken {
+                            if let Some(wake) = self.wake_of(&call.id) {
                                 self.resume(offer, &call, wake).await?;
                             }
                         }
@@ -525,13 +524,7 @@ impl Claim<'_> {
         };
         if tool.flags().retry_safe {
             // A retry-safe call runs again — a resumed one resumes again with the same wake.
-            let wake = self
-                .state
-                .core
-                .parked
-                .get(&call.id)
-                .and_then(|p| p.wake.clone());
-            let ran = self.invoke(&call, &tool, wake).await;
+            let ran = self.invoke(&call, &tool, self.wake_of(&call.id)).await;
             return self.record_run(&call, &tool, ran).await;
         }
         let ctx = self.tool_context(&call);
