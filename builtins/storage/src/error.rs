@@ -56,6 +56,33 @@ pub enum OpenError {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// SQLite found the file's content damaged (a truncated file, a corrupted page).
+    #[error(
+        "the SQLite store `{}` is damaged: {detail} — `noeta store check` lists what is wrong; \
+         `noeta store salvage NEW.db` copies every readable task into a new file and leaves this one as it is",
+        path.display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What SQLite reported.
+        detail: String,
+    },
+    /// The copy a salvage writes would replace a file that exists.
+    #[error("`{}` exists; a salvage writes a new file and never replaces one", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file could not be written or renamed.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// SQLite refused to open or set up the file.
     #[error("cannot open the SQLite store `{}`: {source}", path.display())]
     Sqlite {

@@ -8,6 +8,7 @@
 //! not mounted by an agent.
 
 mod error;
+mod repair;
 mod schema;
 mod sqlite;
 mod url;
@@ -16,6 +17,7 @@ mod worker;
 use noeta_core::{LinkedPlugin, RefTable};
 
 pub use error::OpenError;
+pub use repair::{Salvage, SalvagedTask, StoreCheck, check_store, salvage};
 pub use schema::{SCHEMA_VERSION, check_file};
 pub use sqlite::SqliteStore;
 pub use url::{KNOWN_SCHEMES, StoreUrl, Stores, open_store};

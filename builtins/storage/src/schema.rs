@@ -1,10 +1,10 @@
 //! The SQLite file: connection settings, the version-1 schema, and recognising a noeta store on open.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::OpenError;
 
@@ -63,16 +63,39 @@ CREATE TABLE content (
 ) STRICT;
 ";
 
-/// Opens (creating when missing) the database file at `path`, its directory included.
-pub(crate) fn open_file(path: &Path) -> Result<Connection, OpenError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+/// A database file opened for the store, and whether it could only be opened for reading.
+pub(crate) struct Opened {
+    pub(crate) conn: Connection,
+    pub(crate) read_only: bool,
+}
+
+/// Opens (creating when missing) the database file at `path`, its directory included. An
+/// existing store that cannot be written (the file, or the directory its journal lives in, is
+/// read-only) is opened read-only: it can be listed and read, and every write is refused.
+pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
         std::fs::create_dir_all(dir).map_err(|source| OpenError::CreateDir {
             path: dir.to_owned(),
             source,
         })?;
     }
-    let conn = Connection::open(path).map_err(|e| sqlite_error(path, e))?;
-    prepare(conn, path, true)
+    let writable = Connection::open(path)
+        .map_err(|e| sqlite_error(path, e))
+        .and_then(|conn| prepare(conn, path, true));
+    match writable {
+        Ok(conn) => Ok(Opened {
+            conn,
+            read_only: false,
+        }),
+        Err(err) if path.is_file() && refused_write(&err) => Ok(Opened {
+            conn: open_read_only(path)?,
+            read_only: true,
+        }),
+        Err(err) => Err(err),
+    }
 }
 
 /// Opens a fresh database held in memory.
@@ -82,16 +105,112 @@ pub(crate) fn open_memory() -> Result<Connection, OpenError> {
     prepare(conn, path, false)
 }
 
+/// Opens the existing store at `path` for reading only: nothing is created, migrated or
+/// written. In a directory that cannot be written, SQLite cannot make the shared-memory index
+/// a write-ahead-log database needs; the file is then read as immutable, which is sound only
+/// while no log beside it holds commits the file lacks — so a non-empty `-wal` file is refused.
+pub(crate) fn open_read_only(path: &Path) -> Result<Connection, OpenError> {
+    match read_only(path, false)? {
+        (_, Some(damage)) => Err(damage),
+        (conn, None) => Ok(conn),
+    }
+}
+
+/// [`open_read_only`]; `tolerant` for reading what damage allows: SQLite then accepts a schema
+/// naming pages past the end of a truncated file (each table still fails on its own when read),
+/// and a file whose `noeta_meta` table cannot be read for damage is returned with that damage.
+pub(crate) fn read_only(
+    path: &Path,
+    tolerant: bool,
+) -> Result<(Connection, Option<OpenError>), OpenError> {
+    let open = |uri: &str| -> Result<(Connection, Option<OpenError>), OpenError> {
+        let err = |e| sqlite_error(path, e);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(uri, flags).map_err(err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        if tolerant {
+            // The connection is read-only: this relaxes how the schema is read, and writes nothing.
+            conn.pragma_update(None, "writable_schema", true)
+                .map_err(err)?;
+        }
+        match inspect(&conn, path) {
+            Ok(Found::Current) => Ok((conn, None)),
+            Err(damage @ OpenError::Damaged { .. }) if tolerant => Ok((conn, Some(damage))),
+            Ok(Found::Empty) => Err(OpenError::NotAStore {
+                path: path.to_owned(),
+                reason: "it holds no tables (an empty database)".to_owned(),
+            }),
+            Err(err) => Err(err),
+        }
+    };
+    let uri = file_uri(path);
+    match open(&format!("{uri}?mode=ro")) {
+        Err(err) if refused_write(&err) => {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            let wal = PathBuf::from(wal);
+            if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                return Err(OpenError::Settings {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "it can only be read, and its write-ahead log `{}` holds commits that \
+                         SQLite cannot read without writing beside the file; copy the store and \
+                         its `-wal` file to a directory you can write, and open the copy",
+                        wal.display()
+                    ),
+                });
+            }
+            open(&format!("{uri}?mode=ro&immutable=1"))
+        }
+        opened => opened,
+    }
+}
+
+/// `path` as an SQLite `file:` URI: every byte but unreserved ones and `/` percent-encoded.
+fn file_uri(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_encoded_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            let _ = write!(uri, "%{byte:02X}");
+        }
+    }
+    uri
+}
+
+/// Whether opening failed because the file, or the directory beside it, cannot be written.
+fn refused_write(err: &OpenError) -> bool {
+    matches!(
+        err,
+        OpenError::Sqlite { source, .. }
+            if matches!(
+                source.sqlite_error_code(),
+                Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+            )
+    )
+}
+
 /// What SQLite's quick check finds wrong in the store file at `path` (at most 20 lines; none
 /// when the file is sound), read without writing: the file is opened read-only and nothing is
 /// migrated. A file SQLite cannot open is the error.
 pub fn check_file(path: &Path) -> Result<Vec<String>, OpenError> {
-    let err = |e| sqlite_error(path, e);
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(err)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    let conn = open_read_only(path)?;
+    integrity(&conn, path, "quick_check", 20)
+}
+
+/// The lines of SQLite's `integrity_check` or `quick_check` that are not `ok` (at most `max`).
+pub(crate) fn integrity(
+    conn: &Connection,
+    path: &Path,
+    pragma: &str,
+    max: u32,
+) -> Result<Vec<String>, OpenError> {
     let checked = conn
-        .prepare("PRAGMA quick_check(20)")
+        .prepare(&format!("PRAGMA {pragma}({max})"))
         .and_then(|mut check| {
             check
                 .query_map([], |row| row.get::<_, String>(0))?
@@ -100,24 +219,30 @@ pub fn check_file(path: &Path) -> Result<Vec<String>, OpenError> {
     match checked {
         Ok(lines) => Ok(lines.into_iter().filter(|line| line != "ok").collect()),
         // Damage bad enough to stop the check is what it found.
-        Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseCorrupt) => {
-            Ok(vec![e.to_string()])
-        }
-        Err(e) => Err(err(e)),
+        Err(e) if damaged(&e) => Ok(vec![e.to_string()]),
+        Err(e) => Err(sqlite_error(path, e)),
     }
 }
 
-fn sqlite_error(path: &Path, source: rusqlite::Error) -> OpenError {
-    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
-        OpenError::NotAStore {
+/// Whether SQLite's error says the file's content is damaged.
+pub(crate) fn damaged(err: &rusqlite::Error) -> bool {
+    err.sqlite_error_code() == Some(ErrorCode::DatabaseCorrupt)
+}
+
+pub(crate) fn sqlite_error(path: &Path, source: rusqlite::Error) -> OpenError {
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => OpenError::NotAStore {
             path: path.to_owned(),
             reason: "it is not an SQLite database".to_owned(),
-        }
-    } else {
-        OpenError::Sqlite {
+        },
+        Some(ErrorCode::DatabaseCorrupt) => OpenError::Damaged {
+            path: path.to_owned(),
+            detail: source.to_string(),
+        },
+        _ => OpenError::Sqlite {
             path: path.to_owned(),
             source,
-        }
+        },
     }
 }
 

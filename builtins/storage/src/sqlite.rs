@@ -14,7 +14,9 @@ use noeta_core::store::{
     Clock, ContentRef, ContentStore, Event, EventLog, Lease, Record, Snapshot, StoreError, TaskId,
     TaskInfo, check_batch, content_ref,
 };
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{
+    Connection, ErrorCode, OptionalExtension, Row, Transaction, TransactionBehavior, params,
+};
 use serde_json::Value;
 
 use crate::error::OpenError;
@@ -33,6 +35,7 @@ use crate::worker::Worker;
 pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     path: Option<PathBuf>,
+    read_only: bool,
     worker: Worker,
 }
 
@@ -49,10 +52,14 @@ impl SqliteStore {
     /// missing. Leases are timed by `clock`.
     ///
     /// A file that is not a noeta store, or was written with a newer schema version, is refused.
+    /// An existing store that cannot be written is opened read-only ([`Self::is_read_only`]):
+    /// reads work, and every write fails naming the file.
     pub fn open(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> Result<Self, OpenError> {
         let path = path.as_ref();
-        let conn = schema::open_file(path)?;
-        Self::start(conn, Some(path.to_owned()), clock)
+        let opened = schema::open_file(path)?;
+        let mut store = Self::start(opened.conn, Some(path.to_owned()), clock)?;
+        store.read_only = opened.read_only;
+        Ok(store)
     }
 
     /// A fresh store held in memory, gone when dropped; for tests and short-lived hosts.
@@ -75,6 +82,7 @@ impl SqliteStore {
         Ok(Self {
             clock,
             path,
+            read_only: false,
             worker,
         })
     }
@@ -82,6 +90,11 @@ impl SqliteStore {
     /// The database file, or `None` for a store in memory.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// Whether the file could only be opened for reading.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Runs `job` on the connection's thread.
@@ -98,13 +111,25 @@ impl SqliteStore {
     }
 
     fn store_error(&self, fail: Fail) -> StoreError {
-        let name = self
+        let path = self
             .path
             .as_deref()
-            .unwrap_or_else(|| Path::new(schema::MEMORY_NAME))
-            .display();
+            .unwrap_or_else(|| Path::new(schema::MEMORY_NAME));
+        let name = path.display();
         match fail {
             Fail::Store(err) => err,
+            Fail::Sqlite(err)
+                if self.read_only && err.sqlite_error_code() == Some(ErrorCode::ReadOnly) =>
+            {
+                StoreError::Backend {
+                    message: format!(
+                        "SQLite store `{name}` is open read-only (the file, or its directory, cannot be written): {err}"
+                    ),
+                }
+            }
+            Fail::Sqlite(err) if schema::damaged(&err) => StoreError::Backend {
+                message: schema::sqlite_error(path, err).to_string(),
+            },
             Fail::Sqlite(err) => StoreError::Backend {
                 message: format!("SQLite store `{name}`: {err}"),
             },

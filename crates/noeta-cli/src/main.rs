@@ -1,5 +1,5 @@
 //! The `noeta` command: runs agent tasks (`run`, `chat`, `resume`, `answer`), shows them
-//! (`tasks`, `log`), reports the setup (`doctor`), lists the surface registry, lists and checks
+//! (`tasks`, `log`), checks and salvages the store file (`store`), reports the setup (`doctor`), lists the surface registry, lists and checks
 //! plugins, and manages plugin trust.
 
 mod agent;
@@ -7,6 +7,7 @@ mod interact;
 mod output;
 mod skills;
 mod stdio;
+mod store;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -127,6 +128,11 @@ enum Command {
         #[command(flatten)]
         flags: RunFlags,
     },
+    /// Check the store file, or copy what is readable of a damaged one into a new file
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
     /// What is configured, what is missing, and every plugin that failed to load
     Doctor,
     /// Print the surface registry: every surface with its plane, scope, collision key, ordering and binding
@@ -149,6 +155,36 @@ enum Command {
     Trust {
         /// The directory to trust
         dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Check the store file without writing to it; exit 0 when sound, 1 when damaged
+    ///
+    /// Runs SQLite's integrity and foreign-key checks, then reads every task's log (numbered
+    /// from 1 with no gap, data that parses), the snapshots, and every content body against its
+    /// address and the logs that refer to it. Each problem is one line.
+    Check {
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// One JSON object on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy every readable task of the store into the new file NEW, leaving the store as it is
+    ///
+    /// Each task keeps the readable part of its log from its first event up to the first one
+    /// that is missing or damaged; content bodies are copied when their bytes match their
+    /// address; leases are not copied. Exit 0 when everything was copied, 1 when something was
+    /// lost (the new file holds the rest). NEW must not exist.
+    Salvage {
+        /// The new store file to write
+        new: PathBuf,
+        /// The store to read (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
     },
 }
 
@@ -294,6 +330,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let args = agent_args(flags, dirs)?;
             block(tasks::answer(&paths, &args, &task, allow, deny, answer))
         }
+        Command::Store { command } => match command {
+            StoreCommand::Check { store, json } => store::check(&paths, store.as_deref(), json),
+            StoreCommand::Salvage { new, store } => store::salvage(&paths, store.as_deref(), &new),
+        },
         Command::Doctor => doctor(&paths, dirs),
         Command::Surfaces { json } => {
             let registry = noeta_core::standard_registry();
@@ -505,7 +545,8 @@ fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
         match noeta::backends::check_store_file(&store) {
             Ok(damage) if damage.is_empty() => outln!("store: SQLite's quick check finds it sound"),
             Ok(damage) => problem(format!(
-                "store {} is damaged; SQLite's quick check says: {}",
+                "store {} is damaged; SQLite's quick check says: {} — `noeta store check` says \
+                 more, `noeta store salvage NEW.db` copies what is readable",
                 store.display(),
                 damage.join("; ")
             )),

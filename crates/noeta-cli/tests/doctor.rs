@@ -202,7 +202,8 @@ fn a_store_with_damaged_pages_is_a_problem_naming_what_sqlite_found() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.lines().any(|l| l
-            == "problem: store [WORKSPACE]/.noeta/noeta.db is damaged; SQLite's quick check says: database disk image is malformed"),
+            == "problem: store [WORKSPACE]/.noeta/noeta.db is damaged; SQLite's quick check says: database disk image is malformed \
+                — `noeta store check` says more, `noeta store salvage NEW.db` copies what is readable"),
         "{text}"
     );
 }

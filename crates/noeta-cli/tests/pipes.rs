@@ -51,6 +51,9 @@ fn commands(env: &CliEnv, task: &str) -> Vec<Vec<String>> {
         owned(&["tasks"]),
         owned(&["log", task]),
         owned(&["log", task, "--json"]),
+        owned(&["store", "check"]),
+        owned(&["store", "check", "--json"]),
+        owned(&["store", "salvage", "salvaged.db"]),
         owned(&["run", "--provider", &provider, "again"]),
         owned(&["run", "--json", "--provider", &provider, "again, as JSON"]),
     ]

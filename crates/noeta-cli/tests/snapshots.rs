@@ -36,7 +36,7 @@ fn shot(env: &CliEnv, args: &[&str]) -> String {
 #[test]
 fn help_of_every_command() {
     let env = env();
-    let commands: [&[&str]; 16] = [
+    let commands: [&[&str]; 19] = [
         &["--help"],
         &["run", "--help"],
         &["chat", "--help"],
@@ -51,6 +51,9 @@ fn help_of_every_command() {
         &["plugins", "check", "--help"],
         &["skills", "--help"],
         &["skills", "list", "--help"],
+        &["store", "--help"],
+        &["store", "check", "--help"],
+        &["store", "salvage", "--help"],
         &["trust", "--help"],
         &["help"],
     ];

@@ -399,6 +399,37 @@ pub fn content_ref(media_type: &str, body: &[u8]) -> ContentRef {
     }
 }
 
+impl ContentRef {
+    /// Every content ref a record's data holds, at any depth, in document order: each JSON
+    /// object that is exactly a serialised `ContentRef` (`sha256` as 64 lowercase hex digits,
+    /// `len`, `media_type`). Store checks use it to find bodies a log refers to.
+    pub fn find_in(data: &Value) -> Vec<ContentRef> {
+        fn walk(value: &Value, found: &mut Vec<ContentRef>) {
+            match value {
+                Value::Object(map) => {
+                    if map.len() == 3
+                        && let Ok(reference) = ContentRef::deserialize(value)
+                        && reference.sha256.len() == 64
+                        && reference
+                            .sha256
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                    {
+                        found.push(reference);
+                        return;
+                    }
+                    map.values().for_each(|v| walk(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        walk(data, &mut found);
+        found
+    }
+}
+
 /// Checks every record of a batch against [`MAX_RECORD_BYTES`].
 pub fn check_batch(batch: &[Record]) -> Result<(), StoreError> {
     for record in batch {

@@ -1,8 +1,9 @@
 //! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
-//! a dying log, a plugin's session), a loopback HTTP request reader, the generators of the
+//! a dying log, a plugin's session), damage done to a store file, a loopback HTTP request reader, the generators of the
 //! parsers' property tests and the CLI test environment for noeta's tests (a dev-dependency only).
 
 pub mod cli;
+pub mod damage;
 pub mod fixtures;
 pub mod fuzz;
 pub mod golden;

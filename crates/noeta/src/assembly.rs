@@ -15,7 +15,7 @@ use noeta_core::{Merged, PluginSet};
 use serde_json::Value;
 
 use crate::agent_files::{AgentFile, load_agent_files};
-use crate::backends::{ProviderConfig, Stores};
+use crate::backends::{OpenError, ProviderConfig, StoreUrl, Stores};
 use crate::host::{HostError, HostOptions, HostPaths};
 use crate::secrets::{EnvSecrets, SecretStore, resolve_plugin_secrets};
 use crate::settings::{Settings, SettingsFiles};
@@ -449,4 +449,27 @@ pub fn open_store(paths: &HostPaths, url: Option<&str>) -> Result<Stores, HostEr
         url: url.map(str::to_owned),
         cause: err,
     })
+}
+
+/// The SQLite file `url` names in `paths`' workspace (default `<workspace>/.noeta/noeta.db`), for
+/// commands that check or salvage the file itself. A store held in memory has no file: that is
+/// the error.
+pub fn store_file(paths: &HostPaths, url: Option<&str>) -> Result<std::path::PathBuf, HostError> {
+    let store_error = |cause| HostError::Store {
+        url: url.map(str::to_owned),
+        cause,
+    };
+    let parsed = match url {
+        Some(url) => StoreUrl::parse(url, &paths.workspace).map_err(store_error)?,
+        None => StoreUrl::default_for(&paths.workspace),
+    };
+    match parsed {
+        StoreUrl::Sqlite(path) => Ok(path),
+        other => Err(store_error(OpenError::BadUrl {
+            url: other.to_string(),
+            reason: "it names a store held in memory, which has no file to check or salvage — \
+                     use `sqlite:PATH`"
+                .to_owned(),
+        })),
+    }
 }

@@ -7,5 +7,6 @@ pub use noeta_builtin_providers::{
     model_limits, model_price, open_provider,
 };
 pub use noeta_builtin_storage::{
-    KNOWN_SCHEMES, OpenError, SqliteStore, Stores, check_file as check_store_file, open_store,
+    KNOWN_SCHEMES, OpenError, Salvage, SalvagedTask, SqliteStore, StoreCheck, StoreUrl, Stores,
+    check_file as check_store_file, check_store, open_store, salvage,
 };

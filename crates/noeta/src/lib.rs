@@ -17,7 +17,7 @@ pub mod settings;
 
 pub use agent_files::{AgentFile, load_agent_files};
 pub use assembly::{
-    Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker,
+    Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker, store_file,
 };
 pub use host::{
     ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
