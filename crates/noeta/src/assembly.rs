@@ -405,6 +405,14 @@ pub fn process_gone(holder: &str) -> bool {
     if !process.exists() {
         return true;
     }
+    // A process that was killed stays a zombie until its parent (or an init that may be slow to
+    // reap, as in many containers) collects it: it is gone all the same.
+    if let Ok(stat) = std::fs::read_to_string(process.join("stat"))
+        && let Some((_, rest)) = stat.rsplit_once(')')
+        && matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))
+    {
+        return true;
+    }
     // Alive: gone only if the number now belongs to another program (when that can be read).
     match (
         std::fs::read_link(process.join("exe")),

@@ -130,3 +130,35 @@ fn a_bad_settings_file_a_bad_store_url_and_no_model_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn a_worker_process_is_gone_when_it_ended_or_is_a_zombie_and_not_while_it_runs() {
+    let own = noeta::process_worker("cli");
+    assert!(!noeta::process_gone(&own), "this process runs");
+    let (name, _) = own.rsplit_once('#').unwrap();
+    // A killed child nobody has collected yet is a zombie: it runs no more.
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let worker = format!("{name}#{}", child.id());
+    child.kill().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+        .unwrap()
+        .contains(") Z")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never became a zombie"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(noeta::process_gone(&worker), "a zombie is gone");
+    child.wait().unwrap();
+    assert!(noeta::process_gone(&worker), "a collected process is gone");
+    assert!(
+        !noeta::process_gone("cli@another-host#1"),
+        "another host's worker is waited for"
+    );
+}
