@@ -212,6 +212,15 @@ impl Provider for AnthropicProvider {
         self.send(request, TextOut::default()).await
     }
 
+    /// Lists the models (`GET …/models`): the endpoint answers and takes the key, for free.
+    async fn probe(&self) -> Result<Option<String>, ProviderError> {
+        let base = self.url.strip_suffix("/messages").unwrap_or(&self.url);
+        self.http
+            .probe(&format!("{base}/models"), &self.headers)
+            .await
+            .map(Some)
+    }
+
     async fn complete_streaming(
         &self,
         request: &ModelRequest,

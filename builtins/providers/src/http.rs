@@ -156,6 +156,9 @@ fn install_crypto_provider() {
     });
 }
 
+/// The longest a reachability probe waits for an answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// One provider's HTTP client and its deadlines.
 #[derive(Debug, Clone)]
 pub(crate) struct Http {
@@ -212,6 +215,45 @@ impl Http {
             .await?;
         reply.usage.cost_micros = crate::catalog::cost_of(price, &reply.usage);
         Ok(reply)
+    }
+
+    /// One `GET` of `url` with the provider's `headers` (less those describing a streamed
+    /// body): what was answered, or the failure as a model call would report it. Not retried.
+    pub(crate) async fn probe(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+    ) -> Result<String, ProviderError> {
+        let name = self.name;
+        let wait = self.idle_timeout.min(PROBE_TIMEOUT);
+        let mut headers = headers.clone();
+        headers.remove(reqwest::header::ACCEPT);
+        headers.remove(reqwest::header::CONTENT_TYPE);
+        let send = self.client.get(url).headers(headers).send();
+        let response = match tokio::time::timeout(wait, send).await {
+            Err(_) => {
+                return Err(transient(format!(
+                    "{name}: GET {url}: no response within {}",
+                    seconds(wait)
+                )));
+            }
+            Ok(Err(error)) => return Err(request_error(name, &error)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(format!("GET {url}: HTTP {status}"));
+        }
+        let answer_headers = response.headers().clone();
+        let body = tokio::time::timeout(wait, read_capped(response))
+            .await
+            .unwrap_or_default();
+        Err(classify_status(
+            &format!("{name}: GET {url}"),
+            status,
+            &answer_headers,
+            &body,
+        ))
     }
 
     /// Posts `body` to `url` and decodes the streamed answer, retrying transient failures.

@@ -3,6 +3,7 @@
 //! plugins, and manages plugin trust.
 
 mod agent;
+mod doctor;
 mod interact;
 mod output;
 mod skills;
@@ -134,7 +135,12 @@ enum Command {
         command: StoreCommand,
     },
     /// What is configured, what is missing, and every plugin that failed to load
-    Doctor,
+    Doctor {
+        /// Also ask the model's endpoint whether it answers and takes the key (lists its
+        /// models: no model call, nothing billed)
+        #[arg(long)]
+        online: bool,
+    },
     /// Print the surface registry: every surface with its plane, scope, collision key, ordering and binding
     Surfaces {
         /// Print JSON on stdout
@@ -334,7 +340,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             StoreCommand::Check { store, json } => store::check(&paths, store.as_deref(), json),
             StoreCommand::Salvage { new, store } => store::salvage(&paths, store.as_deref(), &new),
         },
-        Command::Doctor => doctor(&paths, dirs),
+        Command::Doctor { online } => doctor::doctor(&paths, dirs, online),
         Command::Surfaces { json } => {
             let registry = noeta_core::standard_registry();
             if json {
@@ -400,170 +406,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// `noeta doctor`: checks what `run` checks — settings, agent files, plugins, every agent's
-/// session, skills, the model, the store — and exits 1 on any problem (a workspace with no
-/// store yet is not one).
-fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>) -> Result<ExitCode> {
-    let mut problems = 0_usize;
-    let mut problem = |text: String| {
-        problems += 1;
-        outln!("problem: {text}");
-    };
-    outln!("workspace: {}", paths.workspace.display());
-    match &paths.home {
-        Some(home) => outln!("home: {}", home.display()),
-        None => outln!("home: none ($HOME is unset): no user plugins, settings or trust store"),
-    }
-    for (name, key, base) in [
-        ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-        ("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    ] {
-        let has_key = std::env::var(key).is_ok_and(|v| !v.is_empty());
-        let base = std::env::var(base).ok().filter(|v| !v.is_empty());
-        outln!(
-            "provider {name}: {}{}",
-            if has_key {
-                format!("{key} is set")
-            } else {
-                format!("{key} is not set")
-            },
-            base.map(|b| format!(", base URL {b}")).unwrap_or_default()
-        );
-    }
-    let args = agent::AgentArgs {
-        plugin_dirs: dirs,
-        ..agent::AgentArgs::default()
-    };
-    let config = agent::config(paths, &args)?;
-    let settings = match config.settings() {
-        Ok(settings) => {
-            outln!("settings: ok");
-            Some(settings)
-        }
-        Err(err) => {
-            problem(format!("settings: {err}"));
-            None
-        }
-    };
-    let files = match noeta::load_agent_files(paths) {
-        Ok(files) => {
-            let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
-            outln!(
-                "agent files: {}",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            );
-            Some(files)
-        }
-        Err(err) => {
-            problem(format!("agent files: {err}"));
-            None
-        }
-    };
-    if let (Some(_), Some(files)) = (settings, files) {
-        match noeta::Host::open(config) {
-            Ok(host) => {
-                let set = host.plugins();
-                outln!("plugins: {} loaded", set.plugins().count());
-                for warning in set.warnings() {
-                    outln!("warning: {warning}");
-                }
-                for load in set.problems() {
-                    problem(format!("plugins: {load}"));
-                }
-                // Every agent `run` may start: the default one and each agent file's.
-                let agents: Vec<&str> = std::iter::once("main")
-                    .chain(files.iter().map(|f| f.name.as_str()))
-                    .collect();
-                let mut built = 0;
-                let mut extensions: Vec<String> = Vec::new();
-                for name in &agents {
-                    match host.session(name) {
-                        Ok(session) => {
-                            built += 1;
-                            extensions
-                                .extend(session.extensions.iter().map(|e| e.name().to_owned()));
-                        }
-                        Err(err) => problem(format!("agent `{name}`: {err}")),
-                    }
-                }
-                outln!("agents: {built} of {} build", agents.len());
-                for (table, near) in host.unknown_tables(extensions.iter().map(String::as_str)) {
-                    let hint = near
-                        .map(|near| format!(" — did you mean `{near}`?"))
-                        .unwrap_or_default();
-                    problem(format!(
-                        "settings: [plugins.{table}] names no plugin or extension this host has{hint}"
-                    ));
-                }
-                match host.skills() {
-                    Ok(listing) => {
-                        outln!("skills: {} indexed", listing.skills.len());
-                        for skill in listing.skipped.iter().filter(|s| !s.shadowed) {
-                            problem(format!(
-                                "skill {} ({}): {}",
-                                skill.path.display(),
-                                skill.tier,
-                                skill.reason
-                            ));
-                        }
-                    }
-                    Err(err) => problem(format!("skills: {err}")),
-                }
-                match host.open_model(None, None) {
-                    Ok(model) => outln!(
-                        "model: `noeta run` uses {} ({})",
-                        model.name(),
-                        model.model()
-                    ),
-                    Err(err) => problem(format!("model: {err}")),
-                }
-            }
-            Err(err) => problem(format!("plugins: {err}")),
-        }
-    }
-    let store = paths.workspace.join(".noeta").join("noeta.db");
-    if store.exists() {
-        let listed = noeta::open_store(paths, None)
-            .map_err(anyhow::Error::from)
-            .and_then(|stores| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .context("cannot start the async runtime")?;
-                Ok(runtime.block_on(stores.log.tasks())?)
-            });
-        match listed {
-            Ok(tasks) => outln!("store: {} ({} task(s))", store.display(), tasks.len()),
-            Err(err) => problem(format!("store {}: {}", store.display(), render_error(&err))),
-        }
-        // A store that opens and lists may still have damaged pages: SQLite reads them all.
-        match noeta::backends::check_store_file(&store) {
-            Ok(damage) if damage.is_empty() => outln!("store: SQLite's quick check finds it sound"),
-            Ok(damage) => problem(format!(
-                "store {} is damaged; SQLite's quick check says: {} — `noeta store check` says \
-                 more, `noeta store salvage NEW.db` copies what is readable",
-                store.display(),
-                damage.join("; ")
-            )),
-            Err(err) => problem(format!(
-                "store {}: the integrity check could not run: {err}",
-                store.display()
-            )),
-        }
-    } else {
-        outln!("store: {} (created on the first run)", store.display());
-    }
-    Ok(if problems == 0 {
-        ExitCode::SUCCESS
-    } else {
-        outln!("{problems} problem(s)");
-        ExitCode::FAILURE
-    })
 }
 
 fn pretty(value: &Value) -> String {

@@ -213,3 +213,113 @@ fn no_model_is_a_problem() {
     let env = env();
     fails_naming(&env, "model: no model is configured");
 }
+
+/// A server on the loopback interface answering every request with `status` and `body`; its
+/// base URL, and the request lines and headers it received.
+fn endpoint(
+    status: u16,
+    body: &'static str,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let mut reader = BufReader::new(socket.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            log.lock().unwrap().push(head);
+            let answer = format!(
+                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes());
+        }
+    });
+    (base, seen)
+}
+
+#[test]
+fn online_the_model_endpoint_is_asked_whether_it_answers_and_takes_the_key() {
+    let env = env();
+    // Answers: the models are listed with the key, by GET, without a model call.
+    let (base, seen) = endpoint(200, r#"{"data": [{"id": "claude-test"}]}"#);
+    let vars = [
+        ("ANTHROPIC_API_KEY", "sk-test"),
+        ("ANTHROPIC_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(&["doctor", "--online"], None, &vars);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "model: reachable: GET {base}/v1/models: HTTP 200 OK"
+        )),
+        "{text}"
+    );
+    let requests = seen.lock().unwrap().join("");
+    assert!(requests.starts_with("GET /v1/models "), "{requests}");
+    assert!(
+        requests.to_lowercase().contains("x-api-key: sk-test"),
+        "{requests}"
+    );
+    // Without --online nothing is asked.
+    let (quiet, untouched) = endpoint(200, "{}");
+    let vars = [
+        ("ANTHROPIC_API_KEY", "sk-test"),
+        ("ANTHROPIC_BASE_URL", quiet.as_str()),
+    ];
+    assert!(env.run_with(&["doctor"], None, &vars).status.success());
+    assert!(untouched.lock().unwrap().is_empty());
+
+    // A key the endpoint refuses is a problem naming the endpoint and what it said.
+    let (base, _) = endpoint(
+        401,
+        r#"{"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}"#,
+    );
+    let vars = [
+        ("OPENAI_API_KEY", "sk-bad"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(&["doctor", "--online"], None, &vars);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("problem: model: openai is not reachable: ")
+            && text.contains(&format!("openai: GET {base}/models: HTTP 401"))
+            && text.contains("invalid x-api-key"),
+        "{text}"
+    );
+
+    // Nothing listening: the transport error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let vars = [
+        ("ANTHROPIC_API_KEY", "sk-test"),
+        ("ANTHROPIC_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(&["doctor", "--online"], None, &vars);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("problem: model: anthropic is not reachable: "),
+        "{text}"
+    );
+    assert!(text.contains(&base), "{text}");
+
+    // A scripted model has nothing to reach.
+    let env = healthy();
+    let out = env.run(&["doctor", "--online"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("model: scripted has no endpoint to reach"));
+}

@@ -94,6 +94,13 @@ pub trait Provider: Send + Sync {
     /// One model call.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError>;
 
+    /// A cheap request that shows the provider's endpoint answers and accepts its credentials,
+    /// without a model call (`noeta doctor --online`): what was asked and answered, or `None`
+    /// for a provider with nothing to reach. One attempt, no retries.
+    async fn probe(&self) -> Result<Option<String>, ProviderError> {
+        Ok(None)
+    }
+
     /// One model call whose reply text is also handed to `on_text` piece by piece as it
     /// arrives (for display only: the reply returned is what counts). A provider that does not
     /// stream hands the whole text over once.
