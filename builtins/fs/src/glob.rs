@@ -104,9 +104,12 @@ impl Tool for Glob {
             }
             Ok(_) => {}
         }
-        let found = off_thread(NAME, move || {
+        let found = off_thread(NAME, move |cancelled| {
             let mut found: Vec<(SystemTime, String)> = Vec::new();
             for entry in walker(&base.abs, false).build().flatten() {
+                if cancelled.is_set() {
+                    break;
+                }
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     continue;
                 }

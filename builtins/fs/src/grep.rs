@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::glob::walker;
-use crate::paths::{Workspace, described, fail, off_thread, reading_flags};
+use crate::paths::{Cancelled, Workspace, described, fail, off_thread, reading_flags};
 use crate::settings::Settings;
 
 const NAME: &str = "Grep";
@@ -208,18 +208,19 @@ impl Tool for Grep {
             capture_cap: MAX_CAPTURE_BYTES,
         };
         let single = base.abs.clone();
-        let outcome = off_thread(NAME, move || {
+        let outcome = off_thread(NAME, move |cancelled| {
             let mut paths: Vec<(String, PathBuf)> = match files {
                 Some(walk) => walk
                     .build()
                     .flatten()
+                    .take_while(|_| !cancelled.is_set())
                     .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
                     .map(|e| (ws.relative(e.path()), e.into_path()))
                     .collect(),
                 None => vec![(ws.relative(&single), single)],
             };
             paths.sort();
-            search.run(&paths)
+            search.run(&paths, cancelled)
         })
         .await?;
         Ok(ToolOutput::text(outcome.render(
@@ -266,7 +267,7 @@ struct Outcome {
 }
 
 impl Search {
-    fn run(&self, paths: &[(String, PathBuf)]) -> Outcome {
+    fn run(&self, paths: &[(String, PathBuf)], cancelled: &Cancelled) -> Outcome {
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .multi_line(self.multiline)
@@ -278,6 +279,9 @@ impl Search {
         let mut outcome = Outcome::default();
         let mut captured = 0usize;
         for (rel, path) in paths {
+            if cancelled.is_set() {
+                break;
+            }
             if started.elapsed() >= self.timeout {
                 outcome.stopped = Some(format!(
                     "the search stopped after {} seconds; narrow it with path, glob or type",
@@ -292,8 +296,11 @@ impl Search {
                 matches: 0,
                 binary: false,
             };
-            if searcher
-                .search_path(&self.matcher, path, &mut sink)
+            // Read through a reader that stops when the call is cancelled, mid-file too.
+            if std::fs::File::open(path)
+                .and_then(|file| {
+                    searcher.search_reader(&self.matcher, cancelled.reader(file), &mut sink)
+                })
                 .is_err()
                 || sink.binary
                 || sink.matches == 0
@@ -507,17 +514,17 @@ mod tests {
     #[test]
     fn the_search_stops_at_its_deadline_and_at_its_output_cap() {
         let (_dir, paths) = files();
-        let all = search(TIMEOUT, MAX_CAPTURE_BYTES).run(&paths);
+        let all = search(TIMEOUT, MAX_CAPTURE_BYTES).run(&paths, &Cancelled::default());
         assert_eq!((all.files, all.matches, all.stopped), (2, 4, None));
 
-        let late = search(Duration::ZERO, MAX_CAPTURE_BYTES).run(&paths);
+        let late = search(Duration::ZERO, MAX_CAPTURE_BYTES).run(&paths, &Cancelled::default());
         assert_eq!(late.files, 0);
         assert_eq!(
             late.stopped.as_deref(),
             Some("the search stopped after 0 seconds; narrow it with path, glob or type")
         );
 
-        let full = search(TIMEOUT, 10).run(&paths);
+        let full = search(TIMEOUT, 10).run(&paths, &Cancelled::default());
         assert_eq!(full.files, 1, "the first file's lines pass the cap");
         assert_eq!(
             full.stopped.as_deref(),

@@ -358,9 +358,12 @@ pub(crate) async fn end_with_turn(jobs: &Jobs, view: &View<'_>) {
     }
     let waited: Vec<Arc<dyn ExecJob>> = killed.iter().map(|(_, job)| Arc::clone(job)).collect();
     // The thread only waits; should it fail, each status is recorded as it stands.
-    let _ = off_thread("fs", move || {
+    let _ = off_thread("fs", move |cancelled| {
         let deadline = Instant::now() + Duration::from_secs(5);
-        while waited.iter().any(|j| j.status() == JobStatus::Running) && Instant::now() < deadline {
+        while waited.iter().any(|j| j.status() == JobStatus::Running)
+            && Instant::now() < deadline
+            && !cancelled.is_set()
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
     })
@@ -381,9 +384,10 @@ pub(crate) async fn end_with_turn(jobs: &Jobs, view: &View<'_>) {
 /// Waits (off the executor) until `job` ends or `limit` passes.
 async fn wait_for(job: &Arc<dyn ExecJob>, tool: &str, limit: Duration) -> Result<(), ToolError> {
     let job = Arc::clone(job);
-    off_thread(tool, move || {
+    off_thread(tool, move |cancelled| {
         let deadline = Instant::now() + limit;
-        while job.status() == JobStatus::Running && Instant::now() < deadline {
+        while job.status() == JobStatus::Running && Instant::now() < deadline && !cancelled.is_set()
+        {
             std::thread::sleep(Duration::from_millis(20));
         }
     })

@@ -1,8 +1,10 @@
 //! The workspace fence: resolving a tool's path argument inside the workspace root, or
 //! inside one of the `write_roots` the file tools may also use.
 
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use noeta_core::{ToolContext, ToolError, ToolFlags};
 
@@ -246,18 +248,71 @@ fn normalize(path: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Runs blocking `work` on a helper thread, so a long walk does not hold the async executor.
+/// Set once the tool call that handed work to a helper thread no longer waits for it: it was
+/// cancelled (its future dropped — Ctrl-C, a lost lease, a cancelled task) or it is done.
+/// Long work checks it between steps and stops.
+#[derive(Clone, Default)]
+pub(crate) struct Cancelled(Arc<AtomicBool>);
+
+impl Cancelled {
+    /// Whether the caller stopped waiting.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `reader`, failing its next read once the caller stopped waiting.
+    pub(crate) fn reader<R: Read>(&self, reader: R) -> Interruptible<R> {
+        Interruptible {
+            inner: reader,
+            cancelled: self.clone(),
+        }
+    }
+}
+
+/// A reader that stops with an error once its [`Cancelled`] is set.
+pub(crate) struct Interruptible<R> {
+    inner: R,
+    cancelled: Cancelled,
+}
+
+impl<R: Read> Read for Interruptible<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancelled.is_set() {
+            // Not `Interrupted`, which readers retry.
+            return Err(std::io::Error::other("the tool call was cancelled"));
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// Sets the flag when the waiting future ends, however it ends.
+struct SetOnDrop(Cancelled);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs blocking `work` on a helper thread (`noeta-<tool>`), so a long walk, search or read
+/// does not hold the async executor. Dropping the returned future (cancelling the call) sets
+/// the [`Cancelled`] `work` is given, so the thread stops too instead of running on unseen.
 pub(crate) async fn off_thread<T: Send + 'static>(
     tool: &str,
-    work: impl FnOnce() -> T + Send + 'static,
+    work: impl FnOnce(&Cancelled) -> T + Send + 'static,
 ) -> Result<T, ToolError> {
+    let cancelled = Cancelled::default();
+    let _stop = SetOnDrop(cancelled.clone());
     let (done, result) = futures::channel::oneshot::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(work());
-    });
+    std::thread::Builder::new()
+        .name(format!("noeta-{tool}"))
+        .spawn(move || {
+            let _ = done.send(work(&cancelled));
+        })
+        .map_err(|err| ToolError::Fatal(format!("{tool}: cannot start a helper thread: {err}")))?;
     result
         .await
-        .map_err(|_| ToolError::Fatal(format!("{tool}: the search thread stopped")))
+        .map_err(|_| ToolError::Fatal(format!("{tool}: the helper thread stopped")))
 }
 
 /// Lines as `cat -n` prints them (`%6d\t`), numbered from `first`.

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::paths::Cancelled;
 use crate::read::MAX_LINE_CHARS;
 
 /// What a streamed read found.
@@ -39,8 +40,14 @@ impl From<std::io::Error> for RangeError {
 const KEEP_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
 
 /// Lines `offset..offset + limit` (from 1) of the file at `path`, `\n` or `\r\n` ending each.
-pub(crate) fn read_range(path: &Path, offset: usize, limit: usize) -> Result<Range, RangeError> {
-    read_range_from(std::fs::File::open(path)?, offset, limit)
+/// Stops with an error once `cancelled` is set.
+pub(crate) fn read_range(
+    path: &Path,
+    offset: usize,
+    limit: usize,
+    cancelled: &Cancelled,
+) -> Result<Range, RangeError> {
+    read_range_from(cancelled.reader(std::fs::File::open(path)?), offset, limit)
 }
 
 fn read_range_from(file: impl Read, offset: usize, limit: usize) -> Result<Range, RangeError> {

@@ -210,14 +210,19 @@ impl Tool for Read {
             && !is_notebook
             && meta.len() > MAX_WHOLE_FILE_BYTES
         {
-            // A part of a large file: streamed, so memory stays bounded whatever its size.
-            let range =
-                crate::ranged::read_range(&target.abs, offset, limit).map_err(|err| match err {
-                    crate::ranged::RangeError::Io(err) => {
-                        fail(NAME, format!("cannot read `{rel}`: {err}"))
-                    }
-                    crate::ranged::RangeError::NotText => not_text(NAME, rel),
-                })?;
+            // A part of a large file: streamed, so memory stays bounded whatever its size, on a
+            // helper thread that stops when the call is cancelled.
+            let path = target.abs.clone();
+            let range = crate::paths::off_thread(NAME, move |cancelled| {
+                crate::ranged::read_range(&path, offset, limit, cancelled)
+            })
+            .await?
+            .map_err(|err| match err {
+                crate::ranged::RangeError::Io(err) => {
+                    fail(NAME, format!("cannot read `{rel}`: {err}"))
+                }
+                crate::ranged::RangeError::NotText => not_text(NAME, rel),
+            })?;
             let shown = shown_lines(rel, offset, Some(limit), &range.lines, range.total)?;
             ctx.record(
                 EXTENSION,

@@ -4,6 +4,9 @@
 #[path = "all/bash.rs"]
 mod bash;
 #[cfg(test)]
+#[path = "all/cancel.rs"]
+mod cancel;
+#[cfg(test)]
 #[path = "all/common.rs"]
 mod common;
 
