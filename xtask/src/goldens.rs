@@ -45,7 +45,7 @@ impl Provider for Capture {
 /// The default agent's first model request, as the runner sends it: its tool schema list
 /// (pretty JSON) and its stable prefix (the hash, then the canonical bytes it hashes).
 fn default_agent_request() -> Result<(Vec<u8>, Vec<u8>)> {
-    let (set, agent) = noeta::listing::builtin_agent(&noeta::default_agent())?;
+    let (set, agent) = crate::producers::builtin_agent(&noeta::default_agent())?;
     let session = noeta::build_session(&set, &agent, &BTreeMap::new())?;
     let capture = Arc::new(Capture::default());
     let log = Arc::new(MemoryEventLog::new(ManualClock::at(0)));
@@ -166,7 +166,7 @@ fn session_layout() -> Result<Vec<u8>> {
     ]
     .into_iter()
     .collect();
-    Ok(noeta::listing::session_layout_text(vec![house], &config)?.into_bytes())
+    Ok(crate::producers::session_layout_text(vec![house], &config)?.into_bytes())
 }
 
 /// Each golden: its file under the root and the bytes the code produces now.
@@ -179,15 +179,15 @@ pub(crate) fn produce() -> Result<Vec<(&'static str, Vec<u8>)>> {
         ),
         (
             "tests/golden/builtin-contributions.json",
-            noeta::listing::builtin_contributions_json()?.into_bytes(),
+            crate::producers::builtin_contributions_json()?.into_bytes(),
         ),
         (
             "tests/golden/control-tools.json",
-            noeta::listing::control_tool_schemas_json()?.into_bytes(),
+            crate::producers::control_tool_schemas_json()?.into_bytes(),
         ),
         (
             "tests/golden/builtin-tools.json",
-            noeta::listing::builtin_tool_schemas_json()?.into_bytes(),
+            crate::producers::builtin_tool_schemas_json()?.into_bytes(),
         ),
         ("tests/golden/default-agent-tools.json", default_tools),
         (

@@ -3,6 +3,7 @@
 mod bench;
 mod codegen;
 mod goldens;
+mod producers;
 mod tidy;
 
 use std::path::{Path, PathBuf};

@@ -400,7 +400,7 @@ impl Folder {
         // A record the kernel made keeps its typed form; one read from a store is decoded here,
         // except the kinds the fold does not read.
         let decoded;
-        let core = match record.typed() {
+        let core = match CoreRecord::kept(record) {
             Some(typed) => Some(typed),
             None if record.extension == CORE
                 && !matches!(record.kind.as_str(), "request_composed" | "note") =>

@@ -434,6 +434,10 @@ impl LoadedPlugin {
 }
 
 /// Every loaded plugin, the problems and warnings met on the way, and the resolution memo.
+///
+/// Its methods live with what they do: loading and reading the set here, merging it in
+/// `merge.rs` (`merged`), resolving contributions through the memo in `resolve.rs`
+/// (`resolve_contribution`, `resolve_for`, `resolve_everything`).
 pub struct PluginSet {
     pub(crate) registry: SurfaceRegistry,
     pub(crate) plugins: BTreeMap<String, LoadedPlugin>,

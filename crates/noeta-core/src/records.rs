@@ -306,12 +306,25 @@ impl CoreRecord {
             Value::Object(map) => map.into_iter().next().unwrap_or_default(),
             _ => (String::new(), Value::Null),
         };
-        Record::from_typed(kind, data, self)
+        Record::with_typed(CORE, kind, data, std::sync::Arc::new(self))
+    }
+
+    /// The typed form a `core` record was made from, when the kernel made it in this process
+    /// (the record's cache). Debug builds (every test) check it is what the payload decodes to.
+    pub(crate) fn kept(record: &Record) -> Option<&Self> {
+        let typed = record.typed_cache()?.downcast_ref::<Self>()?;
+        debug_assert!(
+            matches!(Self::decode(record), Some(Ok(ref decoded)) if decoded == typed),
+            "core record `{}` no longer matches its payload: {:?}",
+            record.kind,
+            record.data
+        );
+        Some(typed)
     }
 
     /// The typed form of a `core` record; `None` for other extensions' records.
     pub fn from_record(record: &Record) -> Option<Result<Self, serde_json::Error>> {
-        match record.typed() {
+        match Self::kept(record) {
             Some(typed) => Some(Ok(typed.clone())),
             None => Self::decode(record),
         }
@@ -359,7 +372,10 @@ pub async fn hydrate_all(
     content: &dyn ContentStore,
 ) -> Result<(), StoreError> {
     // A record the kernel made in this process was never spilled: its payload is not looked at.
-    for event in events.iter_mut().filter(|e| e.record.typed().is_none()) {
+    for event in events
+        .iter_mut()
+        .filter(|e| CoreRecord::kept(&e.record).is_none())
+    {
         if let Some(record) = unspill(&event.record, content).await? {
             event.record = std::sync::Arc::new(record);
         }

@@ -20,7 +20,6 @@ use serde_json::Value;
 pub use memory::{MemoryContentStore, MemoryEventLog};
 
 use crate::canonical;
-use crate::records::CoreRecord;
 
 /// The largest serialised size of one record's payload and message, in bytes; larger bodies
 /// go to the content store.
@@ -101,11 +100,11 @@ impl fmt::Display for TaskId {
 
 /// One entry of a task's log: something an extension (or the kernel, as `core`) recorded.
 ///
-/// `data` is the record's payload and the only thing stored. A record the kernel made from a
-/// [`CoreRecord`] also keeps that typed form beside it, so folding a record the runtime wrote
-/// itself (every batch of the step path, and every event of an in-memory log) decodes nothing;
-/// the typed form is never serialised, and equality and `Debug` ignore it. Such a record's
-/// `data` is not to be changed afterwards (debug builds check the two still agree).
+/// `data` is the record's payload and the only thing stored. A record may also carry, beside
+/// it, the typed value its payload was made from (an opaque cache the store never looks into:
+/// the kernel keeps its own record types there, so folding a record the runtime wrote itself
+/// decodes nothing). The cache is never serialised, and equality and `Debug` ignore it. Such a
+/// record's `data` is not to be changed afterwards.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Record {
     /// The recording extension; the kernel records as `core`.
@@ -117,9 +116,9 @@ pub struct Record {
     /// Text that enters the conversation, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The typed form `data` was made from, for a `core` record the kernel made.
+    /// The typed value `data` was made from, when its maker kept it.
     #[serde(skip)]
-    typed: Option<CoreRecord>,
+    typed: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl PartialEq for Record {
@@ -154,25 +153,22 @@ impl Record {
         }
     }
 
-    /// A `core` record made from its typed form (`data` is that form's payload).
-    pub(crate) fn from_typed(kind: String, data: Value, typed: CoreRecord) -> Self {
+    /// A record of `extension`/`kind` whose `data` was made from `typed`, which it keeps.
+    pub(crate) fn with_typed(
+        extension: impl Into<String>,
+        kind: String,
+        data: Value,
+        typed: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
         Self {
             typed: Some(typed),
-            ..Self::new(crate::records::CORE, kind, data)
+            ..Self::new(extension, kind, data)
         }
     }
 
-    /// The typed form this record was made from, when the kernel made it from one. Debug builds
-    /// (every test) check that it is what the payload decodes to.
-    pub(crate) fn typed(&self) -> Option<&CoreRecord> {
-        let typed = self.typed.as_ref()?;
-        debug_assert!(
-            matches!(CoreRecord::decode(self), Some(Ok(ref decoded)) if decoded == typed),
-            "core record `{}` no longer matches its payload: {:?}",
-            self.kind,
-            self.data
-        );
-        Some(typed)
+    /// The typed value `data` was made from, when its maker kept it.
+    pub(crate) fn typed_cache(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.typed.as_deref()
     }
 
     /// Adds a message that enters the conversation.
