@@ -1,5 +1,6 @@
 //! The kernel's test harness: an in-memory store on a manual clock, runtimes over it with a
-//! scripted model, a log that dies after a number of appends, and the session of an agent
+//! scripted model, a log whose appends and renewals a test can watch or fail (one that dies
+//! after a number of appends among them), and the session of an agent
 //! activating given plugins.
 
 use std::collections::BTreeMap;
@@ -92,48 +93,84 @@ impl Harness {
     }
 }
 
-/// A log that stops writing after a number of appends, as a worker that died: every later
-/// append fails with a backend error `the worker died` and writes nothing.
-#[derive(Debug)]
-pub struct CrashAfter {
-    inner: Arc<MemoryEventLog>,
-    left: Mutex<usize>,
+/// What a [`Tapped`] log's hooks see of an append: the lease and the batch.
+pub type AppendTap = dyn Fn(&Lease, &[Record]) -> Result<(), StoreError> + Send + Sync;
+
+/// What a [`Tapped`] log's hooks see of a renewal: the lease.
+pub type RenewTap = dyn Fn(&Lease) -> Result<(), StoreError> + Send + Sync;
+
+/// A log over another that lets a test watch appends and renewals, or fail them as a store
+/// would: each hook runs first, and its error is the call's (the inner log is then not
+/// called). The one delegating wrapper the tests need.
+pub struct Tapped {
+    inner: Arc<dyn EventLog>,
+    append: Box<AppendTap>,
+    renew: Box<RenewTap>,
 }
 
-impl CrashAfter {
-    /// `inner`, dying after `appends` appends.
-    pub fn new(inner: Arc<MemoryEventLog>, appends: usize) -> Self {
+impl std::fmt::Debug for Tapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tapped").finish_non_exhaustive()
+    }
+}
+
+impl Tapped {
+    /// `inner`, with hooks that let everything through.
+    pub fn over(inner: Arc<dyn EventLog>) -> Self {
         Self {
             inner,
-            left: Mutex::new(appends),
+            append: Box::new(|_, _| Ok(())),
+            renew: Box::new(|_| Ok(())),
         }
+    }
+
+    /// Runs `tap` before every append.
+    #[must_use]
+    pub fn on_append(
+        mut self,
+        tap: impl Fn(&Lease, &[Record]) -> Result<(), StoreError> + Send + Sync + 'static,
+    ) -> Self {
+        self.append = Box::new(tap);
+        self
+    }
+
+    /// Runs `tap` before every renewal.
+    #[must_use]
+    pub fn on_renew(
+        mut self,
+        tap: impl Fn(&Lease) -> Result<(), StoreError> + Send + Sync + 'static,
+    ) -> Self {
+        self.renew = Box::new(tap);
+        self
     }
 }
 
 #[async_trait]
-impl EventLog for CrashAfter {
+impl EventLog for Tapped {
     async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
         self.inner.create_task(task, parent).await
     }
     async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
         self.inner.claim(task, worker, ttl_ms).await
     }
+    async fn take_over(
+        &self,
+        task: &TaskId,
+        worker: &str,
+        ttl_ms: u64,
+        from: &str,
+    ) -> Result<Lease, StoreError> {
+        self.inner.take_over(task, worker, ttl_ms, from).await
+    }
     async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        (self.renew)(lease)?;
         self.inner.renew(lease, ttl_ms).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.release(lease).await
     }
     async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        {
-            let mut left = self.left.lock().unwrap_or_else(PoisonError::into_inner);
-            if *left == 0 {
-                return Err(StoreError::Backend {
-                    message: "the worker died".into(),
-                });
-            }
-            *left -= 1;
-        }
+        (self.append)(lease, batch)?;
         self.inner.append(lease, batch).await
     }
     async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
@@ -150,6 +187,32 @@ impl EventLog for CrashAfter {
     }
     async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
         self.inner.snapshot(task).await
+    }
+}
+
+/// A log that stops writing after a number of appends, as a worker that died: every later
+/// append fails with a backend error `the worker died` and writes nothing.
+#[derive(Debug)]
+pub struct CrashAfter;
+
+impl CrashAfter {
+    /// `inner`, dying after `appends` appends.
+    #[expect(
+        clippy::new_ret_no_self,
+        reason = "a crashing log is a tapped one; the name says what it does"
+    )]
+    pub fn new(inner: Arc<MemoryEventLog>, appends: usize) -> Tapped {
+        let left = Mutex::new(appends);
+        Tapped::over(inner).on_append(move |_, _| {
+            let mut left = left.lock().unwrap_or_else(PoisonError::into_inner);
+            if *left == 0 {
+                return Err(StoreError::Backend {
+                    message: "the worker died".into(),
+                });
+            }
+            *left -= 1;
+            Ok(())
+        })
     }
 }
 

@@ -14,15 +14,14 @@ use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
 use noeta_core::runner::{RunError, RunOutcome, Runtime};
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{
-    ContentStore, Event, EventLog, Lease, MemoryEventLog, Record, Snapshot, StoreError, TaskId,
-    TaskInfo,
+    ContentStore, Event, EventLog, MemoryEventLog, Record, StoreError, TaskId,
 };
 use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput, Verdict};
 use serde_json::{Value, json};
 
 // --- harness -------------------------------------------------------------------
 
-use noeta_testkit::harness::{CrashAfter, Harness};
+use noeta_testkit::harness::{CrashAfter, Harness, Tapped};
 
 fn task(id: &str) -> TaskId {
     TaskId::new(id).unwrap()
@@ -958,69 +957,23 @@ fn a_context_overflow_without_room_fails_the_turn_naming_it() {
 
 // --- crashes --------------------------------------------------------------------
 
-/// A log that remembers each batch's kinds and counts lease renewals.
-struct Batches {
-    inner: Arc<MemoryEventLog>,
-    seen: Mutex<Vec<Vec<String>>>,
-    renewals: AtomicUsize,
-}
-
-impl Batches {
-    fn over(inner: Arc<MemoryEventLog>) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            seen: Mutex::new(Vec::new()),
-            renewals: AtomicUsize::new(0),
-        })
-    }
-}
-
-#[async_trait]
-impl EventLog for Batches {
-    async fn create_task(&self, task: &TaskId, parent: Option<&TaskId>) -> Result<(), StoreError> {
-        self.inner.create_task(task, parent).await
-    }
-    async fn claim(&self, task: &TaskId, worker: &str, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.claim(task, worker, ttl_ms).await
-    }
-    async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
-        self.renewals.fetch_add(1, Ordering::SeqCst);
-        self.inner.renew(lease, ttl_ms).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease).await
-    }
-    async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        let kinds = batch.iter().map(|r| r.kind.clone()).collect();
-        self.seen.lock().unwrap().push(kinds);
-        self.inner.append(lease, batch).await
-    }
-    async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {
-        self.inner.read(task, after).await
-    }
-    async fn info(&self, task: &TaskId) -> Result<TaskInfo, StoreError> {
-        self.inner.info(task).await
-    }
-    async fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
-        self.inner.tasks().await
-    }
-    async fn put_snapshot(&self, task: &TaskId, snapshot: &Snapshot) -> Result<(), StoreError> {
-        self.inner.put_snapshot(task, snapshot).await
-    }
-    async fn snapshot(&self, task: &TaskId) -> Result<Option<Snapshot>, StoreError> {
-        self.inner.snapshot(task).await
-    }
-}
-
 /// Runs one task of `s` over `turns` and gives back the kinds of each batch it appended.
 fn batches_of_a_run(s: &Session, turns: Value) -> Vec<Vec<String>> {
     let h = Harness::new();
-    let log = Batches::over(h.log.clone());
-    let rt = h.runtime_over(log.clone(), turns);
+    let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let kinds = seen.clone();
+    let log = Tapped::over(h.log.clone()).on_append(move |_, batch| {
+        kinds
+            .lock()
+            .unwrap()
+            .push(batch.iter().map(|r| r.kind.clone()).collect());
+        Ok(())
+    });
+    let rt = h.runtime_over(Arc::new(log), turns);
     let t = task("batches");
     block_on(rt.create(s, &t, "go")).unwrap();
     block_on(rt.run(s, &t)).unwrap();
-    log.seen.lock().unwrap().clone()
+    seen.lock().unwrap().clone()
 }
 
 #[test]
@@ -1132,9 +1085,19 @@ fn the_lease_is_renewed_once_a_tenth_of_it_has_passed_not_every_step() {
         { "calls": [call("Work", json!({}))] },
         { "text": "done" }
     ]);
+    // A log over the harness's that counts renewals.
+    let counted = |h: &Harness| {
+        let renewals = Arc::new(AtomicUsize::new(0));
+        let seen = renewals.clone();
+        let log = Tapped::over(h.log.clone()).on_renew(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+        (Arc::new(log), renewals)
+    };
     // Quick steps under a one-minute lease: no renewal at all.
     let h = Harness::new();
-    let log = Batches::over(h.log.clone());
+    let (log, renewals) = counted(&h);
     let s = session(vec![offers(vec![Arc::new(TestTool::new("Work"))])]);
     let t = task("quick");
     let rt = h
@@ -1142,11 +1105,11 @@ fn the_lease_is_renewed_once_a_tenth_of_it_has_passed_not_every_step() {
         .with_lease_ttl(60_000);
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
-    assert_eq!(log.renewals.load(Ordering::SeqCst), 0);
+    assert_eq!(renewals.load(Ordering::SeqCst), 0);
 
     // Steps slower than a tenth of a one-second lease: renewed before each step but the first.
     let h = Harness::new();
-    let log = Batches::over(h.log.clone());
+    let (log, renewals) = counted(&h);
     let mut slow = TestTool::new("Work");
     slow.reply = |_| {
         std::thread::sleep(std::time::Duration::from_millis(120));
@@ -1158,7 +1121,7 @@ fn the_lease_is_renewed_once_a_tenth_of_it_has_passed_not_every_step() {
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
     // (A fourth only if taking the claim and starting took a tenth of the lease too.)
-    let renewals = log.renewals.load(Ordering::SeqCst);
+    let renewals = renewals.load(Ordering::SeqCst);
     assert!((3..=4).contains(&renewals), "{renewals} renewals");
 }
 
