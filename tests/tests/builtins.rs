@@ -32,7 +32,7 @@ fn all_eighteen_builtins_load_merge_and_resolve() {
     assert!(set.problems().is_empty() && set.warnings().is_empty());
     let merged = set.merged().unwrap();
     assert_eq!(set.resolve_everything(&merged), vec![]);
-    for name in ["mcp", "providers", "storage"] {
+    for name in ["providers", "storage"] {
         assert!(
             set.get(name).unwrap().manifest.contributions.is_empty(),
             "{name} is declaration-only"

@@ -1,12 +1,146 @@
-//! The `mcp` built-in plugin: mCP servers over stdio and HTTP, their tools mounted as `mcp__<alias>__<tool>`.
+//! The `mcp` built-in plugin: MCP servers over stdio and streamable HTTP, their tools mounted
+//! as `mcp__<alias>__<tool>`.
+//!
+//! Its session pack (`mcp`, band 800) reads `[plugins.mcp]` (`settings.rs`) and adds one
+//! extension, `mcp`, holding the session's connections (`hub.rs`). The servers start when
+//! their tools are first wanted — a turn's intake, or the first offer of a resumed task —
+//! and each listed tool is offered as a [`tool::McpTool`] (`tool.rs`): the server's own
+//! description and schema, named `mcp__<alias>__<tool>` (shortened with a hash past the
+//! providers' 64 characters), its result turned into text and attachments. A server that
+//! fails fails only the calls to it, and is started again on the next call.
 
-use noeta_core::{LinkedPlugin, RefTable};
+mod hub;
+mod settings;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::{
+    LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext, SessionPackFactory,
+    Tool,
+};
+
+pub use settings::{CALL_TIMEOUT_MS, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport};
+pub use tool::{MAX_NAME_LEN, tool_name};
+
+/// The extension holding a session's MCP connections and offering their tools.
+pub struct Mcp {
+    hub: Arc<hub::Hub>,
+    /// The mounted tools by name, kept so an unchanged list offers the same tools.
+    mounted: Mutex<BTreeMap<String, Arc<dyn Tool>>>,
+}
+
+impl std::fmt::Debug for Mcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mcp")
+            .field("hub", &self.hub)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mcp {
+    /// The extension over `settings`' servers (none is started yet).
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            hub: Arc::new(hub::Hub::new(settings.servers)),
+            mounted: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Starts every server not started yet, and those that failed when their back-off has
+    /// passed; then each server's state: its tools' model-visible names, or why it is down
+    /// (for `noeta mcp list` and `doctor`).
+    pub async fn connect(&self) -> Vec<(String, Result<Vec<String>, String>)> {
+        if let Err(err) = self.hub.start(true).await {
+            return vec![("(all)".to_owned(), Err(err))];
+        }
+        self.hub
+            .status()
+            .into_iter()
+            .map(|(alias, state)| {
+                let state = match state {
+                    Some(Ok(tools)) => Ok(tools
+                        .iter()
+                        .map(|t| tool_name(&t.alias, &t.remote))
+                        .collect()),
+                    Some(Err(err)) => Err(err),
+                    None => Err("not started".to_owned()),
+                };
+                (alias, state)
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Extension for Mcp {
+    fn name(&self) -> &str {
+        PLUGIN
+    }
+
+    /// A new turn starts the servers not started yet (and retries failed ones), without
+    /// holding the executor.
+    async fn turn_intake(&self, _view: &View<'_>, _message: &str) -> HookResult<()> {
+        if !self.hub.is_empty() {
+            // A server that fails is reported with its tools missing; the turn goes on.
+            let _ = self.hub.start(true).await;
+        }
+        Ok(())
+    }
+
+    fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
+        if self.hub.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A resumed task offers tools before any intake: start what was never tried.
+        self.hub.start_blocking();
+        let mut mounted = self.mounted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut offered = Vec::new();
+        let mut seen = BTreeMap::new();
+        for listed in self.hub.tools() {
+            let name = tool_name(&listed.alias, &listed.remote);
+            let tool = match mounted.get(&name) {
+                Some(tool) if tool.description() == listed.description => tool.clone(),
+                _ => {
+                    let tool: Arc<dyn Tool> =
+                        Arc::new(tool::McpTool::new(self.hub.clone(), listed));
+                    mounted.insert(name.clone(), tool.clone());
+                    tool
+                }
+            };
+            // Two tools of one server cleaned to the same name: the first is offered.
+            if seen.insert(name, ()).is_none() {
+                offered.push(tool);
+            }
+        }
+        Ok(offered)
+    }
+}
+
+/// Reads the settings and adds the extension (nothing at all without servers).
+struct Pack;
+
+impl SessionPackFactory for Pack {
+    fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
+        let settings = Settings::parse(ctx.config(PLUGIN))?;
+        let mut pack = PackContribution::empty();
+        if !settings.servers.is_empty() {
+            pack.extensions.push(Arc::new(Mcp::new(settings)));
+        }
+        Ok(pack)
+    }
+}
 
 /// The plugin: its embedded manifest and its resolver.
 pub fn plugin() -> LinkedPlugin {
     LinkedPlugin::new(
         env!("CARGO_PKG_NAME"),
         include_str!("../noeta-plugin.toml"),
-        RefTable::new(),
+        RefTable::new().with("noeta_builtin_mcp::mcp", |_| {
+            Ok(Resolved::SessionPack(Arc::new(Pack)))
+        }),
     )
 }

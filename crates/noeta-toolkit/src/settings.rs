@@ -454,6 +454,42 @@ impl<'a> SettingsTable<'a> {
         Self::checked(self.plugin, Some(self.key_path(key)), Some(map), known).map(Some)
     }
 
+    /// A nested table of tables under names the plugin does not fix (a server per alias, say),
+    /// each read with the same getters and keys among `known` (named `<key>.<name>.<inner>` in
+    /// messages), in name order.
+    pub fn tables(
+        &self,
+        key: &str,
+        known: &[&str],
+    ) -> Result<Vec<(String, SettingsTable<'a>)>, SettingsError> {
+        let Some(value) = self.get(key) else {
+            return Ok(Vec::new());
+        };
+        let Some(map) = value.as_object() else {
+            return Err(SettingsError::NotATable {
+                plugin: self.plugin.to_owned(),
+                key: Some(self.key_path(key)),
+                got: value.to_string(),
+            });
+        };
+        map.iter()
+            .map(|(name, item)| {
+                let path = format!("{}.{name}", self.key_path(key));
+                let Some(inner) = item.as_object() else {
+                    return Err(SettingsError::NotATable {
+                        plugin: self.plugin.to_owned(),
+                        key: Some(path),
+                        got: item.to_string(),
+                    });
+                };
+                Ok((
+                    name.clone(),
+                    Self::checked(self.plugin, Some(path), Some(inner), known)?,
+                ))
+            })
+            .collect()
+    }
+
     /// A nested table of strings under names the plugin does not fix (environment variables,
     /// say).
     pub fn string_map(&self, key: &str) -> Result<Option<BTreeMap<String, String>>, SettingsError> {
@@ -479,6 +515,26 @@ mod tests {
     use serde_json::json;
 
     const KNOWN: &[&str] = &["k"];
+
+    #[test]
+    fn tables_under_free_names_are_read_in_name_order_with_their_keys_checked() {
+        let config = json!({ "servers": { "b": { "k": 1 }, "a": { "k": 2 } } });
+        let table = SettingsTable::new("p", &config, &["servers"]).unwrap();
+        let servers = table.tables("servers", KNOWN).unwrap();
+        let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let bad = json!({ "servers": { "a": { "x": 1 } } });
+        let table = SettingsTable::new("p", &bad, &["servers"]).unwrap();
+        let err = table.tables("servers", KNOWN).unwrap_err().to_string();
+        assert!(err.contains("servers.a") && err.contains("`x`"), "{err}");
+        let bad = json!({ "servers": { "a": 1 } });
+        let table = SettingsTable::new("p", &bad, &["servers"]).unwrap();
+        let err = table.tables("servers", KNOWN).unwrap_err().to_string();
+        assert!(err.contains("servers.a"), "{err}");
+        let none = json!({});
+        let table = SettingsTable::new("p", &none, &["servers"]).unwrap();
+        assert!(table.tables("servers", KNOWN).unwrap().is_empty());
+    }
 
     /// The table `{ "k": value }` of plugin `p`.
     fn with(value: Value) -> Value {

@@ -98,6 +98,8 @@ pub struct Host {
     notices: Option<WarningSink>,
     exec: Arc<noeta_core::exec::LocalExecEnv>,
     built: Mutex<BTreeMap<String, Arc<Session>>>,
+    /// The servers of the `.mcp.json` files, read when a session is first built.
+    mcp_json: std::sync::OnceLock<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -132,6 +134,7 @@ impl Host {
             notices: None,
             exec,
             built: Mutex::new(BTreeMap::new()),
+            mcp_json: std::sync::OnceLock::new(),
         })
     }
 
@@ -201,6 +204,7 @@ impl Host {
                 "plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
             ));
         }
+        self.add_mcp_json(&mut agent);
         let compiled = noeta_core::compile_agent(
             &self.set,
             &self.merged,
@@ -220,6 +224,35 @@ impl Host {
         let session = Arc::new(session);
         self.lock().insert(name.to_owned(), Arc::clone(&session));
         Ok(session)
+    }
+
+    /// The `.mcp.json` servers beneath the `mcp` plugin's settings: an alias the settings name
+    /// keeps the settings' server. Read once per host; each problem is one warning.
+    fn add_mcp_json(&self, agent: &mut noeta_core::AgentOptions) {
+        let servers = self.mcp_json.get_or_init(|| {
+            let (servers, warnings) = crate::mcp_json::servers(&self.config.paths);
+            for warning in warnings {
+                (self.warn)(&warning);
+            }
+            servers
+        });
+        if servers.is_empty() || !self.settings.is_enabled("mcp") {
+            return;
+        }
+        let mcp = agent
+            .config
+            .entry("mcp".to_owned())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(table) = mcp {
+            let named = table
+                .entry("servers".to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Value::Object(named) = named {
+                for (alias, server) in servers {
+                    named.entry(alias.clone()).or_insert_with(|| server.clone());
+                }
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Session>>> {

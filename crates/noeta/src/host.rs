@@ -13,9 +13,12 @@ use noeta_core::{
 pub const DEFAULT_PLUGINS: [&str; 5] = noeta_builtin_presets::MAIN_PLUGINS;
 
 /// Built-ins active for every agent: guards and observers of governance are
-/// process-wide anyway; the host-wired built-ins are backends.
-pub const ALWAYS_ON: [&str; 8] = [
+/// process-wide anyway; the host-wired built-ins are backends; `mcp` offers the configured
+/// servers' tools (nothing when none is configured), as Claude Code gives every agent its
+/// MCP tools.
+pub const ALWAYS_ON: [&str; 9] = [
     "governance",
+    "mcp",
     "providers",
     "react",
     "reminders",

@@ -12,6 +12,7 @@ pub mod backends;
 pub mod builtins;
 mod host;
 pub mod listing;
+pub mod mcp_json;
 pub mod secrets;
 pub mod settings;
 

@@ -1,0 +1,491 @@
+//! The connections to one session's MCP servers, kept on a runtime of their own.
+//!
+//! rmcp needs tokio; the kernel is executor-agnostic. So every connection lives on one tokio
+//! runtime (one worker thread, `noeta-mcp`) that the hub owns, and the tool calls the runner
+//! makes are handed to it and awaited through a channel, from whatever executor polls them.
+//! Dropping a call's future aborts it there, which drops rmcp's request and sends the server
+//! the protocol's cancellation.
+//!
+//! A server is started (or reached) the first time its tools are wanted, with its startup
+//! deadline. One that fails to start, dies or stops answering is marked failed with the
+//! cause (for a command, the last lines it wrote to stderr too) and started again on the next
+//! call to it, no sooner than its back-off allows (1 s, doubling to 30 s). A failure concerns
+//! that server alone.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+use tokio::io::AsyncBufReadExt;
+
+use crate::settings::{Server, Transport};
+
+/// Lines of a server's stderr kept for its error messages.
+const STDERR_LINES: usize = 20;
+
+/// The longest wait between restarts of a failing server.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A tool as a server lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    /// The server's alias.
+    pub(crate) alias: String,
+    /// The name the server knows it by.
+    pub(crate) remote: String,
+    /// Its description.
+    pub(crate) description: String,
+    /// Its input schema, as the server gives it.
+    pub(crate) schema: Value,
+    /// Its annotations say it changes nothing.
+    pub(crate) read_only: bool,
+    /// Its annotations say calling it twice is calling it once.
+    pub(crate) idempotent: bool,
+}
+
+/// A server's state as reported: its tools, or why it is down.
+pub(crate) type State = Result<Vec<Listed>, String>;
+
+/// A live connection.
+struct Live {
+    service: RunningService<RoleClient, ()>,
+    tools: Vec<Listed>,
+}
+
+enum Conn {
+    /// Not tried yet.
+    Idle,
+    Ready(Live),
+    Failed {
+        error: String,
+        failures: u32,
+        at: Instant,
+    },
+}
+
+struct Slot {
+    server: Server,
+    conn: tokio::sync::Mutex<Conn>,
+    /// The last lines the server's process wrote to stderr.
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// One session's servers.
+pub(crate) struct Hub {
+    slots: Arc<Vec<Slot>>,
+    runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("servers", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    pub(crate) fn new(servers: Vec<Server>) -> Self {
+        let slots = servers
+            .into_iter()
+            .map(|server| Slot {
+                server,
+                conn: tokio::sync::Mutex::new(Conn::Idle),
+                stderr: Arc::default(),
+            })
+            .collect();
+        Self {
+            slots: Arc::new(slots),
+            runtime: OnceLock::new(),
+        }
+    }
+
+    /// Whether any server is configured.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, String> {
+        self.runtime
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("noeta-mcp")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("mcp: cannot start the runtime for MCP servers: {e}"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Runs `work` on the hub's runtime and awaits it from any executor; dropping the returned
+    /// future aborts the work.
+    async fn on_runtime<T, F>(&self, work: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
+    {
+        let runtime = self.runtime()?;
+        let (done, answer) = futures::channel::oneshot::channel();
+        let task = runtime.spawn(async move {
+            let _ = done.send(work.await);
+        });
+        let _abort = AbortOnDrop(task.abort_handle());
+        answer
+            .await
+            .map_err(|_| "mcp: the MCP runtime stopped".to_owned())?
+    }
+
+    /// Starts every server not tried yet (and every failed one whose back-off has passed, when
+    /// `retry_failed`), together, each within its startup deadline.
+    pub(crate) async fn start(&self, retry_failed: bool) -> Result<(), String> {
+        let slots = self.slots.clone();
+        self.on_runtime(async move {
+            let starts = (0..slots.len()).map(|i| {
+                let slots = slots.clone();
+                async move {
+                    let slot = &slots[i];
+                    let mut conn = slot.conn.lock().await;
+                    let due = match &*conn {
+                        Conn::Idle => true,
+                        Conn::Failed { failures, at, .. } => {
+                            retry_failed && at.elapsed() >= backoff(*failures)
+                        }
+                        Conn::Ready(_) => false,
+                    };
+                    if due {
+                        connect_into(slot, &mut conn).await;
+                    }
+                }
+            });
+            futures::future::join_all(starts).await;
+            Ok(())
+        })
+        .await
+    }
+
+    /// [`Self::start`] from synchronous code: waits (blocking this thread) for the servers not
+    /// tried yet. Only the first offer of a session waits; later ones find them tried.
+    pub(crate) fn start_blocking(&self) {
+        if self.is_empty() {
+            return;
+        }
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        let slots = self.slots.clone();
+        let Ok(runtime) = self.runtime() else {
+            return;
+        };
+        runtime.spawn(async move {
+            for slot in slots.iter() {
+                let mut conn = slot.conn.lock().await;
+                if matches!(*conn, Conn::Idle) {
+                    connect_into(slot, &mut conn).await;
+                }
+            }
+            let _ = done.send(());
+        });
+        let _ = wait.recv();
+    }
+
+    /// The tools of every server that is up, in alias order (each server's in its own order).
+    pub(crate) fn tools(&self) -> Vec<Listed> {
+        self.slots
+            .iter()
+            .filter_map(|slot| match slot.conn.try_lock().as_deref() {
+                Ok(Conn::Ready(live)) => Some(live.tools.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Each server with its state: `Ok(tools)` when up, `Err(cause)` when it failed, and
+    /// nothing when it was not tried.
+    pub(crate) fn status(&self) -> Vec<(String, Option<State>)> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                let state = match slot.conn.try_lock().as_deref() {
+                    Ok(Conn::Ready(live)) => Some(Ok(live.tools.clone())),
+                    Ok(Conn::Failed { error, .. }) => Some(Err(error.clone())),
+                    Ok(Conn::Idle) => None,
+                    Err(_) => Some(Err("busy".to_owned())),
+                };
+                (slot.server.alias.clone(), state)
+            })
+            .collect()
+    }
+
+    /// Calls tool `remote` of server `alias` with `arguments`, within the server's call
+    /// deadline: the result as the protocol's JSON (`content`, `isError`, …), or why not.
+    pub(crate) async fn call(
+        &self,
+        alias: &str,
+        remote: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, String> {
+        let slots = self.slots.clone();
+        let Some(index) = slots.iter().position(|s| s.server.alias == alias) else {
+            return Err(format!("mcp: no server `{alias}` is configured"));
+        };
+        let remote = remote.to_owned();
+        self.on_runtime(async move {
+            let slot = &slots[index];
+            let peer = {
+                let mut conn = slot.conn.lock().await;
+                if let Conn::Failed {
+                    error,
+                    failures,
+                    at,
+                } = &*conn
+                {
+                    let wait = backoff(*failures).saturating_sub(at.elapsed());
+                    if !wait.is_zero() {
+                        return Err(format!(
+                            "{error} (it is started again in {:.1} s)",
+                            wait.as_secs_f64()
+                        ));
+                    }
+                }
+                if !matches!(*conn, Conn::Ready(_)) {
+                    connect_into(slot, &mut conn).await;
+                }
+                match &*conn {
+                    Conn::Ready(live) => live.service.peer().clone(),
+                    Conn::Failed { error, .. } => return Err(error.clone()),
+                    Conn::Idle => {
+                        return Err(format!(
+                            "mcp server `{alias_}`: not started",
+                            alias_ = slot.server.alias
+                        ));
+                    }
+                }
+            };
+            let params = CallToolRequestParams::new(remote.clone()).with_arguments(arguments);
+            let deadline = slot.server.call_timeout;
+            match tokio::time::timeout(deadline, peer.call_tool(params)).await {
+                Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| {
+                    format!(
+                        "mcp server `{}`: its result does not serialise: {e}",
+                        slot.server.alias
+                    )
+                }),
+                Ok(Err(err)) => {
+                    let cause = format!(
+                        "mcp server `{}`: `{remote}` failed: {err}",
+                        slot.server.alias
+                    );
+                    // The connection is gone (or never answered right): start afresh next time.
+                    let closed = peer.is_transport_closed();
+                    let cause = with_stderr(cause, slot);
+                    if closed {
+                        fail(slot, cause.clone()).await;
+                    }
+                    Err(cause)
+                }
+                Err(_) => {
+                    let cause = with_stderr(
+                        format!(
+                            "mcp server `{}`: `{remote}` gave no answer within {} s (its deadline, \
+                             `call_timeout_ms`)",
+                            slot.server.alias,
+                            deadline.as_secs_f64()
+                        ),
+                        slot,
+                    );
+                    // A server that hangs is restarted on the next call.
+                    fail(slot, cause.clone()).await;
+                    Err(cause)
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Hub {
+    /// Stops every connection — a command's process group is killed — before the hub is gone.
+    /// The runtime is shut down on a thread of its own: the hub may be dropped inside another
+    /// runtime's task, where tokio refuses to wait.
+    fn drop(&mut self) {
+        if let Some(Ok(runtime)) = self.runtime.take() {
+            let _ = std::thread::Builder::new()
+                .name("noeta-mcp-stop".to_owned())
+                .spawn(move || drop(runtime))
+                .map(std::thread::JoinHandle::join);
+        }
+    }
+}
+
+/// The wait before starting a server again after `failures` failures in a row.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF)
+}
+
+/// Marks `slot` failed with `error` (shutting its connection down).
+async fn fail(slot: &Slot, error: String) {
+    let mut conn = slot.conn.lock().await;
+    let failures = match &*conn {
+        Conn::Failed { failures, .. } => failures + 1,
+        _ => 1,
+    };
+    if let Conn::Ready(live) = std::mem::replace(&mut *conn, Conn::Idle) {
+        let _ = live.service.cancel().await;
+    }
+    *conn = Conn::Failed {
+        error,
+        failures,
+        at: Instant::now(),
+    };
+}
+
+/// `cause`, followed by the last lines the server wrote to stderr, if any.
+fn with_stderr(cause: String, slot: &Slot) -> String {
+    let lines = slot.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+    if lines.is_empty() {
+        return cause;
+    }
+    let tail: Vec<&str> = lines.iter().map(String::as_str).collect();
+    format!("{cause}; its stderr ended with:\n{}", tail.join("\n"))
+}
+
+/// Connects `slot` (replacing whatever `conn` held) within its startup deadline.
+async fn connect_into(slot: &Slot, conn: &mut Conn) {
+    let failures = match conn {
+        Conn::Failed { failures, .. } => *failures,
+        _ => 0,
+    };
+    if let Conn::Ready(live) = std::mem::replace(conn, Conn::Idle) {
+        let _ = live.service.cancel().await;
+    }
+    let deadline = slot.server.startup_timeout;
+    let alias = &slot.server.alias;
+    *conn = match tokio::time::timeout(deadline, connect(slot)).await {
+        Ok(Ok(live)) => Conn::Ready(live),
+        Ok(Err(error)) => Conn::Failed {
+            error: with_stderr(format!("mcp server `{alias}` did not start: {error}"), slot),
+            failures: failures + 1,
+            at: Instant::now(),
+        },
+        Err(_) => Conn::Failed {
+            error: with_stderr(
+                format!(
+                    "mcp server `{alias}` did not start within {} s (`startup_timeout_ms`)",
+                    deadline.as_secs_f64()
+                ),
+                slot,
+            ),
+            failures: failures + 1,
+            at: Instant::now(),
+        },
+    };
+    if let Conn::Failed { error, .. } = conn {
+        tracing::warn!("{error}");
+    }
+}
+
+async fn connect(slot: &Slot) -> Result<Live, String> {
+    let service = match &slot.server.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut wrapped = process_wrap::tokio::CommandWrap::with_new(command, |c| {
+                c.args(args).envs(env);
+                if let Some(cwd) = cwd {
+                    c.current_dir(cwd);
+                }
+            });
+            // Its own process group, killed with it: whatever it starts goes too.
+            wrapped
+                .wrap(process_wrap::tokio::ProcessGroup::leader())
+                .wrap(process_wrap::tokio::KillOnDrop);
+            let (transport, stderr) = TokioChildProcess::builder(wrapped)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(stderr) = stderr {
+                let kept = slot.stderr.clone();
+                kept.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+                        if kept.len() == STDERR_LINES {
+                            kept.pop_front();
+                        }
+                        kept.push_back(line);
+                    }
+                });
+            }
+            ().serve(transport).await.map_err(|e| e.to_string())?
+        }
+        Transport::Http { url, headers } => {
+            // One TLS provider for the process (ring, as the providers use); a second install
+            // is refused harmlessly.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut custom = std::collections::HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|_| format!("`{name}` is not a header name"))?;
+                let mut value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|_| format!("the value of header `{name}` cannot be sent"))?;
+                value.set_sensitive(true);
+                custom.insert(name, value);
+            }
+            let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url.as_str(),
+            )
+            .custom_headers(custom);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            ().serve(transport).await.map_err(|e| e.to_string())?
+        }
+    };
+    let listed = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("its tool list cannot be read: {e}"))?;
+    let tools = listed
+        .into_iter()
+        .filter_map(|tool| {
+            let json = serde_json::to_value(&tool).ok()?;
+            let annotations = json.get("annotations");
+            let hint = |key: &str| {
+                annotations
+                    .and_then(|a| a.get(key))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            Some(Listed {
+                alias: slot.server.alias.clone(),
+                remote: tool.name.to_string(),
+                description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                schema: json
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({ "type": "object" })),
+                read_only: hint("readOnlyHint"),
+                idempotent: hint("idempotentHint"),
+            })
+        })
+        .collect();
+    Ok(Live { service, tools })
+}
+
+/// Aborts a spawned task when the future awaiting it is dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

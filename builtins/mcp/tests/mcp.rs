@@ -1,0 +1,291 @@
+//! The `mcp` plugin against real MCP servers: the official reference server
+//! (`@modelcontextprotocol/server-everything`, from npm) over stdio and streamable HTTP —
+//! listing, calls, images, error results, deadlines, a crash mid-call and a restart — and its
+//! settings' errors.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::executor::block_on;
+use noeta_builtin_mcp::{Mcp, Settings, tool_name};
+use noeta_core::extension::{Extension, View};
+use noeta_core::fold::TaskState;
+use noeta_core::store::TaskId;
+use noeta_core::{Tool, ToolContext, ToolOutput};
+use serde_json::{Value, json};
+
+/// The reference server's launcher, installed by `.ci/run` into a cache outside the
+/// repository (`NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`).
+fn everything() -> PathBuf {
+    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/noeta-test-npm"),
+        PathBuf::from,
+    );
+    let bin = cache.join("node_modules/.bin/mcp-server-everything");
+    assert!(
+        bin.exists(),
+        "the MCP reference server is missing at {}: run `.ci/run`, or `npm install --prefix {} \
+         @modelcontextprotocol/server-everything@2026.8.31`",
+        bin.display(),
+        cache.display()
+    );
+    bin
+}
+
+fn settings(servers: Value) -> Settings {
+    Settings::parse(&json!({ "servers": servers })).unwrap()
+}
+
+fn stdio_server(extra: Value) -> Value {
+    let mut server = json!({ "command": everything().display().to_string(), "args": ["stdio"] });
+    if let (Some(server), Some(extra)) = (server.as_object_mut(), extra.as_object()) {
+        server.extend(extra.clone());
+    }
+    server
+}
+
+/// The tools the extension offers now.
+fn offered(mcp: &Mcp) -> Vec<Arc<dyn Tool>> {
+    let task = TaskId::new("mcp-test").unwrap();
+    let state = TaskState::default();
+    let view = View::new(&task, "main", &state, &[], &[]);
+    mcp.tools(&view).unwrap()
+}
+
+fn find(tools: &[Arc<dyn Tool>], name: &str) -> Arc<dyn Tool> {
+    tools
+        .iter()
+        .find(|t| t.name() == name)
+        .unwrap_or_else(|| {
+            let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+            panic!("no tool `{name}` among {names:?}")
+        })
+        .clone()
+}
+
+fn call(tool: &Arc<dyn Tool>, input: Value) -> Result<ToolOutput, String> {
+    block_on(tool.run(input, &ToolContext::new("mcp-test", "call-1"))).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_stdio_server_lists_its_tools_and_answers_calls() {
+    let mcp = Mcp::new(settings(json!({ "everything": stdio_server(json!({})) })));
+    let tools = offered(&mcp);
+    let echo = find(&tools, "mcp__everything__echo");
+    assert!(
+        echo.description().contains("Echo"),
+        "{}",
+        echo.description()
+    );
+    assert_eq!(
+        echo.input_schema()["properties"]["message"]["type"],
+        "string"
+    );
+    // Its annotations say read-only and idempotent: low risk, safe to run again.
+    let flags = echo.flags();
+    assert!(flags.read_only && flags.retry_safe && flags.unchecked_input);
+
+    let out = call(&echo, json!({ "message": "hello from noeta" })).unwrap();
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(out.text, "Echo: hello from noeta");
+
+    // An image result is attached, and named in the text.
+    let image = find(&tools, "mcp__everything__get-tiny-image");
+    let out = call(&image, json!({})).unwrap();
+    assert!(out.text.contains("[image: image/png,"), "{}", out.text);
+    assert_eq!(out.attachments.len(), 1);
+    assert_eq!(out.attachments[0].media_type, "image/png");
+    assert!(out.attachments[0].data.starts_with(b"\x89PNG"));
+
+    // Input the server refuses comes back as an error result the model reads.
+    let out = call(&echo, json!({ "message": 42 })).unwrap();
+    assert!(out.is_error, "{}", out.text);
+
+    // The same names on a second listing (a resume offers what the task was offered).
+    let again: Vec<String> = offered(&mcp).iter().map(|t| t.name().to_owned()).collect();
+    let first: Vec<String> = tools.iter().map(|t| t.name().to_owned()).collect();
+    assert_eq!(again, first);
+}
+
+#[test]
+fn a_call_past_its_deadline_fails_naming_the_server_and_the_next_call_starts_it_again() {
+    let mcp = Mcp::new(settings(json!({
+        "slow": stdio_server(json!({ "call_timeout_ms": 700 })),
+    })));
+    let tools = offered(&mcp);
+    let long = find(&tools, "mcp__slow__trigger-long-running-operation");
+    let started = Instant::now();
+    let err = call(&long, json!({ "duration": 30, "steps": 3 })).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        err.contains("mcp server `slow`") && err.contains("no answer within 0.7 s"),
+        "{err}"
+    );
+    // After its back-off (one second), the next call starts the server afresh.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let echo = find(&tools, "mcp__slow__echo");
+    let out = call(&echo, json!({ "message": "back" })).unwrap();
+    assert_eq!(out.text, "Echo: back");
+}
+
+#[test]
+fn a_server_that_dies_mid_call_fails_that_call_and_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // The real server, started through a shell that says its process id first.
+    let script = format!(
+        "echo $$ > '{}'; exec '{}' stdio",
+        pid_file.display(),
+        everything().display()
+    );
+    let mcp = Mcp::new(settings(
+        json!({ "crashy": { "command": "sh", "args": ["-c", script] } }),
+    ));
+    let tools = offered(&mcp);
+    let long = find(&tools, "mcp__crashy__trigger-long-running-operation");
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap();
+    });
+    let err = call(&long, json!({ "duration": 20, "steps": 2 })).unwrap_err();
+    killer.join().unwrap();
+    assert!(err.contains("mcp server `crashy`"), "{err}");
+    std::thread::sleep(Duration::from_millis(1_100));
+    let echo = find(&tools, "mcp__crashy__echo");
+    let out = call(&echo, json!({ "message": "alive again" })).unwrap();
+    assert_eq!(out.text, "Echo: alive again");
+}
+
+#[test]
+fn a_server_that_cannot_start_is_named_with_its_stderr_and_others_still_work() {
+    let mcp = Mcp::new(settings(json!({
+        "broken": { "command": "sh", "args": ["-c", "echo 'cannot find my config' >&2; exit 3"] },
+        "missing": { "command": "/nonexistent/mcp-server" },
+        "fine": stdio_server(json!({})),
+    })));
+    let status = block_on(mcp.connect());
+    let by: std::collections::BTreeMap<_, _> = status.into_iter().collect();
+    let broken = by["broken"].clone().unwrap_err();
+    assert!(
+        broken.contains("mcp server `broken` did not start")
+            && broken.contains("cannot find my config"),
+        "{broken}"
+    );
+    let missing = by["missing"].clone().unwrap_err();
+    assert!(
+        missing.contains("cannot start `/nonexistent/mcp-server`"),
+        "{missing}"
+    );
+    assert!(
+        by["fine"]
+            .as_ref()
+            .unwrap()
+            .contains(&"mcp__fine__echo".to_owned())
+    );
+    let tools = offered(&mcp);
+    assert!(tools.iter().all(|t| t.name().starts_with("mcp__fine__")));
+}
+
+#[test]
+fn a_streamable_http_server_lists_and_answers() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    /// The server process, killed however the test ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Running(
+        std::process::Command::new(everything())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the HTTP server never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mcp = Mcp::new(settings(json!({
+        "web": { "url": url, "headers": { "X-Test": "noeta" } },
+    })));
+    let tools = offered(&mcp);
+    let echo = find(&tools, "mcp__web__echo");
+    let out = call(&echo, json!({ "message": "over http" })).unwrap();
+    assert_eq!(out.text, "Echo: over http");
+}
+
+#[test]
+fn long_and_odd_names_are_shortened_the_same_way_every_time() {
+    assert_eq!(tool_name("git", "status"), "mcp__git__status");
+    let long = tool_name(
+        "a-server-with-a-long-alias",
+        &"very_long_tool_name_".repeat(4),
+    );
+    assert_eq!(long.len(), 64);
+    assert_eq!(
+        long,
+        tool_name(
+            "a-server-with-a-long-alias",
+            &"very_long_tool_name_".repeat(4)
+        )
+    );
+    assert_ne!(
+        long,
+        tool_name(
+            "a-server-with-a-long-alias",
+            &"very_long_tool_name_".repeat(5)
+        )
+    );
+    let odd = tool_name("docs", "search.pages");
+    assert!(odd.starts_with("mcp__docs__search_pages_"), "{odd}");
+    assert_ne!(odd, tool_name("docs", "search_pages"));
+}
+
+#[test]
+fn bad_settings_name_the_server_and_the_key() {
+    let err = |servers: Value| Settings::parse(&json!({ "servers": servers })).unwrap_err();
+    assert!(
+        err(json!({ "x": {} })).contains("servers.x.command: a server needs a `command`"),
+        "{}",
+        err(json!({ "x": {} }))
+    );
+    assert!(err(json!({ "x": { "command": "a", "url": "http://h" } })).contains("not both"));
+    assert!(err(json!({ "x": { "url": "http://h", "type": "sse" } })).contains("HTTP+SSE"));
+    assert!(err(json!({ "x": { "url": "ftp://h" } })).contains("is not an http(s) URL"));
+    assert!(err(json!({ "x": { "command": "a", "colour": "red" } })).contains("colour"));
+    assert!(err(json!({ "a b": { "command": "a" } })).contains("servers.a b"));
+    assert!(err(json!({ "x": { "command": "a", "headers": {} } })).contains("headers"));
+    // A server switched off is not there at all.
+    let off = Settings::parse(&json!({ "servers": { "x": { "command": "a", "enabled": false } } }))
+        .unwrap();
+    assert!(off.servers.is_empty());
+    assert!(
+        Settings::parse(&json!({ "server": {} }))
+            .unwrap_err()
+            .contains("server")
+    );
+}

@@ -1,0 +1,120 @@
+//! `noeta run` with MCP servers: a server configured in the settings (the official reference
+//! server, from npm) is called by the model and its answer is in the task's log; a workspace's
+//! `.mcp.json` starts nothing until the workspace is trusted.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::path::PathBuf;
+
+use noeta_testkit::cli::{CliEnv, stderr, stdout};
+use serde_json::json;
+
+/// The reference server's launcher, installed by `.ci/run` into a cache outside the
+/// repository (`NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`).
+fn everything() -> PathBuf {
+    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/noeta-test-npm"),
+        PathBuf::from,
+    );
+    let bin = cache.join("node_modules/.bin/mcp-server-everything");
+    assert!(
+        bin.exists(),
+        "the MCP reference server is missing at {}: run `.ci/run`, or `npm install --prefix {} \
+         @modelcontextprotocol/server-everything@2026.8.31`",
+        bin.display(),
+        cache.display()
+    );
+    bin
+}
+
+/// A model that calls `tool` with `input`, then says it is done.
+fn calling(env: &CliEnv, tool: &str, input: serde_json::Value) -> String {
+    env.script(json!([
+        { "calls": [{ "name": tool, "input": input }] },
+        { "text": "done" }
+    ]))
+}
+
+fn last_task(env: &CliEnv) -> String {
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    let last = listed.lines().last().unwrap();
+    serde_json::from_str::<serde_json::Value>(last).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_server_in_the_settings_is_called_and_its_answer_is_in_the_log() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
+            everything().display()
+        ),
+    );
+    let provider = calling(
+        &env,
+        "mcp__everything__echo",
+        json!({ "message": "hello through MCP" }),
+    );
+    // `echo` says it is read-only: it runs without asking, even in the default mode.
+    let out = env.run(&["run", "--provider", &provider, "echo something"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    assert!(
+        log.contains("\"tool\":\"mcp__everything__echo\"")
+            && log.contains("Echo: hello through MCP"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_workspace_mcp_json_starts_nothing_until_the_workspace_is_trusted() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let marker = env.workspace.join("server-started");
+    let start = format!(
+        "touch '{}'; exec '{}' stdio",
+        marker.display(),
+        everything().display()
+    );
+    env.write(
+        ".mcp.json",
+        &json!({ "mcpServers": { "local": { "command": "sh", "args": ["-c", start] } } })
+            .to_string(),
+    );
+    let provider = calling(
+        &env,
+        "mcp__local__echo",
+        json!({ "message": "trusted now" }),
+    );
+    let out = env.run(&["run", "--provider", &provider, "try it"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!marker.exists(), "an untrusted workspace started a server");
+    assert!(
+        stderr(&out).contains(".mcp.json: not read, since the workspace is not trusted"),
+        "{}",
+        stderr(&out)
+    );
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    assert!(
+        log.contains("no tool named"),
+        "the call could not be made: {log}"
+    );
+
+    let trusted = env.run(&["trust", "."]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    let out = env.run(&["run", "--provider", &provider, "again"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        marker.exists(),
+        "the trusted workspace's server did not start"
+    );
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    assert!(log.contains("Echo: trusted now"), "{log}");
+}
