@@ -26,6 +26,9 @@ use noeta_core::{
 pub use settings::{CALL_TIMEOUT_MS, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport};
 pub use tool::{MAX_NAME_LEN, tool_name};
 
+/// A server as [`Mcp::connect`] reports it: its tools' model-visible names, or why it is down.
+pub type ServerStatus = Result<Vec<String>, String>;
+
 /// The extension holding a session's MCP connections and offering their tools.
 pub struct Mcp {
     hub: Arc<hub::Hub>,
@@ -53,7 +56,7 @@ impl Mcp {
     /// Starts every server not started yet, and those that failed when their back-off has
     /// passed; then each server's state: its tools' model-visible names, or why it is down
     /// (for `noeta mcp list` and `doctor`).
-    pub async fn connect(&self) -> Vec<(String, Result<Vec<String>, String>)> {
+    pub async fn connect(&self) -> Vec<(String, ServerStatus)> {
         if let Err(err) = self.hub.start(true).await {
             return vec![("(all)".to_owned(), Err(err))];
         }

@@ -148,6 +148,38 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
                     }
                     Err(err) => problem(format!("model: {err}")),
                 }
+                match crate::mcp::configured(&host) {
+                    Ok(settings) if settings.servers.is_empty() => {
+                        outln!("mcp: no servers configured");
+                    }
+                    Ok(settings) => {
+                        for server in &settings.servers {
+                            outln!(
+                                "mcp: server {} ({})",
+                                server.alias,
+                                crate::mcp::describe(server)
+                            );
+                        }
+                        // Starting servers runs their commands: only when asked to go online.
+                        if online {
+                            match crate::mcp::connect(settings) {
+                                Ok(states) => {
+                                    for (alias, state) in states {
+                                        match state {
+                                            Ok(tools) => outln!(
+                                                "mcp: server {alias} is up with {} tool(s)",
+                                                tools.len()
+                                            ),
+                                            Err(err) => problem(format!("mcp: {err}")),
+                                        }
+                                    }
+                                }
+                                Err(err) => problem(format!("mcp: {err:#}")),
+                            }
+                        }
+                    }
+                    Err(err) => problem(format!("mcp: {err:#}")),
+                }
             }
             Err(err) => problem(format!("plugins: {err}")),
         }

@@ -1,10 +1,11 @@
 //! The `noeta` command: runs agent tasks (`run`, `chat`, `resume`, `answer`), shows them
-//! (`tasks`, `log`), checks and salvages the store file (`store`), reports the setup (`doctor`), lists the surface registry, lists and checks
+//! (`tasks`, `log`), lists MCP servers (`mcp list`), checks and salvages the store file (`store`), reports the setup (`doctor`), lists the surface registry, lists and checks
 //! plugins, and manages plugin trust.
 
 mod agent;
 mod doctor;
 mod interact;
+mod mcp;
 mod output;
 mod skills;
 mod stdio;
@@ -129,6 +130,11 @@ enum Command {
         #[command(flatten)]
         flags: RunFlags,
     },
+    /// The MCP servers agents use: each one connected, with its tools or its error
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Check the store file, or copy what is readable of a damaged one into a new file
     Store {
         #[command(subcommand)]
@@ -161,6 +167,17 @@ enum Command {
     Trust {
         /// The directory to trust
         dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Start every configured server (settings and `.mcp.json`) and list its tools by the names
+    /// the model sees, or why it is down; exit 1 when one is down
+    List {
+        /// One JSON object per server
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -336,6 +353,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let args = agent_args(flags, dirs)?;
             block(tasks::answer(&paths, &args, &task, allow, deny, answer))
         }
+        Command::Mcp { command } => match command {
+            McpCommand::List { json } => mcp::list(&paths, dirs, json),
+        },
         Command::Store { command } => match command {
             StoreCommand::Check { store, json } => store::check(&paths, store.as_deref(), json),
             StoreCommand::Salvage { new, store } => store::salvage(&paths, store.as_deref(), &new),

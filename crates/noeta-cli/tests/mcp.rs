@@ -118,3 +118,89 @@ fn a_workspace_mcp_json_starts_nothing_until_the_workspace_is_trusted() {
     let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
     assert!(log.contains("Echo: trusted now"), "{log}");
 }
+
+#[test]
+fn mcp_list_starts_each_server_and_names_its_tools_or_its_error() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let out = env.run(&["mcp", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("no MCP servers are configured"),
+        "{}",
+        stdout(&out)
+    );
+
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n\n\
+             [plugins.mcp.servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo no config >&2; exit 2\"]\n",
+            everything().display()
+        ),
+    );
+    let out = env.run(&["mcp", "list"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "one server is down: {text}");
+    assert!(
+        text.contains(&format!(
+            "everything  (stdio: {} stdio)",
+            everything().display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("    mcp__everything__echo\n"), "{text}");
+    assert!(
+        text.contains("broken  (stdio: sh -c echo no config >&2; exit 2)")
+            && text.contains("  error: mcp server `broken` did not start")
+            && text.contains("no config"),
+        "{text}"
+    );
+    let out = env.run(&["mcp", "list", "--json"]);
+    let rows: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    let broken = rows.iter().find(|r| r["alias"] == "broken").unwrap();
+    assert_eq!(broken["status"], "error");
+    let good = rows.iter().find(|r| r["alias"] == "everything").unwrap();
+    assert_eq!(good["status"], "ok");
+    assert!(
+        good["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__everything__echo"))
+    );
+}
+
+#[test]
+fn doctor_names_the_servers_and_starts_them_only_online() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let marker = env.workspace.join("server-started");
+    let provider = env.script(json!([{ "text": "hi" }]));
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.providers]\nprovider = \"{provider}\"\n\n[plugins.mcp.servers.local]\n\
+             command = \"sh\"\nargs = [\"-c\", \"touch '{}'; exec '{}' stdio\"]\n",
+            marker.display(),
+            everything().display()
+        ),
+    );
+    let out = env.run(&["doctor"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("mcp: server local (stdio: sh -c touch"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!marker.exists(), "doctor started a server without --online");
+    let out = env.run(&["doctor", "--online"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("mcp: server local is up with"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(marker.exists());
+}

@@ -51,6 +51,7 @@ fn commands(env: &CliEnv, task: &str) -> Vec<Vec<String>> {
         owned(&["tasks"]),
         owned(&["log", task]),
         owned(&["log", task, "--json"]),
+        owned(&["mcp", "list"]),
         owned(&["store", "check"]),
         owned(&["store", "check", "--json"]),
         owned(&["store", "salvage", "salvaged.db"]),

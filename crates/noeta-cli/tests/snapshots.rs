@@ -36,7 +36,7 @@ fn shot(env: &CliEnv, args: &[&str]) -> String {
 #[test]
 fn help_of_every_command() {
     let env = env();
-    let commands: [&[&str]; 19] = [
+    let commands: [&[&str]; 21] = [
         &["--help"],
         &["run", "--help"],
         &["chat", "--help"],
@@ -51,6 +51,8 @@ fn help_of_every_command() {
         &["plugins", "check", "--help"],
         &["skills", "--help"],
         &["skills", "list", "--help"],
+        &["mcp", "--help"],
+        &["mcp", "list", "--help"],
         &["store", "--help"],
         &["store", "check", "--help"],
         &["store", "salvage", "--help"],

@@ -195,16 +195,7 @@ impl Host {
         if let Some(session) = self.lock().get(name) {
             return Ok(Arc::clone(session));
         }
-        let mut agent = match self.files.iter().find(|f| f.name == name) {
-            Some(file) => file.options(),
-            None => crate::host::agent_options(&self.set, &self.merged, name)?,
-        };
-        for dropped in self.settings.apply_to(&mut agent) {
-            (self.warn)(&format!(
-                "plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
-            ));
-        }
-        self.add_mcp_json(&mut agent);
+        let agent = self.agent(name, true)?;
         let compiled = noeta_core::compile_agent(
             &self.set,
             &self.merged,
@@ -224,6 +215,37 @@ impl Host {
         let session = Arc::new(session);
         self.lock().insert(name.to_owned(), Arc::clone(&session));
         Ok(session)
+    }
+
+    /// The options of agent `name` with the settings applied and the `.mcp.json` servers added
+    /// (`warn`: say which plugins the settings switch off).
+    fn agent(&self, name: &str, warn: bool) -> Result<noeta_core::AgentOptions, HostError> {
+        let mut agent = match self.files.iter().find(|f| f.name == name) {
+            Some(file) => file.options(),
+            None => crate::host::agent_options(&self.set, &self.merged, name)?,
+        };
+        for dropped in self.settings.apply_to(&mut agent) {
+            if warn {
+                (self.warn)(&format!(
+                    "plugin `{dropped}` is switched off by the settings; agent `{name}` runs without it"
+                ));
+            }
+        }
+        self.add_mcp_json(&mut agent);
+        Ok(agent)
+    }
+
+    /// The `mcp` plugin's parameters for agent `name`, as its session gets them: the settings'
+    /// servers, the `.mcp.json` servers beneath, secret references resolved (for `noeta mcp
+    /// list` and `doctor`).
+    pub fn mcp_params(&self, name: &str) -> Result<Value, HostError> {
+        let agent = self.agent(name, false)?;
+        let params = agent.config.get("mcp").cloned().unwrap_or(Value::Null);
+        Ok(resolve_plugin_secrets(
+            "mcp",
+            &params,
+            self.config.secrets.as_ref(),
+        )?)
     }
 
     /// The `.mcp.json` servers beneath the `mcp` plugin's settings: an alias the settings name

@@ -25,6 +25,10 @@ pub use host::{
     activation_rules, agent_options, build_session, build_session_shared,
     build_session_with_secrets, default_agent, load, non_removable, sources,
 };
+/// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
+pub mod mcp {
+    pub use noeta_builtin_mcp::{Mcp, Server, ServerStatus, Settings, Transport, tool_name};
+}
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;
 pub use secrets::{EnvSecrets, SecretError, SecretStore, resolve_secrets};
