@@ -46,6 +46,8 @@ pub(crate) struct Listed {
     pub(crate) read_only: bool,
     /// Its annotations say calling it twice is calling it once.
     pub(crate) idempotent: bool,
+    /// Offered through ToolSearch rather than up front.
+    pub(crate) deferred: bool,
 }
 
 /// A server's state as reported: its tools, or why it is down.
@@ -78,6 +80,7 @@ struct Slot {
 /// One session's servers.
 pub(crate) struct Hub {
     slots: Arc<Vec<Slot>>,
+    defer_above: usize,
     runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
 }
 
@@ -90,7 +93,7 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(servers: Vec<Server>) -> Self {
+    pub(crate) fn new(servers: Vec<Server>, defer_above: usize) -> Self {
         let slots = servers
             .into_iter()
             .map(|server| Slot {
@@ -101,6 +104,7 @@ impl Hub {
             .collect();
         Self {
             slots: Arc::new(slots),
+            defer_above,
             runtime: OnceLock::new(),
         }
     }
@@ -193,12 +197,28 @@ impl Hub {
         let _ = wait.recv();
     }
 
-    /// The tools of every server that is up, in alias order (each server's in its own order).
+    /// The tools of every server that is up, in alias order (each server's in its own order),
+    /// each marked deferred when its server's are: `deferred = true`, or more than
+    /// `defer_above` of them and no `deferred = false`.
     pub(crate) fn tools(&self) -> Vec<Listed> {
         self.slots
             .iter()
             .filter_map(|slot| match slot.conn.try_lock().as_deref() {
-                Ok(Conn::Ready(live)) => Some(live.tools.clone()),
+                Ok(Conn::Ready(live)) => {
+                    let deferred = slot
+                        .server
+                        .deferred
+                        .unwrap_or(live.tools.len() > self.defer_above);
+                    Some(
+                        live.tools
+                            .iter()
+                            .map(move |tool| Listed {
+                                deferred,
+                                ..tool.clone()
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                }
                 _ => None,
             })
             .flatten()
@@ -475,6 +495,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                     .unwrap_or_else(|| serde_json::json!({ "type": "object" })),
                 read_only: hint("readOnlyHint"),
                 idempotent: hint("idempotentHint"),
+                deferred: false,
             })
         })
         .collect();

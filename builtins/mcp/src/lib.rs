@@ -23,7 +23,9 @@ use noeta_core::{
     Tool,
 };
 
-pub use settings::{CALL_TIMEOUT_MS, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport};
+pub use settings::{
+    CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport,
+};
 pub use tool::{MAX_NAME_LEN, tool_name};
 
 /// A server as [`Mcp::connect`] reports it: its tools' model-visible names, or why it is down.
@@ -48,7 +50,7 @@ impl Mcp {
     /// The extension over `settings`' servers (none is started yet).
     pub fn new(settings: Settings) -> Self {
         Self {
-            hub: Arc::new(hub::Hub::new(settings.servers)),
+            hub: Arc::new(hub::Hub::new(settings.servers, settings.defer_above)),
             mounted: Mutex::new(BTreeMap::new()),
         }
     }
@@ -106,7 +108,12 @@ impl Extension for Mcp {
         for listed in self.hub.tools() {
             let name = tool_name(&listed.alias, &listed.remote);
             let tool = match mounted.get(&name) {
-                Some(tool) if tool.description() == listed.description => tool.clone(),
+                Some(tool)
+                    if tool.description() == listed.description
+                        && tool.flags().deferred == listed.deferred =>
+                {
+                    tool.clone()
+                }
                 _ => {
                     let tool: Arc<dyn Tool> =
                         Arc::new(tool::McpTool::new(self.hub.clone(), listed));

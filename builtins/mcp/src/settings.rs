@@ -16,7 +16,10 @@ pub const STARTUP_TIMEOUT_MS: u64 = 30_000;
 /// How long one tool call may take, by default.
 pub const CALL_TIMEOUT_MS: u64 = 600_000;
 
-const KEYS: &[&str] = &["servers"];
+/// A server with more tools than this has them offered through ToolSearch, by default.
+pub const DEFER_ABOVE: usize = 40;
+
+const KEYS: &[&str] = &["servers", "defer_above"];
 
 const SERVER_KEYS: &[&str] = &[
     "command",
@@ -29,6 +32,7 @@ const SERVER_KEYS: &[&str] = &[
     "enabled",
     "startup_timeout_ms",
     "call_timeout_ms",
+    "deferred",
 ];
 
 /// Where a server is.
@@ -82,13 +86,28 @@ pub struct Server {
     pub startup_timeout: Duration,
     /// How long one call may take.
     pub call_timeout: Duration,
+    /// Whether its tools are offered through ToolSearch: always (`true`), never (`false`), or
+    /// when it has more than `defer_above` of them (unset).
+    pub deferred: Option<bool>,
 }
 
 /// The settings: the enabled servers, by alias.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// The servers to connect, in alias order.
     pub servers: Vec<Server>,
+    /// A server with more tools than this (and no `deferred` of its own) has them offered
+    /// through ToolSearch.
+    pub defer_above: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            defer_above: DEFER_ABOVE,
+        }
+    }
 }
 
 impl Settings {
@@ -114,7 +133,14 @@ impl Settings {
                 servers.push(server);
             }
         }
-        Ok(Self { servers })
+        let defer_above = table
+            .whole::<usize>("defer_above")
+            .map_err(|e| e.to_string())?
+            .unwrap_or(DEFER_ABOVE);
+        Ok(Self {
+            servers,
+            defer_above,
+        })
     }
 }
 
@@ -193,5 +219,6 @@ fn read_server(
         call_timeout: table
             .positive_duration("call_timeout_ms", TimeUnit::Milliseconds)?
             .unwrap_or(Duration::from_millis(CALL_TIMEOUT_MS)),
+        deferred: table.bool("deferred")?,
     }))
 }

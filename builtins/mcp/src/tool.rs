@@ -84,6 +84,12 @@ impl Tool for McpTool {
         if self.listed.read_only || self.listed.idempotent {
             flags = flags.retry_safe();
         }
+        if self.listed.deferred {
+            // Found by ToolSearch under its server's alias too.
+            flags = flags
+                .deferred()
+                .with_search_hint(format!("mcp {} server", self.listed.alias));
+        }
         flags
     }
 

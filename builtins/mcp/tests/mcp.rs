@@ -289,3 +289,30 @@ fn bad_settings_name_the_server_and_the_key() {
             .contains("server")
     );
 }
+
+#[test]
+fn a_server_with_many_tools_or_marked_deferred_is_offered_through_tool_search() {
+    let deferred_of = |config: Value| {
+        let mcp = Mcp::new(Settings::parse(&config).unwrap());
+        let echo = find(&offered(&mcp), "mcp__e__echo");
+        let flags = echo.flags();
+        (flags.deferred, flags.search_hint)
+    };
+    // The reference server lists thirteen tools: under the default of forty, offered up front.
+    let (deferred, _) = deferred_of(json!({ "servers": { "e": stdio_server(json!({})) } }));
+    assert!(!deferred);
+    let (deferred, hint) = deferred_of(json!({
+        "defer_above": 5,
+        "servers": { "e": stdio_server(json!({})) },
+    }));
+    assert!(deferred);
+    assert_eq!(hint.as_deref(), Some("mcp e server"));
+    let (deferred, _) = deferred_of(json!({
+        "defer_above": 5,
+        "servers": { "e": stdio_server(json!({ "deferred": false })) },
+    }));
+    assert!(!deferred, "a server's own `deferred = false` wins");
+    let (deferred, _) =
+        deferred_of(json!({ "servers": { "e": stdio_server(json!({ "deferred": true })) } }));
+    assert!(deferred);
+}

@@ -204,3 +204,31 @@ fn doctor_names_the_servers_and_starts_them_only_online() {
     );
     assert!(marker.exists());
 }
+
+#[test]
+fn a_deferred_server_tool_is_loaded_by_tool_search_and_then_called() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\ndeferred = true\n",
+            everything().display()
+        ),
+    );
+    let provider = env.script(json!([
+        { "calls": [{ "name": "ToolSearch", "input": { "query": "select:mcp__everything__echo" } }] },
+        { "calls": [{ "name": "mcp__everything__echo", "input": { "message": "found by search" } }] },
+        { "text": "done" }
+    ]));
+    let out = env.run(&["run", "--provider", &provider, "find the echo tool"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    // ToolSearch is offered only because a tool is held back, and its call loads it.
+    assert!(
+        log.lines().any(|l| l.contains("\"kind\":\"call_finished\"")
+            && l.contains("\"tool\":\"ToolSearch\"")
+            && l.contains("\"outcome\":\"ok\"")),
+        "{log}"
+    );
+    assert!(log.contains("Echo: found by search"), "{log}");
+}
