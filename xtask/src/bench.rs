@@ -20,6 +20,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta", "sqlite"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
+        ("noeta-builtin-mcp", "call"),
     ] {
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])

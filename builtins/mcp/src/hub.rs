@@ -186,12 +186,14 @@ impl Hub {
             return;
         };
         runtime.spawn(async move {
-            for slot in slots.iter() {
+            let starts = slots.iter().map(|slot| async move {
                 let mut conn = slot.conn.lock().await;
                 if matches!(*conn, Conn::Idle) {
                     connect_into(slot, &mut conn).await;
                 }
-            }
+            });
+            // Together: the wait is the slowest server's, not their sum.
+            futures::future::join_all(starts).await;
             let _ = done.send(());
         });
         let _ = wait.recv();

@@ -1,0 +1,87 @@
+//! The MCP client benchmark, printed as `name: value unit`: connecting to the reference stdio
+//! server (start, `initialize`, `tools/list`) and the round trip of a trivial call (`echo`) to
+//! it, through the tool the model would call. The server is the one the tests use
+//! (`$NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`, installed by `.ci/run`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use futures::executor::block_on;
+use noeta_builtin_mcp::{Mcp, Settings};
+use noeta_core::ToolContext;
+use noeta_core::extension::{Extension, View};
+use noeta_core::fold::TaskState;
+use noeta_core::store::TaskId;
+use serde_json::json;
+
+const CONNECTS: usize = 5;
+const CALLS: usize = 200;
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench failed: {message}");
+    std::process::exit(1)
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn server() -> PathBuf {
+    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/noeta-test-npm")
+        },
+        PathBuf::from,
+    );
+    let bin = cache.join("node_modules/.bin/mcp-server-everything");
+    if !bin.exists() {
+        fail(&format!(
+            "the MCP reference server is missing at {} (`.ci/run` installs it)",
+            bin.display()
+        ));
+    }
+    bin
+}
+
+fn main() {
+    let config = json!({ "servers": { "e": { "command": server().display().to_string(), "args": ["stdio"] } } });
+    let task = TaskId::new("bench").unwrap_or_else(|e| fail(&e.to_string()));
+    let state = TaskState::default();
+    let view = View::new(&task, "main", &state, &[], &[]);
+
+    let mut connects = Vec::new();
+    let mut last = None;
+    for _ in 0..CONNECTS {
+        let mcp = Mcp::new(Settings::parse(&config).unwrap_or_else(|e| fail(&e)));
+        let start = Instant::now();
+        let tools = mcp.tools(&view).unwrap_or_else(|e| fail(&e.to_string()));
+        connects.push(start.elapsed().as_secs_f64() * 1e3);
+        if tools.is_empty() {
+            fail("the server listed no tools");
+        }
+        last = Some((mcp, tools));
+    }
+    println!("mcp_connect_ms: {:.1} ms", median(connects));
+
+    let Some((_mcp, tools)) = last else {
+        fail("no connection")
+    };
+    let echo = tools
+        .iter()
+        .find(|t| t.name() == "mcp__e__echo")
+        .unwrap_or_else(|| fail("no echo tool"));
+    let ctx = ToolContext::new("bench", "call");
+    let mut calls = Vec::new();
+    for n in 0..CALLS {
+        let start = Instant::now();
+        let out = block_on(echo.run(json!({ "message": format!("ping {n}") }), &ctx))
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        calls.push(start.elapsed().as_secs_f64() * 1e6);
+        if out.is_error {
+            fail(&out.text);
+        }
+    }
+    println!("mcp_stdio_call_us: {:.0} us", median(calls));
+}
