@@ -316,3 +316,51 @@ fn a_server_with_many_tools_or_marked_deferred_is_offered_through_tool_search() 
         deferred_of(json!({ "servers": { "e": stdio_server(json!({ "deferred": true })) } }));
     assert!(deferred);
 }
+
+#[test]
+fn a_dropped_call_tells_the_server_it_was_cancelled() {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("stdin.log");
+    // The real server behind a `tee` that keeps everything it is sent.
+    let script = format!(
+        "tee '{}' | exec '{}' stdio",
+        seen.display(),
+        everything().display()
+    );
+    let mcp = Mcp::new(settings(
+        json!({ "slow": { "command": "sh", "args": ["-c", script] } }),
+    ));
+    let tools = offered(&mcp);
+    let long = find(&tools, "mcp__slow__trigger-long-running-operation");
+    let ctx = ToolContext::new("mcp-test", "call-1");
+    let mut call = Box::pin(long.run(json!({ "duration": 30, "steps": 3 }), &ctx));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(matches!(call.as_mut().poll(&mut cx), Poll::Pending));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(matches!(call.as_mut().poll(&mut cx), Poll::Pending));
+    drop(call);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sent = std::fs::read_to_string(&seen).unwrap_or_default();
+        if sent.contains("notifications/cancelled") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cancellation was sent: {sent}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The server is still there for the next call.
+    let echo = find(&tools, "mcp__slow__echo");
+    assert_eq!(
+        call_ok(&echo, json!({ "message": "still here" })),
+        "Echo: still here"
+    );
+}
+
+fn call_ok(tool: &Arc<dyn Tool>, input: Value) -> String {
+    call(tool, input).unwrap().text
+}
