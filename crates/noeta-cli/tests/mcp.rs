@@ -232,3 +232,65 @@ fn a_deferred_server_tool_is_loaded_by_tool_search_and_then_called() {
     );
     assert!(log.contains("Echo: found by search"), "{log}");
 }
+
+#[test]
+fn a_task_killed_mid_call_resumes_with_the_same_tool_names_and_runs_a_read_only_call_again() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
+            everything().display()
+        ),
+    );
+    let provider = calling(
+        &env,
+        "mcp__everything__trigger-long-running-operation",
+        json!({ "duration": 3, "steps": 3 }),
+    );
+    let mut child = env
+        .command(&["run", "--provider", &provider, "take a while"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the call is recorded as started (and before it can end).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let listed = stdout(&env.run(&["tasks", "--json"]));
+        if let Some(line) = listed.lines().last() {
+            let id = serde_json::from_str::<serde_json::Value>(line).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            if stdout(&env.run(&["log", &id, "--json"])).contains("\"kind\":\"call_started\"") {
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The new process offers the same name, and the read-only call (retry-safe by its
+    // annotations) runs again to its end.
+    let out = env.run(&["resume", "--last", "--provider", &provider]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    let finished: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"call_finished\""))
+        .collect();
+    assert_eq!(finished.len(), 1, "{log}");
+    assert!(
+        finished[0].contains("\"outcome\":\"ok\"")
+            && finished[0].contains("mcp__everything__trigger-long-running-operation")
+            && finished[0].contains("Long running operation completed"),
+        "{log}"
+    );
+}
