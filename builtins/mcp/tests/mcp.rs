@@ -364,3 +364,53 @@ fn a_dropped_call_tells_the_server_it_was_cancelled() {
 fn call_ok(tool: &Arc<dyn Tool>, input: Value) -> String {
     call(tool, input).unwrap().text
 }
+
+#[test]
+fn the_reference_filesystem_server_reads_inside_its_directory_and_refuses_outside() {
+    let bin = everything().parent().unwrap().join("mcp-server-filesystem");
+    assert!(
+        bin.exists(),
+        "the filesystem reference server is missing at {}",
+        bin.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("shared");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::write(allowed.join("notes.txt"), "kept in the shared directory\n").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "outside\n").unwrap();
+    let mcp = Mcp::new(settings(json!({
+        "files": { "command": bin.display().to_string(), "args": [allowed.display().to_string()] },
+    })));
+    let tools = offered(&mcp);
+    let read = find(&tools, "mcp__files__read_text_file");
+    assert!(read.flags().read_only, "its annotations say read-only");
+    let out = call(
+        &read,
+        json!({ "path": allowed.join("notes.txt").display().to_string() }),
+    )
+    .unwrap();
+    assert!(!out.is_error, "{}", out.text);
+    assert!(
+        out.text.contains("kept in the shared directory"),
+        "{}",
+        out.text
+    );
+    let out = call(
+        &read,
+        json!({ "path": dir.path().join("secret.txt").display().to_string() }),
+    )
+    .unwrap();
+    assert!(
+        out.is_error,
+        "a path outside is the server's error: {}",
+        out.text
+    );
+    assert!(
+        out.text.to_lowercase().contains("access denied"),
+        "{}",
+        out.text
+    );
+    // Writing is high risk; the server calls it idempotent, so a crash re-runs it.
+    let flags = find(&tools, "mcp__files__write_file").flags();
+    assert!(!flags.read_only && flags.retry_safe && flags.risk == noeta_core::Risk::High);
+}
