@@ -53,10 +53,26 @@ pub(crate) struct Listed {
 /// A server's state as reported: its tools, or why it is down.
 pub(crate) type State = Result<Vec<Listed>, String>;
 
+/// A resource as a server lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Resource {
+    /// The server's alias.
+    pub(crate) alias: String,
+    /// Its URI.
+    pub(crate) uri: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// What it is, when the server says.
+    pub(crate) description: Option<String>,
+    /// Its media type, when the server says.
+    pub(crate) mime: Option<String>,
+}
+
 /// A live connection.
 struct Live {
     service: RunningService<RoleClient, ()>,
     tools: Vec<Listed>,
+    resources: Vec<Resource>,
 }
 
 enum Conn {
@@ -227,6 +243,53 @@ impl Hub {
             .collect()
     }
 
+    /// The resources of every server that is up, in alias order.
+    pub(crate) fn resources(&self) -> Vec<Resource> {
+        self.slots
+            .iter()
+            .filter_map(|slot| match slot.conn.try_lock().as_deref() {
+                Ok(Conn::Ready(live)) => Some(live.resources.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Reads resource `uri` of server `alias` within the server's call deadline: the result as
+    /// the protocol's JSON (`contents`), or why not.
+    pub(crate) async fn read_resource(&self, alias: &str, uri: &str) -> Result<Value, String> {
+        let slots = self.slots.clone();
+        let Some(index) = slots.iter().position(|s| s.server.alias == alias) else {
+            let known: Vec<&str> = slots.iter().map(|s| s.server.alias.as_str()).collect();
+            return Err(format!(
+                "mcp: no server `{alias}` is configured (known: {})",
+                known.join(", ")
+            ));
+        };
+        let uri = uri.to_owned();
+        self.on_runtime(async move {
+            let slot = &slots[index];
+            let peer = ready_peer(slot).await?;
+            let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
+            match tokio::time::timeout(slot.server.call_timeout, peer.read_resource(params)).await {
+                Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
+                Ok(Err(err)) => Err(with_stderr(
+                    format!(
+                        "mcp server `{}`: reading `{uri}` failed: {err}",
+                        slot.server.alias
+                    ),
+                    slot,
+                )),
+                Err(_) => Err(format!(
+                    "mcp server `{}`: reading `{uri}` gave no answer within {} s",
+                    slot.server.alias,
+                    slot.server.call_timeout.as_secs_f64()
+                )),
+            }
+        })
+        .await
+    }
+
     /// Each server with its state: `Ok(tools)` when up, `Err(cause)` when it failed, and
     /// nothing when it was not tried.
     pub(crate) fn status(&self) -> Vec<(String, Option<State>)> {
@@ -259,36 +322,7 @@ impl Hub {
         let remote = remote.to_owned();
         self.on_runtime(async move {
             let slot = &slots[index];
-            let peer = {
-                let mut conn = slot.conn.lock().await;
-                if let Conn::Failed {
-                    error,
-                    failures,
-                    at,
-                } = &*conn
-                {
-                    let wait = backoff(*failures).saturating_sub(at.elapsed());
-                    if !wait.is_zero() {
-                        return Err(format!(
-                            "{error} (it is started again in {:.1} s)",
-                            wait.as_secs_f64()
-                        ));
-                    }
-                }
-                if !matches!(*conn, Conn::Ready(_)) {
-                    connect_into(slot, &mut conn).await;
-                }
-                match &*conn {
-                    Conn::Ready(live) => live.service.peer().clone(),
-                    Conn::Failed { error, .. } => return Err(error.clone()),
-                    Conn::Idle => {
-                        return Err(format!(
-                            "mcp server `{alias_}`: not started",
-                            alias_ = slot.server.alias
-                        ));
-                    }
-                }
-            };
+            let peer = ready_peer(slot).await?;
             let params = CallToolRequestParams::new(remote.clone()).with_arguments(arguments);
             let deadline = slot.server.call_timeout;
             match tokio::time::timeout(deadline, peer.call_tool(params)).await {
@@ -342,6 +376,33 @@ impl Drop for Hub {
                 .spawn(move || drop(runtime))
                 .map(std::thread::JoinHandle::join);
         }
+    }
+}
+
+/// The peer of `slot`'s server, starting it when it is down and its back-off has passed.
+async fn ready_peer(slot: &Slot) -> Result<rmcp::Peer<RoleClient>, String> {
+    let mut conn = slot.conn.lock().await;
+    if let Conn::Failed {
+        error,
+        failures,
+        at,
+    } = &*conn
+    {
+        let wait = backoff(*failures).saturating_sub(at.elapsed());
+        if !wait.is_zero() {
+            return Err(format!(
+                "{error} (it is started again in {:.1} s)",
+                wait.as_secs_f64()
+            ));
+        }
+    }
+    if !matches!(*conn, Conn::Ready(_)) {
+        connect_into(slot, &mut conn).await;
+    }
+    match &*conn {
+        Conn::Ready(live) => Ok(live.service.peer().clone()),
+        Conn::Failed { error, .. } => Err(error.clone()),
+        Conn::Idle => Err(format!("mcp server `{}`: not started", slot.server.alias)),
     }
 }
 
@@ -501,7 +562,38 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
             })
         })
         .collect();
-    Ok(Live { service, tools })
+    // Resources, when the server says it has them (its `initialize` answer's capabilities).
+    let offers_resources = service
+        .peer_info()
+        .and_then(|info| serde_json::to_value(&*info).ok())
+        .is_some_and(|info| info["capabilities"].get("resources").is_some());
+    let resources = if offers_resources {
+        service
+            .peer()
+            .list_all_resources()
+            .await
+            .map_err(|e| format!("its resource list cannot be read: {e}"))?
+            .into_iter()
+            .filter_map(|resource| {
+                let json = serde_json::to_value(&resource).ok()?;
+                let text = |key: &str| json.get(key).and_then(Value::as_str).map(str::to_owned);
+                Some(Resource {
+                    alias: slot.server.alias.clone(),
+                    uri: text("uri")?,
+                    name: text("name").unwrap_or_default(),
+                    description: text("description"),
+                    mime: text("mimeType"),
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Live {
+        service,
+        tools,
+        resources,
+    })
 }
 
 /// Aborts a spawned task when the future awaiting it is dropped.

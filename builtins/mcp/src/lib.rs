@@ -10,6 +10,7 @@
 //! fails fails only the calls to it, and is started again on the next call.
 
 mod hub;
+mod resources;
 mod settings;
 mod tool;
 
@@ -23,6 +24,7 @@ use noeta_core::{
     Tool,
 };
 
+pub use resources::{LIST_RESOURCES, READ_RESOURCE};
 pub use settings::{
     CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport,
 };
@@ -123,6 +125,22 @@ impl Extension for Mcp {
             };
             // Two tools of one server cleaned to the same name: the first is offered.
             if seen.insert(name, ()).is_none() {
+                offered.push(tool);
+            }
+        }
+        // The resource tools, while some server lists resources.
+        if !self.hub.resources().is_empty() {
+            for name in [resources::LIST_RESOURCES, resources::READ_RESOURCE] {
+                let tool = mounted
+                    .entry(name.to_owned())
+                    .or_insert_with(|| -> Arc<dyn Tool> {
+                        if name == resources::LIST_RESOURCES {
+                            Arc::new(resources::ListResources(self.hub.clone()))
+                        } else {
+                            Arc::new(resources::ReadResource(self.hub.clone()))
+                        }
+                    })
+                    .clone();
                 offered.push(tool);
             }
         }

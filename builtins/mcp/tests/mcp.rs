@@ -414,3 +414,32 @@ fn the_reference_filesystem_server_reads_inside_its_directory_and_refuses_outsid
     let flags = find(&tools, "mcp__files__write_file").flags();
     assert!(!flags.read_only && flags.retry_safe && flags.risk == noeta_core::Risk::High);
 }
+
+#[test]
+fn resources_are_listed_and_read_through_two_tools_offered_only_when_a_server_has_some() {
+    let mcp = Mcp::new(settings(json!({ "everything": stdio_server(json!({})) })));
+    let tools = offered(&mcp);
+    let list = find(&tools, "ListMcpResources");
+    let listing = call(&list, json!({})).unwrap().text;
+    let uri = "demo://resource/static/document/architecture.md";
+    assert!(listing.contains(&format!("everything: {uri}")), "{listing}");
+    let read = find(&tools, "ReadMcpResource");
+    assert!(read.flags().read_only);
+    let out = call(&read, json!({ "server": "everything", "uri": uri })).unwrap();
+    assert!(!out.is_error, "{}", out.text);
+    assert!(out.text.starts_with(&format!("{uri} (text/markdown):\n")), "{}", out.text);
+    assert!(out.text.len() > 200, "{}", out.text);
+    let err = call(&read, json!({ "server": "nowhere", "uri": uri })).unwrap_err();
+    assert!(err.contains("no server `nowhere` is configured (known: everything)"), "{err}");
+    let err = call(&read, json!({ "server": "everything", "uri": "demo://no/such" })).unwrap_err();
+    assert!(err.contains("mcp server `everything`: reading `demo://no/such` failed"), "{err}");
+
+    // A server without resources brings no resource tools.
+    let bin = everything().parent().unwrap().join("mcp-server-filesystem");
+    let dir = tempfile::tempdir().unwrap();
+    let mcp = Mcp::new(settings(json!({
+        "files": { "command": bin.display().to_string(), "args": [dir.path().display().to_string()] },
+    })));
+    let names: Vec<String> = offered(&mcp).iter().map(|t| t.name().to_owned()).collect();
+    assert!(!names.iter().any(|n| n.contains("Resource")), "{names:?}");
+}
