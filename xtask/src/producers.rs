@@ -16,13 +16,21 @@ fn pretty(value: &Value) -> String {
 
 /// The built-ins' merged contribution listing (the golden): surface → ordered entries.
 pub(crate) fn builtin_contributions_json() -> Result<String> {
+    let set = builtin_set(Vec::new())?;
+    Ok(pretty(&set.merged()?.to_json()))
+}
+
+/// The built-ins, plus `extra` linked plugins, loaded against the standard registry.
+fn builtin_set(extra: Vec<noeta_core::LinkedPlugin>) -> Result<PluginSet> {
     let sources: Vec<PluginSource> = noeta::builtins::linked()
         .into_iter()
+        .chain(extra)
         .map(PluginSource::Linked)
         .collect();
-    let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
-    let merged = set.merged()?;
-    Ok(pretty(&merged.to_json()))
+    Ok(load_plugins(
+        &sources,
+        &LoadOptions::new(standard_registry()),
+    )?)
 }
 
 /// `options` compiled against the built-ins alone, with the host's activation rules, and the
@@ -30,11 +38,7 @@ pub(crate) fn builtin_contributions_json() -> Result<String> {
 pub(crate) fn builtin_agent(
     options: &noeta_core::AgentOptions,
 ) -> Result<(PluginSet, noeta_core::CompiledAgent)> {
-    let sources: Vec<PluginSource> = noeta::builtins::linked()
-        .into_iter()
-        .map(PluginSource::Linked)
-        .collect();
-    let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
+    let set = builtin_set(Vec::new())?;
     let merged = set.merged()?;
     let compiled = noeta_core::compile_agent(&set, &merged, options, &noeta::activation_rules())?;
     Ok((set, compiled))
@@ -125,12 +129,7 @@ pub(crate) fn session_layout_text(
     extra: Vec<noeta_core::LinkedPlugin>,
     config: &BTreeMap<String, Value>,
 ) -> Result<String> {
-    let sources: Vec<PluginSource> = noeta::builtins::linked()
-        .into_iter()
-        .chain(extra)
-        .map(PluginSource::Linked)
-        .collect();
-    let set = load_plugins(&sources, &LoadOptions::new(standard_registry()))?;
+    let set = builtin_set(extra)?;
     let merged = set.merged()?;
     let mut options = noeta_core::AgentOptions::named("goldens");
     options.plugins = set.names().into_iter().map(str::to_owned).collect();

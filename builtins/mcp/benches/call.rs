@@ -28,21 +28,7 @@ fn median(mut samples: Vec<f64>) -> f64 {
 }
 
 fn server() -> PathBuf {
-    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/noeta-test-npm")
-        },
-        PathBuf::from,
-    );
-    let bin = cache.join("node_modules/.bin/mcp-server-everything");
-    if !bin.exists() {
-        fail(&format!(
-            "the MCP reference server is missing at {} (`.ci/run` installs it)",
-            bin.display()
-        ));
-    }
-    bin
+    noeta_testkit::npm::reference_server("mcp-server-everything")
 }
 
 fn main() {

@@ -21,22 +21,9 @@ use noeta_core::store::TaskId;
 use noeta_core::{Tool, ToolContext, ToolOutput};
 use serde_json::{Value, json};
 
-/// The reference server's launcher, installed by `.ci/run` into a cache outside the
-/// repository (`NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`).
+/// The reference server's launcher (`noeta_testkit::npm`).
 fn everything() -> PathBuf {
-    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/noeta-test-npm"),
-        PathBuf::from,
-    );
-    let bin = cache.join("node_modules/.bin/mcp-server-everything");
-    assert!(
-        bin.exists(),
-        "the MCP reference server is missing at {}: run `.ci/run`, or `npm install --prefix {} \
-         @modelcontextprotocol/server-everything@2026.8.31`",
-        bin.display(),
-        cache.display()
-    );
-    bin
+    noeta_testkit::npm::reference_server("mcp-server-everything")
 }
 
 fn settings(servers: Value) -> Settings {
@@ -372,7 +359,7 @@ fn call_ok(tool: &Arc<dyn Tool>, input: Value) -> String {
 
 #[test]
 fn the_reference_filesystem_server_reads_inside_its_directory_and_refuses_outside() {
-    let bin = everything().parent().unwrap().join("mcp-server-filesystem");
+    let bin = noeta_testkit::npm::reference_server("mcp-server-filesystem");
     assert!(
         bin.exists(),
         "the filesystem reference server is missing at {}",
@@ -454,7 +441,7 @@ fn resources_are_listed_and_read_through_two_tools_offered_only_when_a_server_ha
     );
 
     // A server without resources brings no resource tools.
-    let bin = everything().parent().unwrap().join("mcp-server-filesystem");
+    let bin = noeta_testkit::npm::reference_server("mcp-server-filesystem");
     let dir = tempfile::tempdir().unwrap();
     let mcp = Mcp::new(settings(json!({
         "files": { "command": bin.display().to_string(), "args": [dir.path().display().to_string()] },

@@ -229,17 +229,13 @@ impl Http {
         let mut headers = headers.clone();
         headers.remove(reqwest::header::ACCEPT);
         headers.remove(reqwest::header::CONTENT_TYPE);
-        let send = self.client.get(url).headers(headers).send();
-        let response = match tokio::time::timeout(wait, send).await {
-            Err(_) => {
-                return Err(transient(format!(
-                    "{name}: GET {url}: no response within {}",
-                    seconds(wait)
-                )));
-            }
-            Ok(Err(error)) => return Err(request_error(name, &error)),
-            Ok(Ok(response)) => response,
-        };
+        let response = self
+            .send_within(
+                self.client.get(url).headers(headers),
+                wait,
+                &format!("{name}: GET {url}"),
+            )
+            .await?;
         let status = response.status();
         if status.is_success() {
             return Ok(format!("GET {url}: HTTP {status}"));
@@ -254,6 +250,24 @@ impl Http {
             &answer_headers,
             &body,
         ))
+    }
+
+    /// Sends `request`, waiting at most `wait` for the response's headers; `what` starts the
+    /// message when none come.
+    async fn send_within(
+        &self,
+        request: reqwest::RequestBuilder,
+        wait: Duration,
+        what: &str,
+    ) -> Result<reqwest::Response, ProviderError> {
+        match tokio::time::timeout(wait, request.send()).await {
+            Err(_) => Err(transient(format!(
+                "{what}: no response within {}",
+                seconds(wait)
+            ))),
+            Ok(Err(error)) => Err(request_error(self.name, &error)),
+            Ok(Ok(response)) => Ok(response),
+        }
     }
 
     /// Posts `body` to `url` and decodes the streamed answer, retrying transient failures.
@@ -319,22 +333,12 @@ impl Http {
     ) -> Result<ModelReply, ProviderError> {
         let name = self.name;
         let idle = self.idle_timeout;
-        let send = self
+        let request = self
             .client
             .post(url)
             .headers(headers.clone())
-            .body(body.to_vec())
-            .send();
-        let response = match tokio::time::timeout(idle, send).await {
-            Err(_) => {
-                return Err(transient(format!(
-                    "{name}: no response within {}",
-                    seconds(idle)
-                )));
-            }
-            Ok(Err(error)) => return Err(request_error(name, &error)),
-            Ok(Ok(response)) => response,
-        };
+            .body(body.to_vec());
+        let response = self.send_within(request, idle, name).await?;
         let status = response.status();
         if !status.is_success() {
             let headers = response.headers().clone();

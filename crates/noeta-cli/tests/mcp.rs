@@ -13,22 +13,20 @@ use std::path::PathBuf;
 use noeta_testkit::cli::{CliEnv, stderr, stdout};
 use serde_json::json;
 
-/// The reference server's launcher, installed by `.ci/run` into a cache outside the
-/// repository (`NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`).
+/// The reference server's launcher (`noeta_testkit::npm`).
 fn everything() -> PathBuf {
-    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/noeta-test-npm"),
-        PathBuf::from,
+    noeta_testkit::npm::reference_server("mcp-server-everything")
+}
+
+/// The workspace settings: the reference server as `everything`, then `more` lines.
+fn with_everything(env: &CliEnv, more: &str) {
+    env.write(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n{more}",
+            everything().display()
+        ),
     );
-    let bin = cache.join("node_modules/.bin/mcp-server-everything");
-    assert!(
-        bin.exists(),
-        "the MCP reference server is missing at {}: run `.ci/run`, or `npm install --prefix {} \
-         @modelcontextprotocol/server-everything@2026.8.31`",
-        bin.display(),
-        cache.display()
-    );
-    bin
 }
 
 /// A model that calls `tool` with `input`, then says it is done.
@@ -51,13 +49,7 @@ fn last_task(env: &CliEnv) -> String {
 #[test]
 fn a_server_in_the_settings_is_called_and_its_answer_is_in_the_log() {
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    env.write(
-        ".noeta/config.toml",
-        &format!(
-            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
-            everything().display()
-        ),
-    );
+    with_everything(&env, "");
     let provider = calling(
         &env,
         "mcp__everything__echo",
@@ -130,13 +122,9 @@ fn mcp_list_starts_each_server_and_names_its_tools_or_its_error() {
         stdout(&out)
     );
 
-    env.write(
-        ".noeta/config.toml",
-        &format!(
-            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n\n\
-             [plugins.mcp.servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo no config >&2; exit 2\"]\n",
-            everything().display()
-        ),
+    with_everything(
+        &env,
+        "\n[plugins.mcp.servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo no config >&2; exit 2\"]\n",
     );
     let out = env.run(&["mcp", "list"]);
     let text = stdout(&out);
@@ -208,13 +196,7 @@ fn doctor_names_the_servers_and_starts_them_only_online() {
 #[test]
 fn a_deferred_server_tool_is_loaded_by_tool_search_and_then_called() {
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    env.write(
-        ".noeta/config.toml",
-        &format!(
-            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\ndeferred = true\n",
-            everything().display()
-        ),
-    );
+    with_everything(&env, "deferred = true\n");
     let provider = env.script(json!([
         { "calls": [{ "name": "ToolSearch", "input": { "query": "select:mcp__everything__echo" } }] },
         { "calls": [{ "name": "mcp__everything__echo", "input": { "message": "found by search" } }] },
@@ -236,13 +218,7 @@ fn a_deferred_server_tool_is_loaded_by_tool_search_and_then_called() {
 #[test]
 fn a_task_killed_mid_call_resumes_with_the_same_tool_names_and_runs_a_read_only_call_again() {
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    env.write(
-        ".noeta/config.toml",
-        &format!(
-            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n",
-            everything().display()
-        ),
-    );
+    with_everything(&env, "");
     let provider = calling(
         &env,
         "mcp__everything__trigger-long-running-operation",
