@@ -25,10 +25,12 @@ use crate::tool::{Inbox, ProgressSink};
 mod calls;
 mod claim;
 mod compose;
+mod direct;
 mod lease;
 mod step;
 mod tree;
 
+pub use direct::{AskRefusal, DirectResult};
 use tree::default_children_at_once;
 
 /// At most this many adjacent read-only calls run at once.
@@ -121,6 +123,12 @@ pub enum RunError {
         name: String,
         /// What went wrong.
         message: String,
+    },
+    /// A direct call could not be made (the task failed, a hook failed, no result).
+    #[error("{reason}")]
+    Direct {
+        /// Why.
+        reason: String,
     },
     /// A task runs an agent this host has no session for.
     #[error("task `{task}` runs agent `{agent}`, which this host does not define")]

@@ -5,6 +5,9 @@
 mod support;
 
 #[cfg(test)]
+#[path = "all/direct.rs"]
+mod direct;
+#[cfg(test)]
 #[path = "all/fold.rs"]
 mod fold;
 #[cfg(test)]
