@@ -11,6 +11,7 @@
 
 mod hub;
 mod resources;
+pub mod serve;
 mod settings;
 mod tool;
 

@@ -75,7 +75,7 @@ pub(crate) struct AgentHost {
 
 /// How long an interrupted command gets between SIGTERM and SIGKILL: `NOETA_KILL_GRACE_MS`,
 /// else 2 s.
-fn kill_grace() -> std::time::Duration {
+pub(crate) fn kill_grace() -> std::time::Duration {
     let ms = std::env::var("NOETA_KILL_GRACE_MS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -209,7 +209,7 @@ impl AgentHost {
 
 /// One warning line per thing the run goes without: a plugin that failed to load, a settings
 /// table nothing reads, a skill that cannot be read (`noeta doctor` reports each as a problem).
-fn skipped_warnings(host: &Host, session: &Session) {
+pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
     for problem in host.plugins().problems() {
         eoutln!("warning: plugin skipped: {problem}");
     }

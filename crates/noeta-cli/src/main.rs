@@ -7,6 +7,7 @@ mod doctor;
 mod interact;
 mod mcp;
 mod output;
+mod serve;
 mod skills;
 mod stdio;
 mod store;
@@ -130,7 +131,7 @@ enum Command {
         #[command(flatten)]
         flags: RunFlags,
     },
-    /// The MCP servers agents use: each one connected, with its tools or its error
+    /// MCP: the servers agents use (each connected, with its tools or its error), and serving an agent's tools
     Mcp {
         #[command(subcommand)]
         command: McpCommand,
@@ -178,6 +179,29 @@ enum McpCommand {
         /// One JSON object per server
         #[arg(long)]
         json: bool,
+    },
+    /// Serve an agent's tools to MCP clients, over stdio (or streamable HTTP with --http)
+    ///
+    /// The tools keep the names the agent's model sees and go through the same permission
+    /// policy as `noeta run`: a call that would ask a person is refused, unless
+    /// --permission-mode allows it. Every call is recorded in one task of the store.
+    Serve {
+        /// The agent whose tools are served (default `main`, serving its file tools)
+        #[arg(long)]
+        agent: Option<String>,
+        /// The tools to serve, comma-separated (default: Read, Write, Edit, Glob, Grep for
+        /// `main`, every tool of an agent named with --agent)
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        /// default | acceptEdits | bypassPermissions | plan
+        #[arg(long, value_name = "MODE")]
+        permission_mode: Option<String>,
+        /// Serve streamable HTTP on ADDR (such as 127.0.0.1:8931) instead of stdio
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
     },
 }
 
@@ -355,6 +379,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Mcp { command } => match command {
             McpCommand::List { json } => mcp::list(&paths, dirs, json),
+            McpCommand::Serve {
+                agent,
+                tools,
+                permission_mode,
+                http,
+                store,
+            } => {
+                let args = serve::ServeArgs {
+                    agent: agent::AgentArgs {
+                        agent,
+                        permission_mode: permission_mode
+                            .as_deref()
+                            .map(agent::permission_mode)
+                            .transpose()?,
+                        store,
+                        plugin_dirs: dirs,
+                        ..agent::AgentArgs::default()
+                    },
+                    tools,
+                    http,
+                };
+                serve::serve(&paths, &args)
+            }
         },
         Command::Store { command } => match command {
             StoreCommand::Check { store, json } => store::check(&paths, store.as_deref(), json),

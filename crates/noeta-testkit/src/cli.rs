@@ -66,11 +66,16 @@ impl CliEnv {
 
     /// A command for the binary with `args`, in the workspace, with this home.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.binary);
+        let mut command = self.program(&self.binary);
+        command.args(args);
         command
-            .args(args)
-            .env("HOME", &self.home)
-            .current_dir(&self.workspace);
+    }
+
+    /// A command for another `program` (an outside client that starts the binary itself),
+    /// run as the binary is: in the workspace, with this home, without model keys.
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
+        command.env("HOME", &self.home).current_dir(&self.workspace);
         for name in SCRUBBED {
             command.env_remove(name);
         }

@@ -10,3 +10,4 @@ pub mod golden;
 pub mod harness;
 pub mod http;
 pub mod npm;
+pub mod pypi;

@@ -27,7 +27,7 @@ pub use host::{
 };
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
 pub mod mcp {
-    pub use noeta_builtin_mcp::{Mcp, Server, ServerStatus, Settings, Transport, tool_name};
+    pub use noeta_builtin_mcp::{Mcp, Server, ServerStatus, Settings, Transport, serve, tool_name};
 }
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;

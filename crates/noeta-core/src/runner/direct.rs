@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::fold::Role;
-use crate::records::{CallOutcome, ToolCall};
+use crate::fold::{Role, TaskState, TurnState};
+use crate::records::{CallOutcome, CoreRecord, ToolCall};
 use crate::session::Session;
-use crate::store::{ContentRef, TaskId};
+use crate::store::{ContentRef, StoreError, TaskId};
 use crate::tool::{Tool, ToolOutput};
 
 use super::calls::Gate;
@@ -38,13 +38,17 @@ pub type AskRefusal<'a> = &'a (dyn Fn(&[String]) -> String + Send + Sync);
 
 impl Runtime {
     /// The tools a model of this task would be offered now, deferred ones included and
-    /// withheld ones left out, in offer order.
+    /// withheld ones left out, in offer order. For a task not created yet, those a new task of
+    /// the session would be offered (so a frontend can check its choices before making one).
     pub async fn direct_tools(
         &self,
         session: &Session,
         task: &TaskId,
     ) -> Result<Vec<Arc<dyn Tool>>, RunError> {
-        let state = self.load(session, task).await?;
+        let state = match self.load(session, task).await {
+            Err(RunError::Store(StoreError::UnknownTask { .. })) => TaskState::default(),
+            loaded => loaded?,
+        };
         let view = crate::extension::View::new(
             task,
             &session.spec.name,
@@ -81,6 +85,29 @@ impl Runtime {
         claim.write_unwritten().await?;
         claim.release().await?;
         result
+    }
+
+    /// Ends the task's turn after its direct calls (the frontend is done with it), so the
+    /// task reads as finished rather than running. Nothing is recorded for a task whose turn
+    /// is not running.
+    pub async fn end_direct(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        reason: &str,
+    ) -> Result<(), RunError> {
+        let mut claim = self.claim(session, task).await?;
+        if claim.state.core.turn == TurnState::Running {
+            claim
+                .commit(vec![
+                    CoreRecord::TurnEnded {
+                        reason: reason.to_owned(),
+                    }
+                    .to_record(),
+                ])
+                .await?;
+        }
+        claim.release().await
     }
 }
 

@@ -215,3 +215,37 @@ fn a_denied_call_carries_the_guards_reason() {
     assert_eq!(result.outcome, CallOutcome::Denied);
     assert!(result.text.contains("not here"), "{}", result.text);
 }
+
+#[test]
+fn ending_the_direct_calls_ends_the_turn_once() {
+    let s = setup(None, None);
+    call(&s, "Echo", json!({"say": "hi"})).unwrap();
+    block_on(s.rt.end_direct(&s.session, &s.task, "the client left")).unwrap();
+    let state = block_on(s.rt.load(&s.session, &s.task)).unwrap();
+    assert_eq!(
+        state.core.turn,
+        noeta_core::fold::TurnState::Ended {
+            reason: "the client left".to_owned()
+        }
+    );
+    let before = s.h.events(&s.task).len();
+    block_on(s.rt.end_direct(&s.session, &s.task, "again")).unwrap();
+    assert_eq!(
+        s.h.events(&s.task).len(),
+        before,
+        "an ended turn is not ended twice"
+    );
+}
+
+#[test]
+fn a_task_not_made_yet_lists_what_a_new_task_would_be_offered() {
+    let s = setup(None, None);
+    let unborn = TaskId::new("not-yet").unwrap();
+    let tools = block_on(s.rt.direct_tools(&s.session, &unborn)).unwrap();
+    assert_eq!(tools.len(), 2);
+    let made = block_on(s.rt.log().tasks()).unwrap();
+    assert!(
+        made.iter().all(|t| t.id != unborn),
+        "listing creates nothing"
+    );
+}

@@ -1,0 +1,274 @@
+//! The server side: a set of tools served to MCP clients over stdio or streamable HTTP
+//! (`noeta mcp serve`).
+//!
+//! [`Desk`] is the MCP face: it answers `tools/list` and `tools/call` by sending a [`Job`] to
+//! whoever owns the tools (the command line's agent, which runs each call through the task's
+//! gate and log) and waiting for the answer. Jobs go one at a time through a channel, so calls
+//! from several clients never run the task's tools at once.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::ErrorData;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer, ServiceExt as _};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServedTool {
+    /// Its model-visible name (`Read`, `Glob`, `mcp__git__status`, …).
+    pub name: String,
+    /// What the model reads about it.
+    pub description: String,
+    /// Its input's JSON schema (an object schema).
+    pub input_schema: Value,
+    /// It changes nothing.
+    pub read_only: bool,
+    /// Calling it again with the same input does no more than the first call.
+    pub idempotent: bool,
+}
+
+impl ServedTool {
+    /// A tool named `name`, neither read-only nor idempotent.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            read_only: false,
+            idempotent: false,
+        }
+    }
+
+    /// Marks it read-only and idempotent, or not.
+    #[must_use]
+    pub fn with_hints(mut self, read_only: bool, idempotent: bool) -> Self {
+        self.read_only = read_only;
+        self.idempotent = idempotent;
+        self
+    }
+}
+
+/// An image a result carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServedImage {
+    /// Its media type (`image/png`, …).
+    pub media_type: String,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+impl ServedImage {
+    /// An image of `media_type`.
+    pub fn new(media_type: impl Into<String>, data: Vec<u8>) -> Self {
+        Self {
+            media_type: media_type.into(),
+            data,
+        }
+    }
+}
+
+/// A call's result as the client receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Served {
+    /// The result's text.
+    pub text: String,
+    /// Whether the call failed, was denied or refused (`isError`).
+    pub is_error: bool,
+    /// The images it carries.
+    pub images: Vec<ServedImage>,
+}
+
+impl Served {
+    /// A result of `text`.
+    pub fn new(text: impl Into<String>, is_error: bool) -> Self {
+        Self {
+            text: text.into(),
+            is_error,
+            images: Vec::new(),
+        }
+    }
+
+    /// With the images it carries.
+    #[must_use]
+    pub fn with_images(mut self, images: Vec<ServedImage>) -> Self {
+        self.images = images;
+        self
+    }
+}
+
+/// What a desk asks of the tools' owner. An `Err` is a failure of the server itself (the
+/// store, a plugin hook), answered to the client as a protocol error; a tool's own failure
+/// is an `Ok` result with `is_error`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Job {
+    /// List the served tools.
+    Tools(oneshot::Sender<Result<Vec<ServedTool>, String>>),
+    /// Call one.
+    Call {
+        /// The tool's name as listed.
+        name: String,
+        /// Its arguments (an object).
+        input: Value,
+        /// Where the result goes.
+        reply: oneshot::Sender<Result<Served, String>>,
+    },
+}
+
+/// The MCP server over a job channel.
+#[derive(Debug, Clone)]
+pub struct Desk {
+    jobs: mpsc::Sender<Job>,
+    instructions: Arc<str>,
+}
+
+impl Desk {
+    /// A desk sending its jobs to `jobs`, telling clients `instructions` when they connect.
+    pub fn new(jobs: mpsc::Sender<Job>, instructions: impl Into<String>) -> Self {
+        Self {
+            jobs,
+            instructions: Arc::from(instructions.into()),
+        }
+    }
+
+    async fn ask<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> Result<T, ErrorData> {
+        let (reply, answer) = oneshot::channel();
+        let gone =
+            || ErrorData::internal_error("the noeta agent serving these tools has stopped", None);
+        self.jobs.send(job(reply)).await.map_err(|_| gone())?;
+        answer
+            .await
+            .map_err(|_| gone())?
+            .map_err(|reason| ErrorData::internal_error(reason, None))
+    }
+}
+
+fn listed(tool: ServedTool) -> rmcp::model::Tool {
+    let schema: JsonObject = match tool.input_schema {
+        Value::Object(map) => map,
+        _ => serde_json::Map::from_iter([("type".to_owned(), Value::from("object"))]),
+    };
+    let hints = ToolAnnotations::new()
+        .read_only(tool.read_only)
+        .destructive(!tool.read_only)
+        .idempotent(tool.idempotent)
+        .open_world(false);
+    rmcp::model::Tool::new(tool.name, tool.description, Arc::new(schema)).with_annotations(hints)
+}
+
+fn result(served: Served) -> CallToolResult {
+    let mut content = Vec::with_capacity(1 + served.images.len());
+    if !served.text.is_empty() || served.images.is_empty() {
+        content.push(ContentBlock::text(served.text));
+    }
+    for image in served.images {
+        let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+        content.push(ContentBlock::image(data, image.media_type));
+    }
+    if served.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+impl ServerHandler for Desk {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("noeta", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions.as_ref())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.ask(Job::Tools).await?;
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().map(listed).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.into_owned();
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let served = self.ask(|reply| Job::Call { name, input, reply }).await?;
+        Ok(result(served).into())
+    }
+}
+
+/// Serves `desk` on this process's stdin and stdout until the client closes them.
+///
+/// # Errors
+/// The handshake failed, or the connection broke.
+pub async fn serve_stdio(desk: Desk) -> Result<(), String> {
+    let running = desk
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("the MCP client's handshake failed: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("the MCP connection ended badly: {e}"))
+}
+
+/// Serves `desk` over streamable HTTP on `listener` (every path) until `stop` completes. The
+/// `Host` header must name a loopback host, and browsers' cross-origin requests are refused:
+/// the protections the MCP specification asks of a local server.
+///
+/// # Errors
+/// The listener failed.
+pub async fn serve_http(
+    desk: Desk,
+    listener: TcpListener,
+    stop: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let service = StreamableHttpService::new(
+        move || Ok(desk.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    tokio::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            () = &mut stop => return Ok(()),
+            accepted = listener.accept() => accepted.map_err(|e| format!("cannot accept an MCP client: {e}"))?,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(e) = connection.await {
+                tracing::debug!("an MCP client's HTTP connection ended: {e}");
+            }
+        });
+    }
+}
