@@ -180,6 +180,41 @@ enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Add an MCP server to the user's settings (`~/.noeta/config.toml`) or the project's
+    ///
+    /// `noeta mcp add git -- git-mcp --repo .` adds a command spoken to over stdio;
+    /// `noeta mcp add docs https://example.com/mcp` a streamable-HTTP endpoint. The file's
+    /// comments and layout are kept.
+    Add {
+        /// The server's alias (its tools are `mcp__<alias>__<tool>`)
+        alias: String,
+        /// The command to start, or the URL of a streamable-HTTP server
+        target: String,
+        /// The command's arguments (put `--` before them when they start with `-`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// `stdio` or `http` (default: `http` for an http(s) URL, else `stdio`)
+        #[arg(long, short = 't', value_name = "KIND")]
+        transport: Option<String>,
+        /// An environment variable for the command, KEY=VALUE (repeatable; `{env:NAME}` and
+        /// `{keyring:service/user}` references are resolved only when the server starts)
+        #[arg(long, short = 'e', value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A header for an HTTP server, 'Name: value' (repeatable; references as for --env)
+        #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+        headers: Vec<String>,
+        /// `user` (`~/.noeta/config.toml`, the default) or `project` (`.noeta/config.toml`)
+        #[arg(long, short = 's', default_value = "user")]
+        scope: String,
+    },
+    /// Remove an MCP server from the user's settings or the project's
+    Remove {
+        /// The server's alias
+        alias: String,
+        /// `user` (`~/.noeta/config.toml`, the default) or `project` (`.noeta/config.toml`)
+        #[arg(long, short = 's', default_value = "user")]
+        scope: String,
+    },
     /// Serve an agent's tools to MCP clients, over stdio (or streamable HTTP with --http)
     ///
     /// The tools keep the names the agent's model sees and go through the same permission
@@ -379,6 +414,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Mcp { command } => match command {
             McpCommand::List { json } => mcp::list(&paths, dirs, json),
+            McpCommand::Add {
+                alias,
+                target,
+                args,
+                transport,
+                env,
+                headers,
+                scope,
+            } => mcp::add(
+                &paths,
+                &mcp::NewServer {
+                    alias,
+                    target,
+                    args,
+                    transport,
+                    env,
+                    headers,
+                },
+                &scope,
+            ),
+            McpCommand::Remove { alias, scope } => mcp::remove(&paths, &alias, &scope),
             McpCommand::Serve {
                 agent,
                 tools,

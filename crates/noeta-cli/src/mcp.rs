@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use noeta::HostPaths;
 use noeta::mcp::{Mcp, Server, ServerStatus, Settings, Transport};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::agent;
 use crate::stdio::outln;
@@ -65,6 +65,8 @@ pub(crate) fn list(
         return Ok(ExitCode::SUCCESS);
     }
     let servers = settings.servers.clone();
+    let sources =
+        noeta::settings_edit::mcp_server_sources(&noeta::SettingsFiles::new(paths), paths);
     let states = connect(settings)?;
     let mut down = 0;
     for server in &servers {
@@ -84,6 +86,7 @@ pub(crate) fn list(
                     "alias": server.alias,
                     "transport": kind,
                     "target": place,
+                    "from": sources.get(&server.alias).cloned().unwrap_or_default(),
                     "status": if state.is_ok() { "ok" } else { "error" },
                     "tools": state.as_ref().ok(),
                     "error": state.as_ref().err(),
@@ -91,6 +94,9 @@ pub(crate) fn list(
             );
         } else {
             outln!("{}  ({})", server.alias, describe(server));
+            if let Some(files) = sources.get(&server.alias) {
+                outln!("  from {}", files.join(", "));
+            }
             match state {
                 Ok(tools) => {
                     outln!("  ok: {} tool(s)", tools.len());
@@ -107,4 +113,150 @@ pub(crate) fn list(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `noeta mcp add`'s arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct NewServer {
+    pub(crate) alias: String,
+    pub(crate) target: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) transport: Option<String>,
+    pub(crate) env: Vec<String>,
+    pub(crate) headers: Vec<String>,
+}
+
+/// The settings file of `--scope`.
+fn scope_file(paths: &HostPaths, scope: &str) -> Result<PathBuf> {
+    let files = noeta::SettingsFiles::new(paths);
+    match scope {
+        "user" => files.user.context(
+            "no home directory ($HOME is unset): cannot locate the user's settings; use --scope project",
+        ),
+        "project" => Ok(files.project),
+        other => bail!("--scope `{other}` is not one of user, project"),
+    }
+}
+
+/// `KEY=VALUE` (or `Name: value`) pairs as a JSON object, naming the flag and pair at fault.
+fn pairs(flag: &str, items: &[String], separator: char) -> Result<serde_json::Map<String, Value>> {
+    let mut map = serde_json::Map::new();
+    for item in items {
+        let Some((key, value)) = item.split_once(separator) else {
+            bail!("{flag} `{item}` has no `{separator}`: write it as KEY{separator}VALUE");
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            bail!("{flag} `{item}` has no name before `{separator}`");
+        }
+        let value = if separator == ':' {
+            value.trim()
+        } else {
+            value
+        };
+        map.insert(key.to_owned(), Value::from(value));
+    }
+    Ok(map)
+}
+
+/// The server as the `mcp` plugin's settings spell it.
+fn server_spec(new: &NewServer) -> Result<Value> {
+    let looks_like_url = new.target.starts_with("http://") || new.target.starts_with("https://");
+    let transport = match new.transport.as_deref() {
+        None if looks_like_url => "http",
+        None => "stdio",
+        Some(kind @ ("stdio" | "http")) => kind,
+        Some("sse") => bail!(
+            "--transport sse: the older HTTP+SSE transport is not supported; use a server's \
+             streamable-HTTP endpoint (--transport http)"
+        ),
+        Some(other) => bail!("--transport `{other}` is not one of stdio, http"),
+    };
+    let mut spec = serde_json::Map::new();
+    if transport == "http" {
+        if !new.args.is_empty() {
+            bail!(
+                "an HTTP server takes no arguments after its URL (got {})",
+                new.args.join(" ")
+            );
+        }
+        if !new.env.is_empty() {
+            bail!("--env is for a command; an HTTP server takes --header");
+        }
+        spec.insert("url".to_owned(), Value::from(new.target.clone()));
+        let headers = pairs("--header", &new.headers, ':')?;
+        if !headers.is_empty() {
+            spec.insert("headers".to_owned(), Value::Object(headers));
+        }
+    } else {
+        if !new.headers.is_empty() {
+            bail!("--header is for an HTTP server; a command takes --env");
+        }
+        spec.insert("command".to_owned(), Value::from(new.target.clone()));
+        if !new.args.is_empty() {
+            spec.insert("args".to_owned(), json!(new.args));
+        }
+        let env = pairs("--env", &new.env, '=')?;
+        if !env.is_empty() {
+            spec.insert("env".to_owned(), Value::Object(env));
+        }
+    }
+    Ok(Value::Object(spec))
+}
+
+/// `noeta mcp add`: writes the server into the scope's settings file.
+pub(crate) fn add(paths: &HostPaths, new: &NewServer, scope: &str) -> Result<ExitCode> {
+    let file = scope_file(paths, scope)?;
+    let spec = server_spec(new)?;
+    noeta::settings_edit::add_mcp_server(&file, &new.alias, &spec)?;
+    let server = Settings::parse(&json!({ "servers": { new.alias.clone(): spec } }))
+        .map_err(anyhow::Error::msg)?;
+    if let Some(server) = server.servers.first() {
+        outln!(
+            "added MCP server `{}` ({}) to {}; `noeta mcp list` starts it and lists its tools",
+            new.alias,
+            describe(server),
+            file.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `noeta mcp remove`: takes the server out of the scope's settings file.
+pub(crate) fn remove(paths: &HostPaths, alias: &str, scope: &str) -> Result<ExitCode> {
+    let file = scope_file(paths, scope)?;
+    let sources =
+        noeta::settings_edit::mcp_server_sources(&noeta::SettingsFiles::new(paths), paths);
+    let shown = file.display().to_string();
+    let others: Vec<&String> = sources
+        .get(alias)
+        .into_iter()
+        .flatten()
+        .filter(|f| **f != shown)
+        .collect();
+    let elsewhere = if others.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (it is configured in {})",
+            others
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    noeta::settings_edit::remove_mcp_server(&file, alias, &elsewhere)?;
+    outln!("removed MCP server `{alias}` from {shown}");
+    if !others.is_empty() {
+        outln!(
+            "it is still configured in {}",
+            others
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -270,3 +270,88 @@ fn a_task_killed_mid_call_resumes_with_the_same_tool_names_and_runs_a_read_only_
         "{log}"
     );
 }
+
+#[test]
+fn mcp_add_writes_the_users_settings_list_starts_it_and_remove_takes_it_out() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let config = env.home.join(".noeta/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "# mine\n[plugins.providers]\nmax_retries = 2\n").unwrap();
+    let server = everything();
+    let added = env.run(&[
+        "mcp",
+        "add",
+        "-e",
+        "GREETING=hi",
+        "everything",
+        "--",
+        server.to_str().unwrap(),
+        "stdio",
+    ]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    assert!(
+        stdout(&added).starts_with("added MCP server `everything` (stdio: "),
+        "{}",
+        stdout(&added)
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.starts_with("# mine\n[plugins.providers]\nmax_retries = 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("args = [\"stdio\"]\nenv = { GREETING = \"hi\" }"),
+        "{text}"
+    );
+
+    let listed = env.run(&["mcp", "list", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let entry: serde_json::Value = serde_json::from_str(stdout(&listed).trim()).unwrap();
+    assert_eq!(entry["status"], json!("ok"), "{entry}");
+    assert_eq!(
+        entry["from"],
+        json!([config.display().to_string()]),
+        "{entry}"
+    );
+    assert!(
+        entry["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__everything__echo")),
+        "{entry}"
+    );
+
+    let again = env.run(&["mcp", "add", "everything", "other-command"]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already configured here"),
+        "{}",
+        stderr(&again)
+    );
+
+    let removed = env.run(&["mcp", "remove", "everything"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(!text.contains("everything"), "{text}");
+    let gone = env.run(&["mcp", "remove", "everything"]);
+    assert!(!gone.status.success());
+    assert!(
+        stderr(&gone).contains("no MCP server `everything` is configured here"),
+        "{}",
+        stderr(&gone)
+    );
+    let bad = env.run(&[
+        "mcp",
+        "add",
+        "--transport",
+        "sse",
+        "old",
+        "http://localhost:1/sse",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("HTTP+SSE transport is not supported"),
+        "{}",
+        stderr(&bad)
+    );
+}

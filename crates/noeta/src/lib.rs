@@ -15,6 +15,7 @@ pub mod listing;
 pub mod mcp_json;
 pub mod secrets;
 pub mod settings;
+pub mod settings_edit;
 
 pub use agent_files::{AgentFile, load_agent_files};
 pub use assembly::{
