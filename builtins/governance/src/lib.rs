@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::extension::{CommandSpec, Extension, HookError, HookResult, View};
+use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
 use noeta_core::records::{ERASED_KIND, ToolCall};
 use noeta_core::{
     LinkedPlugin, PackContribution, RefTable, Resolved, Risk, SessionBuildContext,
@@ -195,22 +195,31 @@ impl Extension for Permissions {
         }])
     }
 
-    async fn run_command(&self, view: &View<'_>, name: &str, args: &str) -> HookResult<String> {
-        if name != "mode" {
-            return Err(HookError::new(format!("unknown command `/{name}`")));
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        args: &str,
+    ) -> HookResult<CommandReply> {
+        let shown: HookResult<String> = async {
+            if name != "mode" {
+                return Err(HookError::new(format!("unknown command `/{name}`")));
+            }
+            let wanted = args.trim();
+            if wanted.is_empty() {
+                return Ok(format!("permission mode: {}", self.mode(view).as_str()));
+            }
+            let Some(mode) = Mode::parse(wanted) else {
+                return Err(HookError::new(format!(
+                    "`{wanted}` is not a permission mode (expected one of: {})",
+                    Mode::SPELLINGS
+                )));
+            };
+            view.record(PERMISSIONS, "mode", json!({ "mode": mode.as_str() }));
+            Ok(format!("permission mode: {}", mode.as_str()))
         }
-        let wanted = args.trim();
-        if wanted.is_empty() {
-            return Ok(format!("permission mode: {}", self.mode(view).as_str()));
-        }
-        let Some(mode) = Mode::parse(wanted) else {
-            return Err(HookError::new(format!(
-                "`{wanted}` is not a permission mode (expected one of: {})",
-                Mode::SPELLINGS
-            )));
-        };
-        view.record(PERMISSIONS, "mode", json!({ "mode": mode.as_str() }));
-        Ok(format!("permission mode: {}", mode.as_str()))
+        .await;
+        shown.map(CommandReply::Show)
     }
 }
 

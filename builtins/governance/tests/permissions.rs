@@ -152,17 +152,21 @@ fn the_mode_switch_is_recorded_and_outlives_the_session_that_made_it() {
     let t = TaskId::new("switch").unwrap();
     block_on(rt.create(&s, &t, "go")).unwrap();
     assert_eq!(
-        block_on(rt.run_command(&s, &t, "mode", "")).unwrap(),
+        block_on(rt.run_command(&s, &t, "mode", "")).unwrap().text(),
         "permission mode: default"
     );
     assert_eq!(
-        block_on(rt.run_command(&s, &t, "mode", "plan")).unwrap(),
+        block_on(rt.run_command(&s, &t, "mode", "plan"))
+            .unwrap()
+            .text(),
         "permission mode: plan"
     );
     // A fresh session (a new worker) folds the switch back.
     let again = session(Value::Null, &b.tools).unwrap();
     assert_eq!(
-        block_on(rt.run_command(&again, &t, "mode", "")).unwrap(),
+        block_on(rt.run_command(&again, &t, "mode", ""))
+            .unwrap()
+            .text(),
         "permission mode: plan"
     );
     block_on(rt.run(&again, &t)).unwrap();

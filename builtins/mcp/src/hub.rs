@@ -68,11 +68,25 @@ pub(crate) struct Resource {
     pub(crate) mime: Option<String>,
 }
 
+/// A prompt as a server lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Prompt {
+    /// The server's alias.
+    pub(crate) alias: String,
+    /// Its name on the server.
+    pub(crate) name: String,
+    /// What it is, when the server says.
+    pub(crate) description: Option<String>,
+    /// Its arguments in order: name, whether required, description.
+    pub(crate) arguments: Vec<(String, bool, Option<String>)>,
+}
+
 /// A live connection.
 struct Live {
     service: RunningService<RoleClient, ()>,
     tools: Vec<Listed>,
     resources: Vec<Resource>,
+    prompts: Vec<Prompt>,
 }
 
 enum Conn {
@@ -253,6 +267,55 @@ impl Hub {
             })
             .flatten()
             .collect()
+    }
+
+    /// The prompts of every server that is up, in alias order.
+    pub(crate) fn prompts(&self) -> Vec<Prompt> {
+        self.slots
+            .iter()
+            .filter_map(|slot| match slot.conn.try_lock().as_deref() {
+                Ok(Conn::Ready(live)) => Some(live.prompts.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Gets prompt `name` of server `alias` with `arguments` within the server's call
+    /// deadline: the result as the protocol's JSON (`messages`), or why not.
+    pub(crate) async fn get_prompt(
+        &self,
+        alias: &str,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, String> {
+        let slots = self.slots.clone();
+        let Some(index) = slots.iter().position(|s| s.server.alias == alias) else {
+            return Err(format!("mcp: no server `{alias}` is configured"));
+        };
+        let name = name.to_owned();
+        self.on_runtime(async move {
+            let slot = &slots[index];
+            let peer = ready_peer(slot).await?;
+            let params =
+                rmcp::model::GetPromptRequestParams::new(name.clone()).with_arguments(arguments);
+            match tokio::time::timeout(slot.server.call_timeout, peer.get_prompt(params)).await {
+                Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
+                Ok(Err(err)) => Err(with_stderr(
+                    format!(
+                        "mcp server `{}`: prompt `{name}` failed: {err}",
+                        slot.server.alias
+                    ),
+                    slot,
+                )),
+                Err(_) => Err(format!(
+                    "mcp server `{}`: prompt `{name}` gave no answer within {} s",
+                    slot.server.alias,
+                    slot.server.call_timeout.as_secs_f64()
+                )),
+            }
+        })
+        .await
     }
 
     /// Reads resource `uri` of server `alias` within the server's call deadline: the result as
@@ -562,11 +625,14 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
             })
         })
         .collect();
-    // Resources, when the server says it has them (its `initialize` answer's capabilities).
-    let offers_resources = service
+    // Resources and prompts, when the server says it has them (its `initialize` answer's
+    // capabilities).
+    let capabilities = service
         .peer_info()
         .and_then(|info| serde_json::to_value(&*info).ok())
-        .is_some_and(|info| info["capabilities"].get("resources").is_some());
+        .map(|info| info["capabilities"].clone())
+        .unwrap_or_default();
+    let offers_resources = capabilities.get("resources").is_some();
     let resources = if offers_resources {
         service
             .peer()
@@ -589,10 +655,48 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
     } else {
         Vec::new()
     };
+    let prompts = if capabilities.get("prompts").is_some() {
+        service
+            .peer()
+            .list_all_prompts()
+            .await
+            .map_err(|e| format!("its prompt list cannot be read: {e}"))?
+            .into_iter()
+            .filter_map(|prompt| {
+                let json = serde_json::to_value(&prompt).ok()?;
+                let text =
+                    |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+                let arguments = json
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|arg| {
+                        Some((
+                            text(arg, "name")?,
+                            arg.get("required")
+                                .and_then(Value::as_bool)
+                                .unwrap_or(false),
+                            text(arg, "description"),
+                        ))
+                    })
+                    .collect();
+                Some(Prompt {
+                    alias: slot.server.alias.clone(),
+                    name: text(&json, "name")?,
+                    description: text(&json, "description"),
+                    arguments,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Live {
         service,
         tools,
         resources,
+        prompts,
     })
 }
 

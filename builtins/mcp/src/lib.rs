@@ -10,6 +10,7 @@
 //! fails fails only the calls to it, and is started again on the next call.
 
 mod hub;
+mod prompts;
 mod resources;
 pub mod serve;
 mod settings;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
 use noeta_core::{
     LinkedPlugin, PackContribution, RefTable, Resolved, SessionBuildContext, SessionPackFactory,
     Tool,
@@ -146,6 +147,40 @@ impl Extension for Mcp {
             }
         }
         Ok(offered)
+    }
+
+    /// The servers' prompts, as `/mcp__<alias>__<prompt>` (starting servers never tried, as
+    /// a first offer does).
+    fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        if self.hub.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.hub.start_blocking();
+        Ok(prompts::commands(&self.hub))
+    }
+
+    async fn run_command(
+        &self,
+        _view: &View<'_>,
+        name: &str,
+        args: &str,
+    ) -> HookResult<CommandReply> {
+        let prompt = prompts::find(&self.hub, name)
+            .ok_or_else(|| HookError::new(format!("unknown command `/{name}`")))?;
+        let arguments = prompts::arguments(&prompt, args).map_err(HookError::new)?;
+        let result = self
+            .hub
+            .get_prompt(&prompt.alias, &prompt.name, arguments)
+            .await
+            .map_err(HookError::new)?;
+        let text = prompts::message_text(&result);
+        if text.trim().is_empty() {
+            return Err(HookError::new(format!(
+                "mcp server `{}`: prompt `{}` gave no text",
+                prompt.alias, prompt.name
+            )));
+        }
+        Ok(CommandReply::Send(text))
     }
 }
 

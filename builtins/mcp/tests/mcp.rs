@@ -449,3 +449,51 @@ fn resources_are_listed_and_read_through_two_tools_offered_only_when_a_server_ha
     let names: Vec<String> = offered(&mcp).iter().map(|t| t.name().to_owned()).collect();
     assert!(!names.iter().any(|n| n.contains("Resource")), "{names:?}");
 }
+
+#[test]
+fn a_servers_prompts_are_slash_commands_sending_the_prompt_with_its_arguments() {
+    use noeta_core::extension::CommandReply;
+    let mcp = Mcp::new(settings(json!({ "everything": stdio_server(json!({})) })));
+    let task = TaskId::new("mcp-test").unwrap();
+    let state = TaskState::default();
+    let view = View::new(&task, "main", &state, &[], &[]);
+    let commands = mcp.commands(&view).unwrap();
+    let args = commands
+        .iter()
+        .find(|c| c.name == "mcp__everything__args-prompt")
+        .unwrap_or_else(|| panic!("no args-prompt among {commands:?}"));
+    assert!(
+        args.description
+            .ends_with("(MCP prompt of `everything`; arguments: <city> [state])"),
+        "{}",
+        args.description
+    );
+    let run = |name: &str, args: &str| block_on(mcp.run_command(&view, name, args));
+    assert_eq!(
+        run("mcp__everything__args-prompt", "Paris").unwrap(),
+        CommandReply::Send("What's weather in Paris?".to_owned())
+    );
+    assert_eq!(
+        run("mcp__everything__args-prompt", "'New York' New York State").unwrap(),
+        CommandReply::Send("What's weather in New York, New York State?".to_owned())
+    );
+    assert_eq!(
+        run("mcp__everything__simple-prompt", "").unwrap(),
+        CommandReply::Send("This is a simple prompt without arguments.".to_owned())
+    );
+    let err = run("mcp__everything__args-prompt", "")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "/mcp__everything__args-prompt needs `city`: /mcp__everything__args-prompt <city> [state]"
+    );
+    let err = run("mcp__everything__simple-prompt", "extra")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "/mcp__everything__simple-prompt takes no arguments");
+    let err = run("mcp__everything__args-prompt", "'unclosed")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unclosed quote"), "{err}");
+}

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use noeta_core::Verdict;
 use noeta_core::extension::{
-    CommandSpec, ContextPart, Extension, HookError, HookResult, OfferedTool, ToolChanges, View,
+    CommandReply, CommandSpec, ContextPart, Extension, HookError, HookResult, OfferedTool,
+    ToolChanges, View,
 };
 use noeta_core::records::{ERASED_KIND, ToolCall};
 use serde::{Deserialize, Serialize};
@@ -323,29 +324,38 @@ impl Extension for Skills {
         }])
     }
 
-    async fn run_command(&self, view: &View<'_>, name: &str, _args: &str) -> HookResult<String> {
-        if name != "skills" {
-            return Err(HookError::new(format!("unknown command `/{name}`")));
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        _args: &str,
+    ) -> HookResult<CommandReply> {
+        let shown: HookResult<String> = async {
+            if name != "skills" {
+                return Err(HookError::new(format!("unknown command `/{name}`")));
+            }
+            let state = State::from_value(view.ext_state(EXTENSION));
+            if state.skills.is_empty() {
+                return Ok("No skills are indexed.".to_owned());
+            }
+            Ok(state
+                .skills
+                .iter()
+                .map(|s| {
+                    let mut notes = vec![s.tier.as_str().to_owned()];
+                    if state.active.contains_key(&s.name) {
+                        notes.push("active".to_owned());
+                    }
+                    if s.disable_model_invocation {
+                        notes.push("user only".to_owned());
+                    }
+                    format!("{} ({}): {}", s.name, notes.join(", "), s.description)
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
         }
-        let state = State::from_value(view.ext_state(EXTENSION));
-        if state.skills.is_empty() {
-            return Ok("No skills are indexed.".to_owned());
-        }
-        Ok(state
-            .skills
-            .iter()
-            .map(|s| {
-                let mut notes = vec![s.tier.as_str().to_owned()];
-                if state.active.contains_key(&s.name) {
-                    notes.push("active".to_owned());
-                }
-                if s.disable_model_invocation {
-                    notes.push("user only".to_owned());
-                }
-                format!("{} ({}): {}", s.name, notes.join(", "), s.description)
-            })
-            .collect::<Vec<_>>()
-            .join("\n"))
+        .await;
+        shown.map(CommandReply::Show)
     }
 }
 

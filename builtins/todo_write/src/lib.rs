@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::extension::{CommandReply, Extension, HookResult, View};
 use noeta_core::records::ERASED_KIND;
 use noeta_core::{
     ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved, SessionBuildContext,
@@ -144,32 +144,41 @@ impl Extension for TodoState {
         }])
     }
 
-    async fn run_command(&self, view: &View<'_>, name: &str, _args: &str) -> HookResult<String> {
-        if name != "todos" {
-            return Err(noeta_core::extension::HookError::new(format!(
-                "unknown command `/{name}`"
-            )));
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        _args: &str,
+    ) -> HookResult<CommandReply> {
+        let shown: HookResult<String> = async {
+            if name != "todos" {
+                return Err(noeta_core::extension::HookError::new(format!(
+                    "unknown command `/{name}`"
+                )));
+            }
+            let list = view
+                .ext_state(todos::EXTENSION)
+                .and_then(|v| serde_json::from_value::<TodoList>(v.clone()).ok())
+                .unwrap_or_default();
+            if list.todos.is_empty() {
+                return Ok("No todo list yet.".to_owned());
+            }
+            Ok(list
+                .todos
+                .iter()
+                .map(|t| {
+                    let mark = match t.status {
+                        TodoStatus::Completed => "[x]",
+                        TodoStatus::InProgress => "[~]",
+                        TodoStatus::Pending => "[ ]",
+                    };
+                    format!("{mark} {}", t.content)
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
         }
-        let list = view
-            .ext_state(todos::EXTENSION)
-            .and_then(|v| serde_json::from_value::<TodoList>(v.clone()).ok())
-            .unwrap_or_default();
-        if list.todos.is_empty() {
-            return Ok("No todo list yet.".to_owned());
-        }
-        Ok(list
-            .todos
-            .iter()
-            .map(|t| {
-                let mark = match t.status {
-                    TodoStatus::Completed => "[x]",
-                    TodoStatus::InProgress => "[~]",
-                    TodoStatus::Pending => "[ ]",
-                };
-                format!("{mark} {}", t.content)
-            })
-            .collect::<Vec<_>>()
-            .join("\n"))
+        .await;
+        shown.map(CommandReply::Show)
     }
 }
 

@@ -86,7 +86,10 @@ fn a_list_is_recorded_folded_and_summarised() {
     assert_eq!(list.todos[1].status, TodoStatus::InProgress);
     assert_eq!(list.unfinished().count(), 2);
     let shown = block_on(rt.run_command(&s, &t, "todos", "")).unwrap();
-    assert_eq!(shown, "[x] Write notes\n[~] Tag release\n[ ] Announce");
+    assert_eq!(
+        shown.text(),
+        "[x] Write notes\n[~] Tag release\n[ ] Announce"
+    );
 }
 
 #[test]
@@ -116,7 +119,9 @@ fn an_empty_list_clears_the_plan() {
         "Todo list updated: 0 item(s) — 0 completed, 0 in progress, 0 pending. Keep it current as you work."
     );
     assert_eq!(
-        block_on(rt.run_command(&s, &t, "todos", "")).unwrap(),
+        block_on(rt.run_command(&s, &t, "todos", ""))
+            .unwrap()
+            .text(),
         "No todo list yet."
     );
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use noeta::HostPaths;
+use noeta_core::extension::CommandReply;
 use noeta_core::fold::{Role, TaskState, TurnState};
 use noeta_core::records::{hydrate, hydrate_all};
 use noeta_core::runner::RunOutcome;
@@ -247,11 +248,12 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             host.stop_commands(true);
             return Ok(ExitCode::SUCCESS);
         };
-        let line = line.trim();
+        let mut line = line.trim().to_owned();
         if line.is_empty() {
             continue;
         }
-        if let Some(command) = line.strip_prefix('/') {
+        if let Some(command) = line.clone().strip_prefix('/') {
+            let mut expanded = false;
             let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
             match name {
                 "help" => eoutln!("{CHAT_HELP}"),
@@ -272,22 +274,37 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                     Err(err) => eoutln!("error: {err:#} (the plugins loaded before stay)"),
                 },
                 _ => {
-                    let Some(task) = &task else {
-                        eoutln!("no task yet: say something first");
-                        continue;
+                    // Before the first message the command sees the task about to be made.
+                    let target = match &task {
+                        Some(task) => task.clone(),
+                        None => new_task_id()?,
                     };
                     match host
                         .runtime
-                        .run_command(&host.session, task, name, rest)
+                        .run_command(&host.session, &target, name, rest)
                         .await
                     {
-                        Ok(text) => outln!("{text}"),
-                        Err(err) => eoutln!("{err}"),
+                        Ok(CommandReply::Send(text)) => {
+                            // Sent as if typed: the turn below runs on it.
+                            line = text;
+                            expanded = true;
+                        }
+                        Ok(reply) => {
+                            outln!("{}", reply.text());
+                            continue;
+                        }
+                        Err(err) => {
+                            eoutln!("{err}");
+                            continue;
+                        }
                     }
                 }
             }
-            continue;
+            if !expanded {
+                continue;
+            }
         }
+        let line = line.as_str();
         let current = match &task {
             Some(task) => {
                 let mut sent = host.runtime.send(&host.session, task, line).await;

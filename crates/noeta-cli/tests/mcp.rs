@@ -355,3 +355,39 @@ fn mcp_add_writes_the_users_settings_list_starts_it_and_remove_takes_it_out() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn a_servers_prompt_typed_as_a_slash_command_in_chat_is_sent_as_the_message() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    with_everything(&env, "");
+    let provider = env.script(json!([{ "text": "sunny" }, { "text": "still sunny" }]));
+    let out = env.run_with(
+        &["chat", "--provider", &provider],
+        Some("/mcp__everything__args-prompt Paris\n/mcp__everything__args-prompt\n/mcp__everything__simple-prompt\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("sunny\nstill sunny\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out)
+            .contains("/mcp__everything__args-prompt: /mcp__everything__args-prompt needs `city`"),
+        "{}",
+        stderr(&out)
+    );
+    let task = last_task(&env);
+    let log = stdout(&env.run(&["log", &task]));
+    assert!(
+        log.contains("core/user_message  {\"text\":\"What's weather in Paris?\"}"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "core/user_message  {\"text\":\"This is a simple prompt without arguments.\"}"
+        ),
+        "{log}"
+    );
+}

@@ -195,6 +195,26 @@ pub struct CommandSpec {
     pub description: String,
 }
 
+/// What a slash command answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandReply {
+    /// Text shown to the person; nothing enters the conversation.
+    Show(String),
+    /// A message sent on the person's behalf, as if typed (an MCP prompt, a markdown
+    /// command): the frontend sends it and runs the turn.
+    Send(String),
+}
+
+impl CommandReply {
+    /// The text, shown or sent.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Show(text) | Self::Send(text) => text,
+        }
+    }
+}
+
 /// What hooks see: the task's folded state and a place to stage records.
 pub struct View<'a> {
     task: &'a TaskId,
@@ -509,8 +529,13 @@ pub trait Extension: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// Runs a slash command; errors go to the caller.
-    async fn run_command(&self, _view: &View<'_>, name: &str, _args: &str) -> HookResult<String> {
+    /// Runs a slash command: text to show, or a message to send; errors go to the caller.
+    async fn run_command(
+        &self,
+        _view: &View<'_>,
+        name: &str,
+        _args: &str,
+    ) -> HookResult<CommandReply> {
         Err(HookError::new(format!("unknown command `/{name}`")))
     }
 }

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 
 use crate::contrib::Verdict;
 use crate::extension::{
-    CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult, ModelReply,
-    ModelRequest, OfferedTool, SpawnRequest, StepSignal, View,
+    CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult,
+    ModelReply, ModelRequest, OfferedTool, SpawnRequest, StepSignal, View,
 };
 use crate::fold::TaskState;
 use crate::policy::{Decision, Policy};
@@ -607,7 +607,7 @@ impl<'a> Hooks<'a> {
         view: &View<'_>,
         name: &str,
         args: &str,
-    ) -> HookResult<String> {
+    ) -> HookResult<CommandReply> {
         match self.0.iter().find(|e| e.name() == owner) {
             Some(ext) => call_async(owner, "run_command", ext.run_command(view, name, args)).await,
             None => Err(HookError::new("the extension is gone")),

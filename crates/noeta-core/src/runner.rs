@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
-use crate::extension::View;
 use crate::fold::{CoreState, TaskState, TurnState};
 use crate::hooks::Hooks;
 use crate::provider::Provider;
@@ -24,6 +23,7 @@ use crate::tool::{Inbox, ProgressSink};
 
 mod calls;
 mod claim;
+mod commands;
 mod compose;
 mod direct;
 mod lease;
@@ -546,64 +546,6 @@ impl Runtime {
             .commit(vec![started.to_record(), continued.to_record()])
             .await?;
         claim.release().await
-    }
-
-    /// The slash commands the task's extensions offer, with the extension offering each.
-    pub async fn commands(
-        &self,
-        session: &Session,
-        task: &TaskId,
-    ) -> Result<Vec<(String, crate::extension::CommandSpec)>, RunError> {
-        let state = self.load(session, task).await?;
-        let view = View::new(
-            task,
-            &session.spec.name,
-            &state,
-            &session.spec.spawnable,
-            &session.extensions,
-        );
-        Ok(Hooks(&session.extensions).commands(&view))
-    }
-
-    /// Runs `/name args`; the offering extension's error goes to the caller.
-    pub async fn run_command(
-        &self,
-        session: &Session,
-        task: &TaskId,
-        name: &str,
-        args: &str,
-    ) -> Result<String, RunError> {
-        let offered = self.commands(session, task).await?;
-        let Some((owner, _)) = offered.iter().find(|(_, c)| c.name == name) else {
-            return Err(RunError::Command {
-                name: name.to_owned(),
-                message: format!(
-                    "no such command (available: {})",
-                    offered
-                        .iter()
-                        .map(|(_, c)| format!("/{}", c.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
-        };
-        let mut claim = self.claim(session, task).await?;
-        let held = Arc::clone(&claim.lease);
-        let (outcome, staged) = held
-            .keep_alive(async {
-                let view = claim.view();
-                let outcome = Hooks(&session.extensions)
-                    .run_command(owner, &view, name, args)
-                    .await;
-                Ok((outcome, view.take_staged()))
-            })
-            .await?;
-        claim.commit(staged).await?;
-        claim.release().await?;
-        outcome.map_err(|err| RunError::Command {
-            name: name.to_owned(),
-            message: err.to_string(),
-        })
     }
 
     /// Folds a task without claiming it (for listings and logs).

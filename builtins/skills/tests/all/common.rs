@@ -325,7 +325,10 @@ impl Run {
     /// Runs the slash command `/name`.
     pub(crate) fn command(&self, task: &str, name: &str) -> String {
         let rt = self.runtime(self.script(json!([])));
-        block_on(rt.run_command(&self.session, &TaskId::new(task).unwrap(), name, "")).unwrap()
+        block_on(rt.run_command(&self.session, &TaskId::new(task).unwrap(), name, ""))
+            .unwrap()
+            .text()
+            .to_owned()
     }
 
     pub(crate) fn state(&self, task: &str) -> TaskState {

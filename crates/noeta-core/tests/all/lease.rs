@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::executor::block_on;
-use noeta_core::extension::{CommandSpec, Extension, HookResult, ModelReply, ModelRequest, View};
+use noeta_core::extension::{
+    CommandReply, CommandSpec, Extension, HookResult, ModelReply, ModelRequest, View,
+};
 use noeta_core::fold::Folder;
 use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
 use noeta_core::records::{CoreRecord, StopReason, Usage};
@@ -317,11 +319,11 @@ fn a_slash_command_slower_than_the_lease_keeps_the_task() {
             view: &View<'_>,
             _name: &str,
             _args: &str,
-        ) -> HookResult<String> {
+        ) -> HookResult<CommandReply> {
             futures_timer::Delay::new(Duration::from_millis(4 * TTL_MS)).await;
             *self.0.lock().unwrap() += 1;
             view.record("waits", "waited", json!({}));
-            Ok("waited".into())
+            Ok(CommandReply::Show("waited".into()))
         }
     }
 
@@ -333,7 +335,7 @@ fn a_slash_command_slower_than_the_lease_keeps_the_task() {
     session.folder = Folder::new(&session.extensions, "lease-test");
     block_on(rt.create(&session, &task(), "hello")).unwrap();
     let said = block_on(rt.run_command(&session, &task(), "wait", "")).unwrap();
-    assert_eq!(said, "waited");
+    assert_eq!(said, CommandReply::Show("waited".into()));
     assert_eq!(*ran.lock().unwrap(), 1);
     let kinds: Vec<String> = block_on(log.read(&task(), 0))
         .unwrap()

@@ -3367,7 +3367,12 @@ impl Extension for Compacting {
             description: "Compact now.".into(),
         }])
     }
-    async fn run_command(&self, v: &View<'_>, name: &str, args: &str) -> HookResult<String> {
+    async fn run_command(
+        &self,
+        v: &View<'_>,
+        name: &str,
+        args: &str,
+    ) -> HookResult<noeta_core::extension::CommandReply> {
         if args == "fail" {
             return Err(HookError::new("nothing to compact"));
         }
@@ -3387,12 +3392,12 @@ impl Extension for Compacting {
             .map(|(n, t)| format!("{n}:{t}"))
             .collect();
         v.record("compacting", "ran", json!({ "command": name }));
-        Ok(format!(
+        Ok(noeta_core::extension::CommandReply::Show(format!(
             "{} | {} | {}",
             advice.join(","),
             residents.join(","),
             leads.join(",")
-        ))
+        )))
     }
 }
 
@@ -3428,7 +3433,8 @@ fn commands_run_through_the_offering_extension_which_may_ask_the_others() {
     assert_eq!(listed[0].0, "compacting");
     let out = block_on(rt.run_command(&s, &t, "compact", "")).unwrap();
     assert_eq!(
-        out, "keeps:Some(\"mid-edit\") | keeps:the plan | ",
+        out.text(),
+        "keeps:Some(\"mid-edit\") | keeps:the plan | ",
         "a failing lead_resident is skipped"
     );
     assert!(
