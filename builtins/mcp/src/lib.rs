@@ -190,6 +190,18 @@ struct Pack;
 impl SessionPackFactory for Pack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let settings = Settings::parse(ctx.config(PLUGIN))?;
+        // One alias namespace with the plugins' in-process servers (seed 000): no override.
+        for server in &settings.servers {
+            if let Some((_, plugin)) = ctx.mcp_servers.iter().find(|(a, _)| *a == server.alias) {
+                return Err(format!(
+                    "mcp server alias `{alias}` is taken twice: by plugin `{plugin}`'s in-process \
+                     server (its `mcp_server` contribution `{alias}`) and by \
+                     [plugins.mcp.servers.{alias}] in the settings or a `.mcp.json`; rename one \
+                     (there is no override)",
+                    alias = server.alias
+                ));
+            }
+        }
         let mut pack = PackContribution::empty();
         if !settings.servers.is_empty() {
             pack.extensions.push(Arc::new(Mcp::new(settings)));

@@ -358,6 +358,10 @@ pub struct SessionBuildContext {
     /// The directories of skill packs every loaded plugin contributes (the `skills` surface),
     /// as `(plugin, path)` in `(plugin, name)` order.
     pub skills_dirs: Vec<(String, std::path::PathBuf)>,
+    /// The in-process MCP servers loaded (the `mcp_server` surface) as `(alias, plugin)`, in
+    /// alias order: they share one alias namespace with the servers a pack addresses by
+    /// alias, so such a pack refuses a clash naming both sides.
+    pub mcp_servers: Vec<(String, String)>,
 }
 
 impl SessionBuildContext {
@@ -371,6 +375,7 @@ impl SessionBuildContext {
             policy: crate::policy::minimal_policy_ref(),
             tools: None,
             skills_dirs: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 

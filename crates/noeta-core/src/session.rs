@@ -560,6 +560,11 @@ pub fn build_session_shared(
             _ => None,
         })
         .collect();
+    ctx.mcp_servers = resolution
+        .for_surface(names::MCP_SERVER)
+        .iter()
+        .map(|entry| (entry.contribution.name.clone(), entry.plugin.clone()))
+        .collect();
     let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
     let mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)> = Vec::new();
     for entry in resolution.for_surface(names::SESSION_PACK) {

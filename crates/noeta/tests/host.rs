@@ -162,3 +162,59 @@ fn a_worker_process_is_gone_when_it_ended_or_is_a_zombie_and_not_while_it_runs()
         "another host's worker is waited for"
     );
 }
+
+/// A plugin serving the in-process MCP server `docs` (one tool, `search`).
+fn docs_server_plugin() -> noeta_core::LinkedPlugin {
+    use noeta_core::{McpServerSpec, RefTable, Resolved};
+    let manifest = "name = \"docs-server\"\nversion = \"1.0.0\"\n\n[[contributions]]\n\
+                    surface = \"mcp_server\"\nname = \"docs\"\nref = \"docs_server::docs\"\n";
+    noeta_testkit::fixtures::linked(
+        "docs-server",
+        manifest,
+        RefTable::new().with("docs_server::docs", |_| {
+            let search: Arc<dyn noeta_core::Tool> =
+                Arc::new(noeta_testkit::fixtures::EchoTool::named("search"));
+            Ok(Resolved::McpServer(Arc::new(McpServerSpec {
+                name: "docs".into(),
+                version: "1.0.0".into(),
+                tools: vec![search],
+            })))
+        }),
+    )
+}
+
+#[test]
+fn an_in_process_mcp_server_and_a_configured_one_may_not_share_an_alias() {
+    let root = tempfile::tempdir().unwrap();
+    let paths = paths(&root);
+    let open = |servers: serde_json::Value| {
+        let mut flags = Settings::default();
+        flags.set_param("mcp", "servers", servers).unwrap();
+        let mut config = HostConfig::new(paths.clone());
+        config.options.linked = vec![docs_server_plugin()];
+        config.flags = flags;
+        Host::open(config).unwrap()
+    };
+    let clash = open(json!({ "docs": { "command": "docs-mcp" } }));
+    let err = clash.session("main").unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "mcp server alias `docs` is taken twice: by plugin `docs-server`'s in-process server \
+             (its `mcp_server` contribution `docs`) and by [plugins.mcp.servers.docs] in the \
+             settings or a `.mcp.json`; rename one (there is no override)"
+        ),
+        "{err}"
+    );
+    let fine = open(json!({ "git": { "command": "git-mcp" } }));
+    let session = fine.session("main").unwrap();
+    let stores = fine.open_store(Some("memory:")).unwrap();
+    let model = ScriptedProvider::from_json(&json!({ "turns": [] }).to_string(), "none").unwrap();
+    let runtime = fine.runtime(&stores, Arc::new(model));
+    let task = TaskId::new("aliases").unwrap();
+    block_on(runtime.create(&session, &task, "hi")).unwrap();
+    let tools = block_on(runtime.direct_tools(&session, &task)).unwrap();
+    assert!(
+        tools.iter().any(|t| t.name() == "mcp__docs__search"),
+        "the in-process server's tool is offered beside the configured server"
+    );
+}
