@@ -213,6 +213,17 @@ pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
     for problem in host.plugins().problems() {
         eoutln!("warning: plugin skipped: {problem}");
     }
+    for (_, problem) in host.agent_file_problems() {
+        eoutln!("warning: agent file skipped: {problem}");
+    }
+    if let Some(note) = host
+        .agent_files()
+        .iter()
+        .find(|f| f.name == session.spec.name)
+        .and_then(noeta::AgentFile::note)
+    {
+        eoutln!("warning: {note}");
+    }
     for (table, near) in host.unknown_tables(session.extensions.iter().map(|e| e.name())) {
         let hint = near
             .map(|near| format!(" — did you mean `{near}`?"))

@@ -57,25 +57,25 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
             None
         }
     };
-    let files = match noeta::load_agent_files(paths) {
-        Ok(files) => {
-            let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
-            outln!(
-                "agent files: {}",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            );
-            Some(files)
+    // Each agent file that does not load is a problem of its own; the others still count.
+    let found = noeta::read_agent_files(paths);
+    let names: Vec<&str> = found.agents.iter().map(|f| f.name.as_str()).collect();
+    outln!(
+        "agent files: {}",
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
         }
-        Err(err) => {
-            problem(format!("agent files: {err}"));
-            None
-        }
-    };
-    if let (Some(_), Some(files)) = (settings, files) {
+    );
+    for (_, err) in &found.problems {
+        problem(format!("agent files: {err}"));
+    }
+    for note in found.agents.iter().filter_map(noeta::AgentFile::note) {
+        outln!("note: {note}");
+    }
+    let files = found.agents;
+    if settings.is_some() {
         match noeta::Host::open(config) {
             Ok(host) => {
                 let set = host.plugins();

@@ -86,11 +86,37 @@ fn a_broken_agent_file_is_a_problem() {
     let env = healthy();
     env.write(
         ".noeta/agents/reviewer.md",
-        "---\nname: reviewer\ndescription: [unclosed\n---\nReview.\n",
+        "---\nname: [unclosed\ndescription: Reviews\n---\nReview.\n",
     );
     fails_naming(
         &env,
         "agent files: [WORKSPACE]/.noeta/agents/reviewer.md: invalid YAML frontmatter",
+    );
+    // It fails only itself: the default agent still runs, with a warning naming the file.
+    let provider = env.script(json!([{ "text": "hi" }]));
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = env.redact(&stderr(&out));
+    assert!(
+        err.contains(
+            "warning: agent file skipped: [WORKSPACE]/.noeta/agents/reviewer.md: invalid YAML"
+        ),
+        "{err}"
+    );
+    let out = env.run(&[
+        "run",
+        "--agent",
+        "reviewer",
+        "--provider",
+        &provider,
+        "hello",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        env.redact(&stderr(&out))
+            .contains("agent `reviewer` cannot be used: [WORKSPACE]/.noeta/agents/reviewer.md"),
+        "{}",
+        stderr(&out)
     );
 }
 

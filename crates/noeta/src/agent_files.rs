@@ -1,5 +1,9 @@
-//! Agent files: Markdown with YAML frontmatter under `~/.noeta/agents/` and
-//! `<workspace>/.noeta/agents/`, each defining one agent.
+//! Agent files: Markdown with YAML frontmatter under `~/.noeta/agents/`,
+//! `<workspace>/.claude/agents/` and `<workspace>/.noeta/agents/`, each defining one agent.
+//! Claude Code's agent files load as written: `model` and its other keys are kept (and
+//! reported once as unused), frontmatter that is not strict YAML is read as Claude Code
+//! reads it, and a file without `plugins` gets the default agent's. A file that does not
+//! load fails only itself ([`read_agent_files`]).
 //!
 //! ```text
 //! ---
@@ -35,6 +39,9 @@ pub const AGENT_FILE_TOOLS: [&str; 2] = ["ToolSearch", "structured_output"];
 
 const FRONTMATTER: &str = "the frontmatter";
 const KNOWN_KEYS: &str = "name, description, plugins, tools, agents";
+/// Keys whose value may be read as plain text when the frontmatter is not strict YAML (Claude
+/// Code accepts an unquoted `: ` and multi-line `<example>` text in a description).
+const PLAIN_TEXT_KEYS: [&str; 2] = ["description", "whenToUse"];
 
 /// One agent file, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +60,12 @@ pub struct AgentFile {
     pub tools: Option<Vec<String>>,
     /// `agents`: the child agents of its roster.
     pub agents: Vec<String>,
+    /// Whether `plugins` was written; without it the agent gets the default agent's plugins.
+    pub plugins_given: bool,
+    /// `model` (Claude Code's agent files), kept: agents run on the run's model.
+    pub model: Option<String>,
+    /// Other keys (Claude Code's `color`, `effort`, …), kept as metadata and not used.
+    pub metadata: BTreeMap<String, Value>,
     /// The body: the agent's instructions.
     pub instructions: String,
 }
@@ -91,6 +104,9 @@ impl AgentFile {
             params: BTreeMap::new(),
             tools: None,
             agents: Vec::new(),
+            plugins_given: false,
+            model: None,
+            metadata: BTreeMap::new(),
             instructions: body.trim_start_matches(['\r', '\n']).trim_end().to_owned(),
         };
         if let Some(yaml) = frontmatter {
@@ -103,7 +119,13 @@ impl AgentFile {
     }
 
     fn read_frontmatter(&mut self, yaml: &str, file: &str) -> Result<(), SettingsError> {
-        let value: yaml_serde::Value = yaml_serde::from_str(yaml).map_err(|err| {
+        let strict = yaml_serde::from_str::<yaml_serde::Value>(yaml);
+        let value = match strict {
+            Ok(value) => Ok(value),
+            // What Claude Code accepts is accepted: a description with an unquoted `: `.
+            Err(err) => lenient(yaml).map(yaml_serde::Value::Mapping).ok_or(err),
+        };
+        let value: yaml_serde::Value = value.map_err(|err| {
             let (line, column) = err
                 .location()
                 // The YAML starts on the file's second line, after the opening `---`.
@@ -154,7 +176,17 @@ impl AgentFile {
                     yaml_serde::Value::String(s) => self.description = Some(s.clone()),
                     other => return Err(wrong_type(file, key, "a string", &render(other))),
                 },
-                "plugins" => self.read_plugins(value, file)?,
+                "plugins" => {
+                    self.plugins_given = true;
+                    self.read_plugins(value, file)?;
+                }
+                "model" => match value {
+                    yaml_serde::Value::Null => {}
+                    yaml_serde::Value::String(s) if !s.trim().is_empty() => {
+                        self.model = Some(s.trim().to_owned());
+                    }
+                    other => return Err(wrong_type(file, key, "a model name", &render(other))),
+                },
                 "tools" => {
                     self.tools = match value {
                         yaml_serde::Value::Null => None,
@@ -175,10 +207,34 @@ impl AgentFile {
                         other => names(file, key, other)?,
                     };
                 }
-                _ => return Err(unknown(file, key)),
+                // Claude Code's other keys (`color`, `effort`, `initialPrompt`, …).
+                _ => {
+                    let value = yaml_to_json(value, file, key)?;
+                    self.metadata.insert(key.to_owned(), value);
+                }
             }
         }
         Ok(())
+    }
+
+    /// What the host tells the person about this file once: the keys it keeps and does not
+    /// use (`None` when there are none).
+    pub fn note(&self) -> Option<String> {
+        let mut unused: Vec<String> = Vec::new();
+        if let Some(model) = &self.model {
+            unused.push(format!("`model: {model}` (agents run on the run's model)"));
+        }
+        if !self.metadata.is_empty() {
+            let keys: Vec<String> = self.metadata.keys().map(|k| format!("`{k}`")).collect();
+            unused.push(format!("{} (kept as metadata)", keys.join(", ")));
+        }
+        (!unused.is_empty()).then(|| {
+            format!(
+                "agent file {}: not used: {}",
+                self.path.display(),
+                unused.join("; ")
+            )
+        })
     }
 
     fn read_plugins(&mut self, value: &yaml_serde::Value, file: &str) -> Result<(), SettingsError> {
@@ -269,7 +325,16 @@ impl AgentFile {
     pub fn options(&self) -> AgentOptions {
         let mut options = AgentOptions::named(self.name.clone());
         options.instructions = self.instructions.clone();
-        options.plugins = self.plugins.clone();
+        // Without `plugins`, the default agent's: `tools` then narrows them (Claude Code's
+        // agent files name tools, not plugins).
+        options.plugins = if self.plugins_given {
+            self.plugins.clone()
+        } else {
+            crate::host::DEFAULT_PLUGINS
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect()
+        };
         options.agents = self.agents.clone();
         options.tools = self.tools.as_ref().map(|tools| {
             let mut tools = tools.clone();
@@ -285,42 +350,88 @@ impl AgentFile {
     }
 }
 
-/// The directories agent files are read from, lowest first: `~/.noeta/agents`, then
-/// `<workspace>/.noeta/agents` (once, when the workspace is the home directory).
+/// The directories agent files are read from, lowest first: `~/.noeta/agents`, the
+/// workspace's `.claude/agents` (Claude Code's, read for compatibility), then
+/// `<workspace>/.noeta/agents` (each once, when the workspace is the home directory).
 pub fn agent_file_dirs(paths: &HostPaths) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = paths
         .user_dir()
         .map(|d| d.join("agents"))
         .into_iter()
         .collect();
-    let project = paths.workspace.join(".noeta").join("agents");
-    if !dirs.contains(&project) {
-        dirs.push(project);
+    for project in [
+        paths.workspace.join(".claude").join("agents"),
+        paths.workspace.join(".noeta").join("agents"),
+    ] {
+        if !dirs.contains(&project) {
+            dirs.push(project);
+        }
     }
     dirs
 }
 
-/// Reads every `*.md` in the user's and the project's agent directories (missing directories
-/// hold none). A project file wins over a user file of the same agent name; two files of one
-/// directory with one name are an error. Sorted by agent name.
-pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsError> {
+/// The agent files of a host, and those that could not be used.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct AgentFiles {
+    /// The files that load, sorted by agent name; a later directory's file wins over an
+    /// earlier one's of the same name.
+    pub agents: Vec<AgentFile>,
+    /// Each file that does not load, with why (the file is named in the error). It fails only
+    /// itself.
+    pub problems: Vec<(PathBuf, SettingsError)>,
+}
+
+/// Reads every `*.md` in the agent directories ([`agent_file_dirs`]); a file that cannot be
+/// read or parsed, or that repeats a name another file of its directory has, is a problem of
+/// its own and the others load.
+pub fn read_agent_files(paths: &HostPaths) -> AgentFiles {
+    let mut found = AgentFiles::default();
     let mut agents: BTreeMap<String, AgentFile> = BTreeMap::new();
     for dir in agent_file_dirs(paths) {
+        let files = match markdown_files(&dir) {
+            Ok(files) => files,
+            Err(err) => {
+                found.problems.push((dir, err));
+                continue;
+            }
+        };
         let mut here: BTreeMap<String, AgentFile> = BTreeMap::new();
-        for path in markdown_files(&dir)? {
-            let agent = AgentFile::read(&path)?;
+        for path in files {
+            let agent = match AgentFile::read(&path) {
+                Ok(agent) => agent,
+                Err(err) => {
+                    found.problems.push((path, err));
+                    continue;
+                }
+            };
             if let Some(first) = here.get(&agent.name) {
-                return Err(SettingsError::DuplicateAgent {
-                    name: agent.name.clone(),
-                    first: first.path.display().to_string(),
-                    second: path.display().to_string(),
-                });
+                found.problems.push((
+                    path.clone(),
+                    SettingsError::DuplicateAgent {
+                        name: agent.name.clone(),
+                        first: first.path.display().to_string(),
+                        second: path.display().to_string(),
+                    },
+                ));
+                continue;
             }
             here.insert(agent.name.clone(), agent);
         }
         agents.extend(here);
     }
-    Ok(agents.into_values().collect())
+    found.agents = agents.into_values().collect();
+    found
+}
+
+/// [`read_agent_files`], all or nothing: the agents, or the first problem (for checks that
+/// want every file sound).
+pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsError> {
+    let found = read_agent_files(paths);
+    match found.problems.into_iter().next() {
+        Some((_, err)) => Err(err),
+        None => Ok(found.agents),
+    }
 }
 
 /// The `*.md` files directly in `dir`, sorted (none when `dir` does not exist).
@@ -343,6 +454,53 @@ fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, SettingsError> {
     }
     files.sort();
     Ok(files)
+}
+
+/// The frontmatter read as Claude Code reads it when it is not strict YAML: each line that
+/// starts a top-level `key:` opens an entry, the lines under it continue it. Each entry is
+/// parsed as YAML on its own; a description that still fails is taken as plain text. `None`
+/// when that does not work either (a key given twice, another key's value unreadable).
+fn lenient(yaml: &str) -> Option<yaml_serde::Mapping> {
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in yaml.lines() {
+        let starts_key = !line.starts_with([' ', '\t', '#', '-'])
+            && line.split_once(':').is_some_and(|(key, rest)| {
+                !key.is_empty()
+                    && key
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    && (rest.is_empty() || rest.starts_with([' ', '\t']))
+            });
+        match line.split_once(':') {
+            Some((key, rest)) if starts_key => entries.push((key.to_owned(), rest.to_owned())),
+            _ => {
+                let (_, value) = entries.last_mut()?;
+                value.push('\n');
+                value.push_str(line);
+            }
+        }
+    }
+    let mut mapping = yaml_serde::Mapping::new();
+    for (key, value) in entries {
+        let parsed = yaml_serde::from_str::<yaml_serde::Value>(&format!("{key}:{value}"))
+            .ok()
+            .and_then(|v| v.get(key.as_str()).cloned());
+        let value = match parsed {
+            Some(value) => value,
+            None if PLAIN_TEXT_KEYS.contains(&key.as_str()) => {
+                let lines: Vec<&str> = value.lines().map(str::trim).collect();
+                yaml_serde::Value::String(lines.join("\n").trim().to_owned())
+            }
+            None => return None,
+        };
+        if mapping
+            .insert(yaml_serde::Value::String(key), value)
+            .is_some()
+        {
+            return None;
+        }
+    }
+    Some(mapping)
 }
 
 /// Splits `---` frontmatter off: `(Some(yaml), body)`, the YAML starting on the file's second

@@ -14,7 +14,7 @@ use noeta_core::store::{Clock, SystemClock};
 use noeta_core::{Merged, PluginSet};
 use serde_json::Value;
 
-use crate::agent_files::{AgentFile, load_agent_files};
+use crate::agent_files::{AgentFile, AgentFiles, read_agent_files};
 use crate::backends::{OpenError, ProviderConfig, StoreUrl, Stores};
 use crate::host::{HostError, HostOptions, HostPaths};
 use crate::secrets::{EnvSecrets, SecretStore, resolve_plugin_secrets};
@@ -91,7 +91,7 @@ pub struct Host {
     settings: Settings,
     set: PluginSet,
     merged: Merged,
-    files: Vec<AgentFile>,
+    files: AgentFiles,
     instances: Instances,
     extensions: Vec<Arc<dyn Extension>>,
     warn: WarningSink,
@@ -118,7 +118,7 @@ impl Host {
         let settings = config.settings()?;
         let set = settings.load_host(&config.paths, &config.options)?;
         let merged = set.merged()?;
-        let files = load_agent_files(&config.paths)?;
+        let files = read_agent_files(&config.paths);
         let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
             config.paths.workspace.clone(),
         ));
@@ -184,9 +184,14 @@ impl Host {
         &self.exec
     }
 
-    /// The agent files found.
+    /// The agent files that load.
     pub fn agent_files(&self) -> &[AgentFile] {
-        &self.files
+        &self.files.agents
+    }
+
+    /// The agent files that do not load, each with why; each fails only itself.
+    pub fn agent_file_problems(&self) -> &[(std::path::PathBuf, crate::settings::SettingsError)] {
+        &self.files.problems
     }
 
     /// The session of agent `name`: an agent file of that name, else an `agent` contribution
@@ -220,9 +225,22 @@ impl Host {
     /// The options of agent `name` with the settings applied and the `.mcp.json` servers added
     /// (`warn`: say which plugins the settings switch off).
     fn agent(&self, name: &str, warn: bool) -> Result<noeta_core::AgentOptions, HostError> {
-        let mut agent = match self.files.iter().find(|f| f.name == name) {
+        let mut agent = match self.files.agents.iter().find(|f| f.name == name) {
             Some(file) => file.options(),
-            None => crate::host::agent_options(&self.set, &self.merged, name)?,
+            None => {
+                // An agent file of this name that does not load says why, rather than
+                // "no agent named …".
+                if let Some((_, err)) = self.files.problems.iter().find(|(path, _)| {
+                    path.file_stem()
+                        .is_some_and(|stem| stem.to_string_lossy() == name)
+                }) {
+                    return Err(HostError::AgentFile {
+                        name: name.to_owned(),
+                        error: err.to_string(),
+                    });
+                }
+                crate::host::agent_options(&self.set, &self.merged, name)?
+            }
         };
         for dropped in self.settings.apply_to(&mut agent) {
             if warn {

@@ -152,6 +152,14 @@ pub enum HostError {
         /// The known names.
         known: String,
     },
+    /// The agent asked for is defined by an agent file that does not load.
+    #[error("agent `{name}` cannot be used: {error}")]
+    AgentFile {
+        /// The agent's name (its file's stem).
+        name: String,
+        /// Why the file does not load (naming it).
+        error: String,
+    },
     /// An extension failed while a listing asked it for its part.
     #[error("listing: {0}")]
     Listing(String),

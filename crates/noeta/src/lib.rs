@@ -17,7 +17,7 @@ pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
 
-pub use agent_files::{AgentFile, load_agent_files};
+pub use agent_files::{AgentFile, AgentFiles, load_agent_files, read_agent_files};
 pub use assembly::{
     Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker, store_file,
 };

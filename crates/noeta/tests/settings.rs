@@ -1205,7 +1205,7 @@ fn nothing_in_an_agent_file_removes_tool_search_or_structured_output() {
 fn every_agent_file_error_names_the_file_and_the_key() {
     let path = Path::new("/ws/.noeta/agents/bad.md");
     let cases: [(&str, &[&str]); 13] = [
-        ("---\nmodel: opus\n---\n", &["`model`", "the frontmatter"]),
+        ("---\nmodel: [opus]\n---\n", &["`model`", "a model name"]),
         (
             "---\nplugins:\n  - fs\n  - { a: 1, b: 2 }\n---\n",
             &["`plugins[1]`", "one-key map"],
@@ -1309,4 +1309,122 @@ fn a_named_pipe_in_place_of_a_settings_file_is_an_error_not_a_hang() {
             shown(&host.project_file())
         )
     );
+}
+
+/// An agent file as Claude Code writes one: every frontmatter key it documents, a description
+/// with an unquoted `: ` and multi-line `<example>` text.
+const CLAUDE_CODE_AGENT: &str = "---
+name: code-reviewer
+description: Use this agent when: the user asks for a review. Examples:
+  <example>
+  Context: a change is ready
+  user: \"review this\"
+  </example>
+tools: Read, Grep, Glob, LS
+model: sonnet
+color: blue
+effort: high
+initialPrompt: Start by listing the changed files.
+---
+You review code.
+";
+
+#[test]
+fn a_claude_code_agent_file_loads_with_its_tools_and_keeps_what_it_does_not_use() {
+    let host = Host::new();
+    host.project_agent("code-reviewer.md", CLAUDE_CODE_AGENT);
+    let agents = load_agent_files(&host.paths()).unwrap();
+    let agent = &agents[0];
+    assert_eq!(agent.name, "code-reviewer");
+    let description = agent.description.as_deref().unwrap();
+    assert!(
+        description.starts_with("Use this agent when: the user asks"),
+        "{description}"
+    );
+    assert!(
+        description.contains("user: \"review this\"\n</example>"),
+        "{description}"
+    );
+    assert_eq!(
+        agent.tools.as_deref().unwrap(),
+        ["Read", "Grep", "Glob", "LS"]
+    );
+    assert_eq!(agent.model.as_deref(), Some("sonnet"));
+    assert_eq!(
+        agent.metadata.keys().collect::<Vec<_>>(),
+        ["color", "effort", "initialPrompt"]
+    );
+    let note = agent.note().unwrap();
+    assert!(
+        note.contains("`model: sonnet` (agents run on the run's model)"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`color`, `effort`, `initialPrompt` (kept as metadata)"),
+        "{note}"
+    );
+
+    // No `plugins`: the default agent's, narrowed by `tools` — so `Read` is really there.
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let session = noeta_host.session("code-reviewer").unwrap();
+    let stores = noeta_host.open_store(Some("memory:")).unwrap();
+    let model =
+        noeta_core::provider::ScriptedProvider::from_json("{\"turns\": []}", "none").unwrap();
+    let runtime = noeta_host.runtime(&stores, std::sync::Arc::new(model));
+    let task = noeta_core::store::TaskId::new("review").unwrap();
+    futures::executor::block_on(runtime.create(&session, &task, "go")).unwrap();
+    let tools: Vec<String> = futures::executor::block_on(runtime.direct_tools(&session, &task))
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    for tool in ["Read", "Grep", "Glob"] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "{tool} missing from {tools:?}"
+        );
+    }
+    assert!(
+        !tools.iter().any(|t| t == "Bash" || t == "Write"),
+        "{tools:?}"
+    );
+}
+
+#[test]
+fn a_broken_agent_file_fails_only_itself() {
+    let host = Host::new();
+    host.project_agent("code-reviewer.md", CLAUDE_CODE_AGENT);
+    let broken = host.project_agent("broken.md", "---\nname: [unclosed\ntools: 3\n---\nBody\n");
+    let found = noeta::read_agent_files(&host.paths());
+    assert_eq!(found.agents.len(), 1);
+    assert_eq!(found.problems.len(), 1);
+    assert_eq!(found.problems[0].0, broken);
+    assert_mentions(&found.problems[0].1.to_string(), &[&shown(&broken)]);
+
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    noeta_host.session("main").unwrap();
+    noeta_host.session("code-reviewer").unwrap();
+    let err = noeta_host.session("broken").unwrap_err().to_string();
+    assert!(err.starts_with("agent `broken` cannot be used: "), "{err}");
+    assert_mentions(&err, &[&shown(&broken)]);
+    assert_eq!(noeta_host.agent_file_problems().len(), 1);
+}
+
+#[test]
+fn claude_codes_project_agents_directory_is_read_beneath_noetas() {
+    let host = Host::new();
+    let claude = host.workspace.path().join(".claude/agents/helper.md");
+    write(
+        &claude,
+        "---\nname: helper\ndescription: from .claude\n---\nHelp.\n",
+    );
+    let agents = load_agent_files(&host.paths()).unwrap();
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0].description.as_deref(), Some("from .claude"));
+    host.project_agent(
+        "helper.md",
+        "---\nname: helper\ndescription: from .noeta\n---\nHelp.\n",
+    );
+    let agents = load_agent_files(&host.paths()).unwrap();
+    assert_eq!(agents[0].description.as_deref(), Some("from .noeta"));
 }
