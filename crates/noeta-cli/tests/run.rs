@@ -1084,3 +1084,46 @@ fn run_says_once_what_it_goes_without_before_it_starts() {
         "before it starts: {err}"
     );
 }
+
+#[test]
+fn main_hands_work_to_a_claude_code_agent_file_through_task() {
+    let env = new_env();
+    std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
+    env.write(
+        ".claude/agents/note-reader.md",
+        "---\nname: note-reader\ndescription: Use this agent when: notes must be read\n\
+         tools: Read, LS\nmodel: haiku\ncolor: green\n---\nYou read notes.\n",
+    );
+    let provider = env.script_file(json!({
+        "turns": [
+            call("Task", json!({
+                "description": "read the notes",
+                "prompt": "What does notes.txt say?",
+                "subagent_type": "note-reader"
+            })),
+            { "text": "The reader says 42." }
+        ],
+        "agents": { "note-reader": { "turns": [
+            call("Read", json!({ "file_path": "notes.txt" })),
+            { "text": "notes.txt says 42." }
+        ] } }
+    }));
+    let out = env.run_with(
+        &["run", "--provider", &provider, "what do the notes say?"],
+        None,
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).lines().last(),
+        Some("The reader says 42.")
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("● Read(notes.txt)"),
+        "the agent file's agent read it: {err}"
+    );
+    let task = task_of(&out);
+    let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
+    assert!(log.contains("Subagent `note-reader`"), "{log}");
+}

@@ -40,6 +40,9 @@ pub struct AgentOptions {
     pub policy: Option<ComponentRef>,
     /// Per-plugin settings, handed to control-tool factories.
     pub config: BTreeMap<String, Value>,
+    /// Agents the host defines outside plugins (agent files), by name: `agents` (and a child's
+    /// own roster) may name them, and they enter the roster as a plugin's definition would.
+    pub local_agents: BTreeMap<String, Arc<AgentDefinition>>,
 }
 
 impl AgentOptions {
@@ -61,6 +64,7 @@ impl AgentOptions {
             tools: definition.tools.clone(),
             policy: None,
             config: BTreeMap::new(),
+            local_agents: BTreeMap::new(),
         }
     }
 }
@@ -437,11 +441,20 @@ pub fn compile_agent(
     let catalogue = agent_catalogue(set, merged);
     let mut roster: BTreeMap<String, Arc<AgentDefinition>> = BTreeMap::new();
     for name in &options.agents {
+        if let Some(local) = options.local_agents.get(name) {
+            roster.insert(name.clone(), Arc::clone(local));
+            continue;
+        }
         let Some((plugin, surface)) = catalogue.get(name.as_str()) else {
             return Err(CompileError::UnknownAgent {
                 name: name.clone(),
                 agent: agent.clone(),
-                known: join_or_none(catalogue.keys().copied()),
+                known: join_or_none(
+                    catalogue
+                        .keys()
+                        .copied()
+                        .chain(options.local_agents.keys().map(String::as_str)),
+                ),
             });
         };
         roster.insert(
@@ -472,11 +485,18 @@ pub fn compile_agent(
             .collect();
         check_activations(set, &active, &child_label)?;
         for grandchild in &def.agents {
-            if !catalogue.contains_key(grandchild.as_str()) {
+            if !catalogue.contains_key(grandchild.as_str())
+                && !options.local_agents.contains_key(grandchild)
+            {
                 return Err(CompileError::UnknownAgent {
                     name: grandchild.clone(),
                     agent: child_label,
-                    known: join_or_none(catalogue.keys().copied()),
+                    known: join_or_none(
+                        catalogue
+                            .keys()
+                            .copied()
+                            .chain(options.local_agents.keys().map(String::as_str)),
+                    ),
                 });
             }
         }

@@ -319,6 +319,20 @@ impl AgentFile {
         Ok(())
     }
 
+    /// The agent as a roster entry of another agent (what `Task` may start).
+    pub fn definition(&self) -> noeta_core::AgentDefinition {
+        let options = self.options();
+        noeta_core::AgentDefinition {
+            name: self.name.clone(),
+            description: self.description.clone().unwrap_or_default(),
+            instructions: self.instructions.clone(),
+            tools: options.tools,
+            plugins: options.plugins,
+            agents: options.agents,
+            model: self.model.clone(),
+        }
+    }
+
     /// The agent's options: name, instructions, plugins, roster, the allow-list (always with
     /// [`AGENT_FILE_TOOLS`]) and the file's plugin parameters as `config`. Apply settings with
     /// [`crate::Settings::apply_to`], which merges these parameters over `[plugins.*]`.

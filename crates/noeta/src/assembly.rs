@@ -242,6 +242,27 @@ impl Host {
                 crate::host::agent_options(&self.set, &self.merged, name)?
             }
         };
+        // Any roster may name an agent file.
+        agent.local_agents = self
+            .files
+            .agents
+            .iter()
+            .filter(|file| file.name != name)
+            .map(|file| (file.name.clone(), Arc::new(file.definition())))
+            .collect();
+        // Agent files are subagents of `main` (as Claude Code's are), unless the settings say
+        // otherwise; any agent may take them in with `include_agent_files = true`.
+        if self
+            .settings
+            .include_agent_files(name)
+            .unwrap_or(name == "main")
+        {
+            for file in &self.files.agents {
+                if file.name != name && !agent.agents.contains(&file.name) {
+                    agent.agents.push(file.name.clone());
+                }
+            }
+        }
         for dropped in self.settings.apply_to(&mut agent) {
             if warn {
                 (self.warn)(&format!(

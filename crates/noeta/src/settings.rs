@@ -217,6 +217,8 @@ pub struct Settings {
     switches: BTreeMap<String, bool>,
     /// `[agents.<name>] add_plugins`: for each agent, the added plugins and their parameters.
     agents: BTreeMap<String, BTreeMap<String, Map<String, Value>>>,
+    /// `[agents.<name>] include_agent_files`, the last layer's word.
+    include_agent_files: BTreeMap<String, bool>,
     /// Machine `[policy] allowed_plugins`.
     allowed: Option<BTreeSet<String>>,
     /// Machine `[policy] blocked_plugins`.
@@ -224,7 +226,7 @@ pub struct Settings {
 }
 
 const TOP_KEYS: &str = "plugins, agents, policy";
-const AGENT_KEYS: &str = "add_plugins";
+const AGENT_KEYS: &str = "add_plugins, include_agent_files";
 const POLICY_KEYS: &str = "allowed_plugins, blocked_plugins";
 
 impl Settings {
@@ -319,6 +321,13 @@ impl Settings {
             let table_name = table_label(&["agents", agent]);
             let table = as_table(at, "[agents]", agent, value)?;
             for (key, value) in table {
+                if key == "include_agent_files" {
+                    let Some(include) = value.as_bool() else {
+                        return Err(at.wrong_type(&table_name, key, "true or false", value));
+                    };
+                    self.include_agent_files.insert(agent.clone(), include);
+                    continue;
+                }
                 if key != "add_plugins" {
                     return Err(at.unknown(&table_name, key, AGENT_KEYS));
                 }
@@ -372,6 +381,7 @@ impl Settings {
             merge_params(self.plugins.entry(name).or_default(), params);
         }
         self.switches.extend(later.switches);
+        self.include_agent_files.extend(later.include_agent_files);
         for (agent, added) in later.agents {
             let mine = self.agents.entry(agent).or_default();
             for (plugin, params) in added {
@@ -488,6 +498,15 @@ impl Settings {
     /// The machine block-list.
     pub fn blocked_plugins(&self) -> &BTreeSet<String> {
         &self.blocked
+    }
+
+    /// Whether agent `agent`'s roster takes in every agent file (`[agents.<name>]
+    /// include_agent_files`, else `[agents."*"]`'s); `None` when no layer says.
+    pub fn include_agent_files(&self, agent: &str) -> Option<bool> {
+        self.include_agent_files
+            .get(agent)
+            .or_else(|| self.include_agent_files.get(EVERY_AGENT))
+            .copied()
     }
 
     /// The plugins `add_plugins` adds to `agent` (its own table's and `*`'s), sorted, before

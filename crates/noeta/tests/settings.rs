@@ -1428,3 +1428,23 @@ fn claude_codes_project_agents_directory_is_read_beneath_noetas() {
     let agents = load_agent_files(&host.paths()).unwrap();
     assert_eq!(agents[0].description.as_deref(), Some("from .noeta"));
 }
+
+#[test]
+fn agent_files_join_mains_roster_unless_the_settings_say_not() {
+    let host = Host::new();
+    host.project_agent("code-reviewer.md", CLAUDE_CODE_AGENT);
+    let open = || noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let main = open().session("main").unwrap();
+    assert!(
+        main.spec.spawnable.iter().any(|a| a == "code-reviewer"),
+        "{:?}",
+        main.spec.spawnable
+    );
+    assert!(main.spec.spawnable.iter().any(|a| a == "explore"));
+    host.project("[agents.main]\ninclude_agent_files = false\n");
+    let main = open().session("main").unwrap();
+    assert!(!main.spec.spawnable.iter().any(|a| a == "code-reviewer"));
+    host.project("[agents.main]\ninclude_agent_files = \"yes\"\n");
+    let err = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap_err();
+    assert_mentions(&err.to_string(), &["include_agent_files", "true or false"]);
+}
