@@ -16,6 +16,7 @@
 //! workspace's `.agents/skills` and `.noeta/skills` (or the `skills_dir` override instead of
 //! both). [`listing::index_for_listing`] indexes them as a session would, for `noeta skills list`.
 
+mod commands;
 mod extension;
 mod frontmatter;
 mod index;
@@ -62,6 +63,11 @@ impl SessionPackFactory for SkillsPack {
             std::env::home_dir(),
             ctx.skills_dirs.clone(),
         ));
+        // Markdown commands (`commands/*.md`), `/name args` in chat and `noeta run`.
+        pack.extensions
+            .push(Arc::new(commands::MarkdownCommands::new(
+                std::env::home_dir(),
+            )));
         Ok(pack)
     }
 }

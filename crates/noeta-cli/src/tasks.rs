@@ -162,12 +162,41 @@ pub(crate) async fn run(
     };
     let host = AgentHost::open(paths, args)?;
     let task = new_task_id()?;
+    // `/name args`, when a plugin offers `/name`: its expansion is the goal (a command that
+    // only shows text prints it); any other goal starting with `/` is taken as written.
+    let goal = match command_goal(&host, &task, &goal).await? {
+        Some(CommandReply::Send(text)) => text,
+        Some(reply) => {
+            outln!("{}", reply.text());
+            return Ok(ExitCode::SUCCESS);
+        }
+        None => goal,
+    };
     host.runtime
         .create(&host.session, &task, &goal)
         .await
         .with_context(|| format!("creating task {task}"))?;
     host.printer.note(&format!("task {task}"));
     run_to_exit(&host, &task).await
+}
+
+/// What `goal` comes to when it is `/name args` and a plugin offers `/name`.
+async fn command_goal(host: &AgentHost, task: &TaskId, goal: &str) -> Result<Option<CommandReply>> {
+    let Some(command) = goal.trim_start().strip_prefix('/') else {
+        return Ok(None);
+    };
+    let (name, args) = command
+        .split_once(char::is_whitespace)
+        .unwrap_or((command, ""));
+    let offered = host.runtime.commands(&host.session, task).await?;
+    if !offered.iter().any(|(_, c)| c.name == name) {
+        return Ok(None);
+    }
+    Ok(Some(
+        host.runtime
+            .run_command(&host.session, task, name, args)
+            .await?,
+    ))
 }
 
 /// The id of the latest task in the store (`--last`), or the one given, checked to exist.
@@ -256,7 +285,21 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
             let mut expanded = false;
             let (name, rest) = command.split_once(' ').unwrap_or((command, ""));
             match name {
-                "help" => eoutln!("{CHAT_HELP}"),
+                "help" => {
+                    eoutln!("{CHAT_HELP}");
+                    let target = match &task {
+                        Some(task) => task.clone(),
+                        None => new_task_id()?,
+                    };
+                    match host.runtime.commands(&host.session, &target).await {
+                        Ok(commands) => {
+                            for (owner, command) in commands {
+                                eoutln!("  /{}  {} [{owner}]", command.name, command.description);
+                            }
+                        }
+                        Err(err) => eoutln!("error: {err:#}"),
+                    }
+                }
                 "exit" | "quit" => {
                     host.stop_commands(true);
                     return Ok(ExitCode::SUCCESS);

@@ -113,7 +113,7 @@ fn a_broken_agent_file_is_named_with_line_and_column() {
     let env = env();
     env.write(
         ".noeta/agents/reviewer.md",
-        "---\nname: reviewer\ndescription: [unclosed\n---\nReview the change.\n",
+        "---\nname: [unclosed\ndescription: Reviews\n---\nReview the change.\n",
     );
     insta::assert_snapshot!(shot(&env, &["run", "--agent", "reviewer", "hello"]));
 }

@@ -40,7 +40,8 @@ impl Runtime {
             &state,
             &session.spec.spawnable,
             &session.extensions,
-        );
+        )
+        .with_exec_env(self.exec.as_ref());
         Ok(Hooks(&session.extensions).commands(&view))
     }
 
@@ -79,7 +80,9 @@ impl Runtime {
                 &state,
                 &session.spec.spawnable,
                 &session.extensions,
-            );
+            )
+            .with_model(&*self.provider)
+            .with_exec_env(self.exec.as_ref());
             let reply = Hooks(&session.extensions)
                 .run_command(owner, &view, name, args)
                 .await

@@ -1,0 +1,297 @@
+//! Markdown commands, as Claude Code writes them: `commands/*.md` under `~/.noeta/commands`,
+//! the workspace's `.claude/commands` and `.noeta/commands` (a later directory's command wins
+//! over an earlier one's of the same name; subdirectories only organise). `/name args` expands
+//! the file's body and sends it as the person's message:
+//!
+//! - `$ARGUMENTS` is the text after the name, `$1` … `$9` its words (split as a shell would);
+//!   a body with neither gets the arguments appended on an `ARGUMENTS:` line;
+//! - `@path` (at the start of a word) is replaced by that workspace file's text, fenced; a
+//!   path that leaves the workspace is refused, one that names no file stays as written;
+//! - `` !`command` `` pre-execution is refused with an error: noeta does not run shell
+//!   commands outside the permission gate.
+//!
+//! Frontmatter (all optional): `description`, `argument-hint`, `allowed-tools`, `model`,
+//! `disable-model-invocation`; other keys are ignored.
+
+use std::path::{Path, PathBuf};
+
+use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
+use yaml_serde::Value;
+
+/// The extension's name.
+pub(crate) const EXTENSION: &str = "markdown_commands";
+
+/// A command file at most this long is read.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// An `@path` file at most this long is included.
+const MAX_INCLUDE_BYTES: u64 = 256 * 1024;
+/// Subdirectories deeper than this are not searched.
+const MAX_DEPTH: usize = 4;
+
+/// One command file.
+#[derive(Debug, Clone, PartialEq)]
+struct CommandFile {
+    /// `/name`: the file's stem.
+    name: String,
+    /// The file.
+    path: PathBuf,
+    /// Where it comes from (`user`, `project`).
+    source: &'static str,
+    /// `description`, else the body's first line.
+    description: String,
+    /// `argument-hint`.
+    argument_hint: Option<String>,
+    /// The body.
+    body: String,
+}
+
+/// Where commands are read from, lowest first.
+fn command_dirs(home: Option<&Path>, workspace: Option<&Path>) -> Vec<(&'static str, PathBuf)> {
+    let mut dirs = Vec::new();
+    if let Some(home) = home {
+        dirs.push(("user", home.join(".noeta").join("commands")));
+    }
+    if let Some(workspace) = workspace {
+        dirs.push(("project", workspace.join(".claude").join("commands")));
+        dirs.push(("project", workspace.join(".noeta").join("commands")));
+    }
+    dirs
+}
+
+/// The `*.md` files under `dir`, sorted, searched `MAX_DEPTH` levels down.
+fn markdown_files(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() && depth < MAX_DEPTH {
+            markdown_files(&path, depth + 1, found);
+        } else if path.is_file() && path.extension().is_some_and(|e| e == "md") {
+            found.push(path);
+        }
+    }
+}
+
+/// Parses a command file; the error says why it is skipped.
+fn parse(text: &str, path: &Path, source: &'static str) -> Result<CommandFile, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (front, body) = match text.strip_prefix("---") {
+        Some(rest) if rest.starts_with(['\n', '\r']) => {
+            let end = rest
+                .find("\n---")
+                .ok_or("the frontmatter opened by `---` has no closing `---` line")?;
+            let body = &rest[end + 4..];
+            let body = body.split_once('\n').map_or("", |(_, b)| b);
+            (Some(&rest[..end]), body)
+        }
+        _ => (None, text),
+    };
+    let mut description = None;
+    let mut argument_hint = None;
+    if let Some(front) = front {
+        let value: Value = yaml_serde::from_str(front)
+            .map_err(|e| format!("the frontmatter is not valid YAML: {e}"))?;
+        let text_of = |key: &str| match value.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(_) => Err(format!("`{key}` must be text")),
+        };
+        description = text_of("description")?;
+        argument_hint = text_of("argument-hint")?;
+    }
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(format!("`{name}` cannot be a command name (no spaces)"));
+    }
+    let body = body.trim_start_matches(['\n', '\r']).trim_end().to_owned();
+    let description = description.filter(|d| !d.is_empty()).unwrap_or_else(|| {
+        body.lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().trim_start_matches('#').trim().to_owned())
+            .unwrap_or_default()
+    });
+    Ok(CommandFile {
+        name,
+        path: path.to_owned(),
+        source,
+        description,
+        argument_hint,
+        body,
+    })
+}
+
+/// Every command, the later directory winning a name; and the files skipped, with why.
+fn load(home: Option<&Path>, workspace: Option<&Path>) -> (Vec<CommandFile>, Vec<String>) {
+    let mut commands: Vec<CommandFile> = Vec::new();
+    let mut skipped = Vec::new();
+    for (source, dir) in command_dirs(home, workspace) {
+        let mut files = Vec::new();
+        markdown_files(&dir, 0, &mut files);
+        for path in files {
+            let text = match noeta_core::manifest::read_capped(&path, MAX_FILE_BYTES) {
+                Ok(Ok(text)) => text,
+                Ok(Err(size)) => {
+                    skipped.push(format!(
+                        "{}: {size} bytes, over the {MAX_FILE_BYTES}-byte limit of a command",
+                        path.display()
+                    ));
+                    continue;
+                }
+                Err(err) => {
+                    skipped.push(format!("{}: {err}", path.display()));
+                    continue;
+                }
+            };
+            match parse(&text, &path, source) {
+                Ok(command) => {
+                    commands.retain(|c| c.name != command.name);
+                    commands.push(command);
+                }
+                Err(err) => skipped.push(format!("{}: {err}", path.display())),
+            }
+        }
+    }
+    commands.sort_by(|a, b| a.name.cmp(&b.name));
+    (commands, skipped)
+}
+
+/// The body with the arguments and `@` files in place, or why it cannot be sent.
+fn expand(command: &CommandFile, args: &str, workspace: Option<&Path>) -> Result<String, String> {
+    if command.body.contains("!`") {
+        return Err(format!(
+            "{} runs shell commands before it is sent (`!`…``), which noeta does not do \
+             outside the permission gate; ask for them in the message instead",
+            command.path.display()
+        ));
+    }
+    let words = shlex::split(args).unwrap_or_else(|| {
+        args.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    });
+    let mut text = command.body.clone();
+    let mentions_args =
+        text.contains("$ARGUMENTS") || (1..=9).any(|i| text.contains(&format!("${i}")));
+    text = text.replace("$ARGUMENTS", args.trim());
+    for index in (1..=9).rev() {
+        let word = words.get(index - 1).map_or("", String::as_str);
+        text = text.replace(&format!("${index}"), word);
+    }
+    if !mentions_args && !args.trim().is_empty() {
+        text.push_str("\n\nARGUMENTS: ");
+        text.push_str(args.trim());
+    }
+    include_files(&text, workspace)
+}
+
+/// `@path` words replaced by the workspace file's text.
+fn include_files(text: &str, workspace: Option<&Path>) -> Result<String, String> {
+    let Some(workspace) = workspace else {
+        return Ok(text.to_owned());
+    };
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        let starts_word = at == 0 || rest[..at].ends_with(char::is_whitespace);
+        let after = &rest[at + 1..];
+        let end = after
+            .find(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ')' | '`' | '"'))
+            .unwrap_or(after.len());
+        let reference = after[..end].trim_end_matches(['.', ':']);
+        out.push_str(&rest[..at]);
+        if !starts_word || reference.is_empty() {
+            out.push('@');
+            rest = after;
+            continue;
+        }
+        let path = root.join(reference);
+        match path.canonicalize() {
+            Ok(real) if !real.starts_with(&root) => {
+                return Err(format!(
+                    "`@{reference}` is outside the workspace ({}); only workspace files are included",
+                    root.display()
+                ));
+            }
+            Ok(real) if real.is_file() => {
+                let body = match noeta_core::manifest::read_capped(&real, MAX_INCLUDE_BYTES) {
+                    Ok(Ok(body)) => body,
+                    Ok(Err(size)) => {
+                        return Err(format!(
+                            "`@{reference}` is {size} bytes, over the {MAX_INCLUDE_BYTES}-byte \
+                             limit of an included file"
+                        ));
+                    }
+                    Err(err) => return Err(format!("`@{reference}` cannot be read: {err}")),
+                };
+                out.push_str(&format!("{reference}:\n```\n{}\n```", body.trim_end()));
+            }
+            // Not a file (an e-mail address, a mention): kept as written.
+            _ => out.push_str(&format!("@{reference}")),
+        }
+        rest = &after[reference.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The extension: lists the command files and expands one when it is run.
+pub(crate) struct MarkdownCommands {
+    home: Option<PathBuf>,
+}
+
+impl MarkdownCommands {
+    pub(crate) fn new(home: Option<PathBuf>) -> Self {
+        Self { home }
+    }
+}
+
+#[async_trait::async_trait]
+impl Extension for MarkdownCommands {
+    fn name(&self) -> &str {
+        EXTENSION
+    }
+
+    fn commands(&self, view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        let (commands, skipped) = load(self.home.as_deref(), view.workspace());
+        for reason in skipped {
+            tracing::warn!("command skipped: {reason}");
+        }
+        Ok(commands
+            .into_iter()
+            .map(|c| {
+                let mut description = format!("{} ({})", c.description, c.source);
+                if let Some(hint) = &c.argument_hint {
+                    description.push_str(&format!(" — arguments: {hint}"));
+                }
+                CommandSpec {
+                    name: c.name,
+                    description,
+                }
+            })
+            .collect())
+    }
+
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        args: &str,
+    ) -> HookResult<CommandReply> {
+        let (commands, _) = load(self.home.as_deref(), view.workspace());
+        let command = commands
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| HookError::new(format!("unknown command `/{name}`")))?;
+        let text = expand(&command, args, view.workspace()).map_err(HookError::new)?;
+        Ok(CommandReply::Send(text))
+    }
+}
