@@ -45,10 +45,14 @@ pub(crate) enum Tier {
     Extra,
     /// `~/.agents/skills` (`global_agents_skills_dir`).
     GlobalAgents,
+    /// `~/.claude/skills` (`global_claude_skills_dir`), Claude Code's.
+    GlobalClaude,
     /// `~/.noeta/skills` (`global_skills_dir`).
     Global,
     /// `<workspace>/.agents/skills`.
     WorkspaceAgents,
+    /// `<workspace>/.claude/skills`, Claude Code's.
+    WorkspaceClaude,
     /// `<workspace>/.noeta/skills`, or the `skills_dir` override.
     Workspace,
 }
@@ -61,8 +65,10 @@ impl Tier {
             Tier::Plugin => "plugin",
             Tier::Extra => "extra",
             Tier::GlobalAgents => "global-agents",
+            Tier::GlobalClaude => "global-claude",
             Tier::Global => "global",
             Tier::WorkspaceAgents => "workspace-agents",
+            Tier::WorkspaceClaude => "workspace-claude",
             Tier::Workspace => "workspace",
         }
     }
@@ -246,6 +252,9 @@ pub(crate) fn tier_dirs(
     if let Some(path) = home_dir(&settings.global_agents_skills_dir, ".agents/skills", home) {
         dirs.push(dir(Tier::GlobalAgents, "global_agents_skills_dir", path));
     }
+    if let Some(path) = home_dir(&settings.global_claude_skills_dir, ".claude/skills", home) {
+        dirs.push(dir(Tier::GlobalClaude, "global_claude_skills_dir", path));
+    }
     if let Some(path) = home_dir(&settings.global_skills_dir, ".noeta/skills", home) {
         dirs.push(dir(Tier::Global, "global_skills_dir", path));
     }
@@ -273,6 +282,11 @@ pub(crate) fn tier_dirs(
                 Tier::WorkspaceAgents,
                 "workspace",
                 Some(ws.join(".agents").join("skills")),
+            ));
+            workspace_dirs.push(dir(
+                Tier::WorkspaceClaude,
+                "workspace",
+                Some(ws.join(".claude").join("skills")),
             ));
             workspace_dirs.push(dir(
                 Tier::Workspace,

@@ -1,4 +1,4 @@
-//! The `skills` built-in plugin: SKILL.md packs from seven tiers, the skill listing, the `skill`
+//! The `skills` built-in plugin: SKILL.md packs from nine tiers, the skill listing, the `skill`
 //! control tool, `allowed-tools` enforcement and `run_skill_script`.
 //!
 //! - Session pack `skills` (600) adds the `skills` extension, and `run_skill_script` when
@@ -12,9 +12,9 @@
 //!   last until the next user message.
 //!
 //! Tiers, lowest precedence first: built-in (none today), plugin-contributed (the `skills`
-//! surface), `extra_skill_dirs`, `~/.agents/skills` and `~/.noeta/skills` (both opt-in), the
-//! workspace's `.agents/skills` and `.noeta/skills` (or the `skills_dir` override instead of
-//! both). [`listing::index_for_listing`] indexes them as a session would, for `noeta skills list`.
+//! surface), `extra_skill_dirs`, `~/.agents/skills`, `~/.claude/skills` and `~/.noeta/skills`
+//! (all opt-in), the workspace's `.agents/skills`, `.claude/skills` and `.noeta/skills` (or the
+//! `skills_dir` override instead of them). [`listing::index_for_listing`] indexes them as a session would, for `noeta skills list`.
 
 mod commands;
 mod extension;

@@ -13,7 +13,8 @@ use crate::settings::Settings;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListedTier {
-    /// The tier (`plugin`, `extra`, `global-agents`, `global`, `workspace-agents`, `workspace`).
+    /// The tier (`plugin`, `extra`, `global-agents`, `global-claude`, `global`,
+    /// `workspace-agents`, `workspace-claude`, `workspace`).
     pub tier: String,
     /// What put the directory there: a plugin, a setting, or `workspace`.
     pub origin: String,

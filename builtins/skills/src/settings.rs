@@ -15,6 +15,7 @@ pub(crate) const SCRIPT_TIMEOUT_SECS: u64 = 120;
 const KNOWN: &[&str] = &[
     "extra_skill_dirs",
     "global_agents_skills_dir",
+    "global_claude_skills_dir",
     "global_skills_dir",
     "skills_dir",
     "workspace_skills_trust",
@@ -65,6 +66,8 @@ pub(crate) struct Settings {
     pub(crate) extra_skill_dirs: Vec<String>,
     /// `~/.agents/skills`.
     pub(crate) global_agents_skills_dir: HomeTier,
+    /// `~/.claude/skills` (Claude Code's).
+    pub(crate) global_claude_skills_dir: HomeTier,
     /// `~/.noeta/skills`.
     pub(crate) global_skills_dir: HomeTier,
     /// The operator's directory that replaces both workspace tiers (relative to the workspace,
@@ -87,6 +90,7 @@ impl Default for Settings {
         Self {
             extra_skill_dirs: Vec::new(),
             global_agents_skills_dir: HomeTier::Off,
+            global_claude_skills_dir: HomeTier::Off,
             global_skills_dir: HomeTier::Off,
             skills_dir: None,
             workspace_skills_trust: WorkspaceTrust::Open,
@@ -171,6 +175,8 @@ impl Settings {
             extra_skill_dirs,
             global_agents_skills_dir: home_tier(&table, "global_agents_skills_dir")?
                 .unwrap_or(defaults.global_agents_skills_dir),
+            global_claude_skills_dir: home_tier(&table, "global_claude_skills_dir")?
+                .unwrap_or(defaults.global_claude_skills_dir),
             global_skills_dir: home_tier(&table, "global_skills_dir")?
                 .unwrap_or(defaults.global_skills_dir),
             skills_dir,

@@ -14,8 +14,10 @@ enum At {
     Plugin,
     Extra,
     GlobalAgents,
+    GlobalClaude,
     Global,
     WorkspaceAgents,
+    WorkspaceClaude,
     Workspace,
 }
 
@@ -25,8 +27,10 @@ impl At {
             At::Plugin => tree.path("plugin/skills"),
             At::Extra => tree.path("borrowed/skills"),
             At::GlobalAgents => tree.in_home(".agents/skills"),
+            At::GlobalClaude => tree.in_home(".claude/skills"),
             At::Global => tree.in_home(".noeta/skills"),
             At::WorkspaceAgents => tree.ws(".agents/skills"),
+            At::WorkspaceClaude => tree.ws(".claude/skills"),
             At::Workspace => tree.ws(".noeta/skills"),
         }
     }
@@ -36,8 +40,10 @@ impl At {
             At::Plugin => "plugin",
             At::Extra => "extra",
             At::GlobalAgents => "global-agents",
+            At::GlobalClaude => "global-claude",
             At::Global => "global",
             At::WorkspaceAgents => "workspace-agents",
+            At::WorkspaceClaude => "workspace-claude",
             At::Workspace => "workspace",
         }
     }
@@ -48,6 +54,7 @@ fn all_on(tree: &Tree) -> Value {
     json!({
         "extra_skill_dirs": [At::Extra.dir(tree)],
         "global_agents_skills_dir": true,
+        "global_claude_skills_dir": true,
         "global_skills_dir": true,
     })
 }
@@ -103,8 +110,13 @@ fn global_agents_skills_shadow_extra_dirs() {
 }
 
 #[test]
-fn global_skills_shadow_global_agents_skills() {
-    shadows(At::GlobalAgents, At::Global);
+fn claude_code_home_skills_shadow_global_agents_skills() {
+    shadows(At::GlobalAgents, At::GlobalClaude);
+}
+
+#[test]
+fn global_skills_shadow_claude_code_home_skills() {
+    shadows(At::GlobalClaude, At::Global);
 }
 
 #[test]
@@ -113,8 +125,13 @@ fn workspace_agents_skills_shadow_global_skills() {
 }
 
 #[test]
-fn workspace_skills_shadow_workspace_agents_skills() {
-    shadows(At::WorkspaceAgents, At::Workspace);
+fn claude_code_workspace_skills_shadow_workspace_agents_skills() {
+    shadows(At::WorkspaceAgents, At::WorkspaceClaude);
+}
+
+#[test]
+fn workspace_skills_shadow_claude_code_workspace_skills() {
+    shadows(At::WorkspaceClaude, At::Workspace);
 }
 
 #[test]
@@ -124,8 +141,10 @@ fn every_tier_at_once_the_workspace_wins_and_the_others_are_listed_as_shadowed()
         At::Plugin,
         At::Extra,
         At::GlobalAgents,
+        At::GlobalClaude,
         At::Global,
         At::WorkspaceAgents,
+        At::WorkspaceClaude,
         At::Workspace,
     ];
     for at in all {
@@ -140,8 +159,10 @@ fn every_tier_at_once_the_workspace_wins_and_the_others_are_listed_as_shadowed()
             "plugin",
             "extra",
             "global-agents",
+            "global-claude",
             "global",
             "workspace-agents",
+            "workspace-claude",
             "workspace"
         ]
     );
@@ -155,7 +176,7 @@ fn every_tier_at_once_the_workspace_wins_and_the_others_are_listed_as_shadowed()
             "{own}"
         );
     }
-    assert_eq!(listing.skipped.len(), 5, "{:?}", listing.skipped);
+    assert_eq!(listing.skipped.len(), 7, "{:?}", listing.skipped);
 }
 
 #[test]
@@ -188,7 +209,7 @@ fn home_tiers_are_off_by_default() {
         vec![("local".to_owned(), "workspace".to_owned())]
     );
     let tiers: Vec<&str> = listing.tiers.iter().map(|t| t.tier.as_str()).collect();
-    assert_eq!(tiers, ["workspace-agents", "workspace"]);
+    assert_eq!(tiers, ["workspace-agents", "workspace-claude", "workspace"]);
 }
 
 #[test]
@@ -336,7 +357,7 @@ fn a_missing_directory_is_an_empty_tier_not_an_error() {
         .unwrap();
     assert!(listing.skills.is_empty());
     assert!(listing.skipped.is_empty());
-    assert_eq!(listing.tiers.len(), 4);
+    assert_eq!(listing.tiers.len(), 5);
     for tier in &listing.tiers {
         assert_eq!(tier.state, "missing (an empty tier)", "{tier:?}");
     }
