@@ -137,6 +137,7 @@ fn json_lists_indexed_and_skipped_skills_with_tiers_and_sources() {
             ("plugin".to_owned(), "house".to_owned()),
             ("global".to_owned(), "global_skills_dir".to_owned()),
             ("workspace-agents".to_owned(), "workspace".to_owned()),
+            ("workspace-claude".to_owned(), "workspace".to_owned()),
             ("workspace".to_owned(), "workspace".to_owned()),
         ]
     );
@@ -180,7 +181,7 @@ fn text_lists_tiers_skills_and_skipped_ones() {
 }
 
 #[test]
-fn an_empty_workspace_lists_its_two_missing_tiers() {
+fn an_empty_workspace_lists_its_three_missing_tiers() {
     let env = new_env();
     let out = env.run(&["skills", "list", "--json"]);
     assert!(out.status.success());
@@ -195,7 +196,7 @@ fn an_empty_workspace_lists_its_two_missing_tiers() {
         .collect();
     assert_eq!(
         states,
-        ["missing (an empty tier)", "missing (an empty tier)"]
+        ["missing (an empty tier)"; 3]
     );
 }
 
