@@ -3,6 +3,7 @@
 //! plugins, and manages plugin trust.
 
 mod agent;
+mod agents;
 mod doctor;
 mod interact;
 mod mcp;
@@ -159,6 +160,11 @@ enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// List the agents: each with where it is defined, its tools, or why it cannot be used
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
     /// List the skills: every indexed skill with its tier and source, every skipped one with the reason
     Skills {
         #[command(subcommand)]
@@ -267,6 +273,17 @@ enum StoreCommand {
         /// The store to read (default `.noeta/noeta.db` in the workspace)
         #[arg(long)]
         store: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentsCommand {
+    /// Every agent `run --agent` and `Task` may start: the presets, plugins' agents and agent
+    /// files (and the files that do not load); exit 1 when one cannot be used
+    List {
+        /// One JSON object per agent
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -515,6 +532,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Skills {
             command: SkillsCommand::List { json },
         } => skills::list(&paths, dirs, json),
+        Command::Agents {
+            command: AgentsCommand::List { json },
+        } => agents::list(&paths, dirs, json),
         Command::Trust { dir } => {
             let mut store = paths.trust_store()?;
             if paths.trust_store_path().is_none() {

@@ -194,10 +194,7 @@ fn an_empty_workspace_lists_its_three_missing_tiers() {
         .iter()
         .map(|t| t["state"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        states,
-        ["missing (an empty tier)"; 3]
-    );
+    assert_eq!(states, ["missing (an empty tier)"; 3]);
 }
 
 #[test]
