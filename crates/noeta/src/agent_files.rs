@@ -130,10 +130,12 @@ impl AgentFile {
                 .location()
                 // The YAML starts on the file's second line, after the opening `---`.
                 .map_or((0, 0), |l| (l.line() + 1, l.column()));
-            let message = err.to_string();
-            let message = match message.rfind(" at line ") {
-                Some(cut) if err.location().is_some() => message[..cut].to_owned(),
-                _ => message,
+            // The YAML library's own positions count from the frontmatter, not the file:
+            // they are dropped, and the file's line and column given instead.
+            let message = if err.location().is_some() {
+                without_positions(&err.to_string())
+            } else {
+                err.to_string()
             };
             SettingsError::Yaml {
                 file: file.to_owned(),
@@ -468,6 +470,28 @@ fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, SettingsError> {
     }
     files.sort();
     Ok(files)
+}
+
+/// `text` without its ` at line N column M` parts.
+fn without_positions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + " at line ".len()..];
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let line_end = digits(after);
+        let tail = &after[line_end..];
+        rest = match tail.strip_prefix(" column ") {
+            Some(column) if line_end > 0 => &column[digits(column)..],
+            _ => {
+                out.push_str(" at line ");
+                after
+            }
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The frontmatter read as Claude Code reads it when it is not strict YAML: each line that
