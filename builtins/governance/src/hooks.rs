@@ -78,24 +78,61 @@ impl Event {
     }
 }
 
+/// The events Claude Code documents that noeta does not run (yet): configured, they are
+/// accepted with one warning and ignored.
+const NOT_RUN: [&str; 23] = [
+    "PostToolUseFailure",
+    "PostToolBatch",
+    "PermissionRequest",
+    "PermissionDenied",
+    "UserPromptExpansion",
+    "StopFailure",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "Elicitation",
+    "ElicitationResult",
+    "TeammateIdle",
+    "TaskCreated",
+    "TaskCompleted",
+    "Setup",
+    "InstructionsLoaded",
+    "CwdChanged",
+    "FileChanged",
+    "ConfigChange",
+    "WorktreeCreate",
+    "WorktreeRemove",
+    "SessionEnd",
+];
+
+/// The keys of a command hook noeta reads.
+const SPEC_KEYS: [&str; 4] = ["type", "command", "timeout", "fail_closed"];
+
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct CommandSpec {
     #[serde(rename = "type")]
     kind: String,
-    command: String,
+    #[serde(default)]
+    command: Option<String>,
     #[serde(default)]
     timeout: Option<u64>,
     #[serde(default)]
     fail_closed: bool,
+    /// Claude Code's other keys (`if`, `async`, `asyncRewake`, `statusMessage`, `once`,
+    /// `shell`, …): each is one warning, and the hook runs without it.
+    #[serde(flatten)]
+    other: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Group {
     #[serde(default)]
     matcher: Option<String>,
     hooks: Vec<CommandSpec>,
+    /// Keys a group does not have; each is one warning.
+    #[serde(flatten)]
+    other: BTreeMap<String, Value>,
 }
 
 /// One configured hook.
@@ -129,6 +166,10 @@ enum Ran {
 /// The `hooks` extension.
 pub(crate) struct Hooks {
     events: BTreeMap<Event, Vec<Hook>>,
+    /// What of the configuration is accepted and not used: events noeta does not run, keys it
+    /// does not read, hook types other than `command`. Each is said once, when the session is
+    /// built.
+    pub(crate) ignored: Vec<String>,
     env: LocalExecEnv,
     /// Where the commands run, as the hooks' input names it.
     cwd: String,
@@ -151,13 +192,22 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
     let groups: BTreeMap<String, Vec<Group>> = serde_json::from_value(table.clone())
         .map_err(|err| format!("settings [plugins.governance] hooks: {err}"))?;
     let mut events: BTreeMap<Event, Vec<Hook>> = BTreeMap::new();
+    let mut ignored = Vec::new();
     for (name, list) in groups {
-        let event = Event::parse(&name).ok_or_else(|| {
-            format!(
-                "settings [plugins.governance] hooks: unknown event `{name}` (known: {})",
-                Event::KNOWN
-            )
-        })?;
+        let Some(event) = Event::parse(&name) else {
+            let count: usize = list.iter().map(|g| g.hooks.len()).sum();
+            ignored.push(if NOT_RUN.contains(&name.as_str()) {
+                format!(
+                    "hooks.{name}: noeta does not run `{name}` hooks yet; {count} hook(s) ignored"
+                )
+            } else {
+                format!(
+                    "hooks.{name}: unknown event (known: {}); {count} hook(s) ignored",
+                    Event::KNOWN
+                )
+            });
+            continue;
+        };
         for (i, group) in list.into_iter().enumerate() {
             let matcher = match group.matcher.as_deref() {
                 None | Some("") | Some("*") => None,
@@ -165,24 +215,47 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
                     format!("settings [plugins.governance] hooks.{name}[{i}]: matcher `{pattern}` is not a valid pattern: {err}")
                 })?),
             };
-            for spec in group.hooks {
+            for key in group.other.keys() {
+                ignored.push(format!("hooks.{name}[{i}]: key `{key}` is not used"));
+            }
+            for (j, spec) in group.hooks.into_iter().enumerate() {
+                let at = format!("hooks.{name}[{i}].hooks[{j}]");
                 if spec.kind != "command" {
-                    return Err(format!(
-                        "settings [plugins.governance] hooks.{name}[{i}]: hook type `{}` is not supported (only `command`)",
+                    ignored.push(format!(
+                        "{at}: hook type `{}` is not supported (only `command`); this hook is ignored",
                         spec.kind
+                    ));
+                    continue;
+                }
+                let Some(command) = spec.command.filter(|c| !c.trim().is_empty()) else {
+                    return Err(format!(
+                        "settings [plugins.governance] {at}: a command hook needs a `command`"
+                    ));
+                };
+                for key in spec
+                    .other
+                    .keys()
+                    .filter(|k| !SPEC_KEYS.contains(&k.as_str()))
+                {
+                    ignored.push(format!(
+                        "{at}: `{key}` is not supported yet; the hook runs without it"
                     ));
                 }
                 events.entry(event).or_default().push(Hook {
                     matcher: matcher.clone(),
-                    command: spec.command,
+                    command,
                     timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
                     fail_closed: spec.fail_closed,
                 });
             }
         }
     }
+    for line in &ignored {
+        tracing::warn!("settings [plugins.governance] {line}");
+    }
     Ok(Some(Hooks {
         events,
+        ignored,
         cwd: workspace.display().to_string(),
         env: LocalExecEnv::new(workspace),
         notifying: Arc::new(AtomicUsize::new(0)),
@@ -211,6 +284,7 @@ impl Hooks {
 
     async fn run(&self, hook: &Hook, input: &Value) -> Ran {
         let command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+            .with_env("CLAUDE_PROJECT_DIR", self.cwd.as_str())
             .with_stdin(input.to_string())
             .with_timeout(hook.timeout);
         match self.env.run(&command).await {
@@ -568,8 +642,15 @@ impl Extension for Hooks {
         {
             return Ok(());
         }
+        // What the configuration holds and noeta does not use, once per task in its log.
+        for line in &self.ignored {
+            view.record(HOOKS, "warning", json!({ "message": line }));
+        }
         let hooks: Vec<&Hook> = self.for_event(Event::SessionStart, None).collect();
         if hooks.is_empty() {
+            if !self.ignored.is_empty() {
+                view.record(HOOKS, "session_started", json!({}));
+            }
             return Ok(());
         }
         let input = Value::Object(self.base(view, Event::SessionStart));

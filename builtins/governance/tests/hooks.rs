@@ -383,26 +383,63 @@ fn bad_hook_settings_fail_the_session_naming_the_event_and_field() {
             Err(err) => err.to_string(),
         };
     let prefix = "plugin `governance`: session pack `governance` failed for agent `main`: settings [plugins.governance] hooks";
-    assert_eq!(
-        err(hook("BeforeTool", "", "true", json!({}))),
-        format!(
-            "{prefix}: unknown event `BeforeTool` (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification)"
-        )
-    );
     assert!(
         err(hook("PreToolUse", "Bash(", "true", json!({}))).starts_with(&format!(
             "{prefix}.PreToolUse[0]: matcher `Bash(` is not a valid pattern"
         )),
     );
-    let prompt = json!({"PreToolUse": [{"hooks": [{"type": "prompt", "command": "true"}]}]});
+    let no_command = json!({"PreToolUse": [{"hooks": [{"type": "command"}]}]});
     assert_eq!(
-        err(prompt),
-        format!("{prefix}.PreToolUse[0]: hook type `prompt` is not supported (only `command`)")
+        err(no_command),
+        format!("{prefix}.PreToolUse[0].hooks[0]: a command hook needs a `command`")
     );
-    let typo = hook("PreToolUse", "", "true", json!({"timeot": 5}));
-    let message = err(typo);
-    assert!(
-        message.starts_with(prefix) && message.contains("unknown field `timeot`"),
-        "{message}"
+    let not_a_list = json!({"PreToolUse": {"hooks": []}});
+    assert!(err(not_a_list).starts_with(prefix));
+}
+
+#[test]
+fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = bash();
+    let guard = r#"if grep -q 'rm -rf'; then echo "no rm -rf in $CLAUDE_PROJECT_DIR" >&2; exit 2; fi"#;
+    let hooks = json!({
+        "PreToolUse": [{
+            "matcher": "Bash",
+            "description": "guards",
+            "hooks": [
+                { "type": "command", "command": guard, "if": "Bash(rm *)", "asyncRewake": true,
+                  "statusMessage": "checking" },
+                { "type": "prompt", "prompt": "Is this safe?" }
+            ]
+        }],
+        "UserPromptExpansion": [{ "hooks": [{ "type": "command", "command": "true" }] }],
+        "BeforeTool": [{ "hooks": [{ "type": "command", "command": "true" }] }]
+    });
+    let s = with_hooks(hooks, dir.path(), &tools);
+    let inputs = [json!({"command": "rm -rf build"}), json!({"command": "ls"})];
+    let (rt, t, outcome) = run_bash(&s, &inputs, "tolerant");
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    let shown = dir.path().display().to_string();
+    assert_eq!(
+        results(&rt, &s, &t),
+        [format!("no rm -rf in {shown}"), "Bash ran".to_owned()],
+        "the command hook still runs, with CLAUDE_PROJECT_DIR set"
+    );
+    assert_eq!(runs.inputs(), [json!({"command": "ls"})]);
+    let warnings: Vec<String> = records(&rt, &t, "hooks", "warning")
+        .iter()
+        .map(|r| r.data["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "hooks.BeforeTool: unknown event (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification); 1 hook(s) ignored",
+            "hooks.PreToolUse[0]: key `description` is not used",
+            "hooks.PreToolUse[0].hooks[0]: `asyncRewake` is not supported yet; the hook runs without it",
+            "hooks.PreToolUse[0].hooks[0]: `if` is not supported yet; the hook runs without it",
+            "hooks.PreToolUse[0].hooks[0]: `statusMessage` is not supported yet; the hook runs without it",
+            "hooks.PreToolUse[0].hooks[1]: hook type `prompt` is not supported (only `command`); this hook is ignored",
+            "hooks.UserPromptExpansion: noeta does not run `UserPromptExpansion` hooks yet; 1 hook(s) ignored",
+        ]
     );
 }
