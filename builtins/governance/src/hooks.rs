@@ -250,8 +250,17 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
             }
         }
     }
+    // Said once per process, however many agents' sessions read the same configuration.
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
     for line in &ignored {
-        tracing::warn!("settings [plugins.governance] {line}");
+        let first = SAID
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(line.clone());
+        if first {
+            tracing::warn!("settings [plugins.governance] {line}");
+        }
     }
     Ok(Some(Hooks {
         events,

@@ -401,7 +401,8 @@ fn bad_hook_settings_fail_the_session_naming_the_event_and_field() {
 fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
     let (tools, runs) = bash();
-    let guard = r#"if grep -q 'rm -rf'; then echo "no rm -rf in $CLAUDE_PROJECT_DIR" >&2; exit 2; fi"#;
+    let guard =
+        r#"if grep -q 'rm -rf'; then echo "no rm -rf in $CLAUDE_PROJECT_DIR" >&2; exit 2; fi"#;
     let hooks = json!({
         "PreToolUse": [{
             "matcher": "Bash",

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
 use yaml_serde::Value;
 
+use crate::settings::PluginCommands;
+
 /// The extension's name.
 pub(crate) const EXTENSION: &str = "markdown_commands";
 
@@ -35,8 +37,10 @@ struct CommandFile {
     name: String,
     /// The file.
     path: PathBuf,
-    /// Where it comes from (`user`, `project`).
-    source: &'static str,
+    /// Where it comes from (`user`, `project`, `plugin <name>`).
+    source: String,
+    /// A Claude Code plugin's `${CLAUDE_PLUGIN_ROOT}` and `${CLAUDE_PLUGIN_DATA}`.
+    plugin_paths: Option<(PathBuf, PathBuf)>,
     /// `description`, else the body's first line.
     description: String,
     /// `argument-hint`.
@@ -75,7 +79,7 @@ fn markdown_files(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 }
 
 /// Parses a command file; the error says why it is skipped.
-fn parse(text: &str, path: &Path, source: &'static str) -> Result<CommandFile, String> {
+fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let (front, body) = match text.strip_prefix("---") {
         Some(rest) if rest.starts_with(['\n', '\r']) => {
@@ -119,18 +123,33 @@ fn parse(text: &str, path: &Path, source: &'static str) -> Result<CommandFile, S
     Ok(CommandFile {
         name,
         path: path.to_owned(),
-        source,
+        source: source.to_owned(),
+        plugin_paths: None,
         description,
         argument_hint,
         body,
     })
 }
 
-/// Every command, the later directory winning a name; and the files skipped, with why.
-fn load(home: Option<&Path>, workspace: Option<&Path>) -> (Vec<CommandFile>, Vec<String>) {
+/// Every command — Claude Code plugins' as `<plugin>:<name>`, then the directories', the later
+/// directory winning a name — and the files skipped, with why.
+fn load(
+    home: Option<&Path>,
+    workspace: Option<&Path>,
+    plugins: &[PluginCommands],
+) -> (Vec<CommandFile>, Vec<String>) {
     let mut commands: Vec<CommandFile> = Vec::new();
     let mut skipped = Vec::new();
-    for (source, dir) in command_dirs(home, workspace) {
+    let mut dirs: Vec<(String, PathBuf, Option<&PluginCommands>)> = plugins
+        .iter()
+        .map(|p| (format!("plugin {}", p.plugin), p.dir.clone(), Some(p)))
+        .collect();
+    dirs.extend(
+        command_dirs(home, workspace)
+            .into_iter()
+            .map(|(source, dir)| (source.to_owned(), dir, None)),
+    );
+    for (source, dir, plugin) in dirs {
         let mut files = Vec::new();
         markdown_files(&dir, 0, &mut files);
         for path in files {
@@ -148,8 +167,12 @@ fn load(home: Option<&Path>, workspace: Option<&Path>) -> (Vec<CommandFile>, Vec
                     continue;
                 }
             };
-            match parse(&text, &path, source) {
-                Ok(command) => {
+            match parse(&text, &path, &source) {
+                Ok(mut command) => {
+                    if let Some(plugin) = plugin {
+                        command.name = format!("{}:{}", plugin.plugin, command.name);
+                        command.plugin_paths = Some((plugin.root.clone(), plugin.data.clone()));
+                    }
                     commands.retain(|c| c.name != command.name);
                     commands.push(command);
                 }
@@ -176,6 +199,13 @@ fn expand(command: &CommandFile, args: &str, workspace: Option<&Path>) -> Result
             .collect::<Vec<_>>()
     });
     let mut text = command.body.clone();
+    if let Some((root, data)) = &command.plugin_paths {
+        text = text.replace("${CLAUDE_PLUGIN_ROOT}", &root.display().to_string());
+        if text.contains("${CLAUDE_PLUGIN_DATA}") {
+            let _ = std::fs::create_dir_all(data);
+            text = text.replace("${CLAUDE_PLUGIN_DATA}", &data.display().to_string());
+        }
+    }
     let mentions_args =
         text.contains("$ARGUMENTS") || (1..=9).any(|i| text.contains(&format!("${i}")));
     text = text.replace("$ARGUMENTS", args.trim());
@@ -246,11 +276,13 @@ fn include_files(text: &str, workspace: Option<&Path>) -> Result<String, String>
 /// The extension: lists the command files and expands one when it is run.
 pub(crate) struct MarkdownCommands {
     home: Option<PathBuf>,
+    /// Claude Code plugins' commands directories.
+    plugins: Vec<PluginCommands>,
 }
 
 impl MarkdownCommands {
-    pub(crate) fn new(home: Option<PathBuf>) -> Self {
-        Self { home }
+    pub(crate) fn new(home: Option<PathBuf>, plugins: Vec<PluginCommands>) -> Self {
+        Self { home, plugins }
     }
 }
 
@@ -261,7 +293,7 @@ impl Extension for MarkdownCommands {
     }
 
     fn commands(&self, view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
-        let (commands, skipped) = load(self.home.as_deref(), view.workspace());
+        let (commands, skipped) = load(self.home.as_deref(), view.workspace(), &self.plugins);
         for reason in skipped {
             tracing::warn!("command skipped: {reason}");
         }
@@ -286,7 +318,7 @@ impl Extension for MarkdownCommands {
         name: &str,
         args: &str,
     ) -> HookResult<CommandReply> {
-        let (commands, _) = load(self.home.as_deref(), view.workspace());
+        let (commands, _) = load(self.home.as_deref(), view.workspace(), &self.plugins);
         let command = commands
             .into_iter()
             .find(|c| c.name == name)

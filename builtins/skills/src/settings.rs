@@ -23,7 +23,33 @@ const KNOWN: &[&str] = &[
     "allow_skill_scripts",
     "listing_budget_tokens",
     "script_timeout_secs",
+    "plugin_skill_dirs",
+    "plugin_command_dirs",
 ];
+
+/// A Claude Code plugin's commands directory, as the host hands it over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PluginCommands {
+    /// The plugin: its commands are `/<plugin>:<name>`.
+    pub(crate) plugin: String,
+    /// The directory of `*.md` commands.
+    pub(crate) dir: PathBuf,
+    /// `${CLAUDE_PLUGIN_ROOT}`.
+    pub(crate) root: PathBuf,
+    /// `${CLAUDE_PLUGIN_DATA}`.
+    pub(crate) data: PathBuf,
+}
+
+/// A Claude Code plugin's skills directory, as the host hands it over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PluginSkills {
+    /// The plugin.
+    pub(crate) plugin: String,
+    /// The directory of skills.
+    pub(crate) dir: PathBuf,
+}
 
 /// What is done with a call to a tool outside the `allowed-tools` of the active skills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,6 +109,10 @@ pub(crate) struct Settings {
     pub(crate) listing_budget_tokens: usize,
     /// The deadline of one script run.
     pub(crate) script_timeout_secs: u64,
+    /// Claude Code plugins' skills directories (set by the host): the `plugin` tier.
+    pub(crate) plugin_skill_dirs: Vec<PluginSkills>,
+    /// Claude Code plugins' commands directories (set by the host).
+    pub(crate) plugin_command_dirs: Vec<PluginCommands>,
 }
 
 impl Default for Settings {
@@ -98,6 +128,8 @@ impl Default for Settings {
             allow_skill_scripts: false,
             listing_budget_tokens: LISTING_BUDGET_TOKENS,
             script_timeout_secs: SCRIPT_TIMEOUT_SECS,
+            plugin_skill_dirs: Vec::new(),
+            plugin_command_dirs: Vec::new(),
         }
     }
 }
@@ -208,6 +240,20 @@ impl Settings {
             script_timeout_secs: table
                 .positive("script_timeout_secs")?
                 .unwrap_or(defaults.script_timeout_secs),
+            plugin_skill_dirs: table
+                .read(
+                    "plugin_skill_dirs",
+                    "a list of `{ plugin, dir }` tables",
+                    |v| serde_json::from_value(v.clone()).ok(),
+                )?
+                .unwrap_or_default(),
+            plugin_command_dirs: table
+                .read(
+                    "plugin_command_dirs",
+                    "a list of `{ plugin, dir, root, data }` tables",
+                    |v| serde_json::from_value(v.clone()).ok(),
+                )?
+                .unwrap_or_default(),
         })
     }
 }

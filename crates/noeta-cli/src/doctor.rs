@@ -86,6 +86,17 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
                 for load in set.problems() {
                     problem(format!("plugins: {load}"));
                 }
+                for plugin in &host.claude_plugins().plugins {
+                    outln!(
+                        "Claude Code plugin {} ({}): {}",
+                        plugin.name,
+                        plugin.root.display(),
+                        plugin.summary()
+                    );
+                }
+                for load in &host.claude_plugins().problems {
+                    problem(format!("plugins: {load}"));
+                }
                 // Every agent `run` may start: the default one and each agent file's.
                 let agents: Vec<&str> = std::iter::once("main")
                     .chain(files.iter().map(|f| f.name.as_str()))

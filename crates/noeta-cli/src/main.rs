@@ -500,10 +500,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let set = noeta::load(&paths, &options)?;
             warn_all(&set);
             let merged = set.merged();
+            let claude = noeta::claude_plugins::discover(&paths, &options.paths);
             if json {
-                out!("{}", pretty(&listing::plugins_json(&set, &merged)));
+                let mut listed = listing::plugins_json(&set, &merged);
+                listed["claude_code_plugins"] = claude_json(&claude);
+                out!("{}", pretty(&listed));
             } else {
                 out!("{}", listing::plugins_text(&set, &merged));
+                out!("{}", claude_text(&claude));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -527,7 +531,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 warn_all(&set);
             }
-            check(&set, strict, resolve, json)
+            let claude = noeta::claude_plugins::discover(&paths, &options.paths);
+            let mut extra_problems: Vec<String> = claude.problems.clone();
+            for path in &options.paths {
+                // A path some noeta plugin was read from holds one, whatever its file.
+                let loaded_from = |p: &noeta_core::LoadedPlugin| match &p.origin {
+                    noeta_core::Origin::File(file) => file.starts_with(path),
+                    noeta_core::Origin::Crate(_) => false,
+                };
+                let problem_at = set
+                    .problems()
+                    .iter()
+                    .any(|problem| problem.to_string().contains(&path.display().to_string()));
+                if !set.plugins().any(loaded_from)
+                    && !problem_at
+                    && noeta::claude_plugins::holds_no_plugin(path)
+                {
+                    extra_problems.push(format!(
+                        "{} holds no plugin: no `noeta-plugin.toml`, no \
+                         `.claude-plugin/plugin.json` and no Claude Code layout (skills/, \
+                         agents/, commands/, hooks/hooks.json, .mcp.json), here or in a \
+                         directory under it",
+                        path.display()
+                    ));
+                }
+            }
+            check(&set, &claude, extra_problems, strict, resolve, json)
         }
         Command::Skills {
             command: SkillsCommand::List { json },
@@ -573,9 +602,56 @@ fn surface_counts(set: &PluginSet, name: &str) -> BTreeMap<String, usize> {
     counts
 }
 
-fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<ExitCode> {
+/// The Claude Code plugins as `plugins list` shows them.
+fn claude_text(claude: &noeta::claude_plugins::ClaudePlugins) -> String {
+    let mut out = String::new();
+    if !claude.plugins.is_empty() {
+        out.push_str("\nClaude Code plugins:\n");
+    }
+    for plugin in &claude.plugins {
+        out.push_str(&format!(
+            "{} {} (claude-code, {}): {}\n",
+            plugin.name,
+            plugin.version.as_deref().unwrap_or("(no version)"),
+            plugin.root.display(),
+            plugin.summary()
+        ));
+    }
+    if !claude.problems.is_empty() {
+        out.push_str("\nClaude Code plugins that failed to load:\n");
+        for problem in &claude.problems {
+            out.push_str(&format!("  {problem}\n"));
+        }
+    }
+    out
+}
+
+/// The Claude Code plugins as `plugins list --json` gives them.
+fn claude_json(claude: &noeta::claude_plugins::ClaudePlugins) -> Value {
+    json!({
+        "plugins": claude.plugins.iter().map(|p| json!({
+            "name": p.name,
+            "version": p.version,
+            "description": p.description,
+            "root": p.root,
+            "components": p.counts(),
+            "not_loaded": p.skipped,
+        })).collect::<Vec<_>>(),
+        "problems": claude.problems,
+    })
+}
+
+fn check(
+    set: &PluginSet,
+    claude: &noeta::claude_plugins::ClaudePlugins,
+    extra_problems: Vec<String>,
+    strict: bool,
+    resolve: bool,
+    json: bool,
+) -> Result<ExitCode> {
     let merged: Result<Merged, MergeError> = set.merged();
     let mut problems: Vec<String> = set.problems().iter().map(ToString::to_string).collect();
+    problems.extend(extra_problems);
     match &merged {
         Ok(merged) if resolve => {
             problems.extend(
@@ -606,6 +682,7 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
         let report = json!({
             "ok": ok,
             "plugins": plugins,
+            "claude_code_plugins": claude_json(claude)["plugins"],
             "warnings": warnings,
             "problems": problems,
         });
@@ -630,6 +707,15 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
                 p.origin
             );
         }
+        for plugin in &claude.plugins {
+            outln!(
+                "checked {} {} (claude-code, {}): {}",
+                plugin.name,
+                plugin.version.as_deref().unwrap_or("(no version)"),
+                plugin.root.display(),
+                plugin.summary()
+            );
+        }
         for warning in &warnings {
             outln!("warning: {warning}");
         }
@@ -638,7 +724,7 @@ fn check(set: &PluginSet, strict: bool, resolve: bool, json: bool) -> Result<Exi
         }
         outln!(
             "{} plugin(s) checked, {} warning(s), {} problem(s){}",
-            set.plugins().count(),
+            set.plugins().count() + claude.plugins.len(),
             warnings.len(),
             problems.len(),
             if strict { " (strict)" } else { "" }

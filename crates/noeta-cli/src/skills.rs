@@ -28,7 +28,7 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
     }
     let merged = set.merged()?;
     // Every loaded plugin's `skills` contributions, in (plugin, name) order.
-    let dirs: Vec<(String, PathBuf)> = merged
+    let mut dirs: Vec<(String, PathBuf)> = merged
         .for_surface("skills")
         .iter()
         .filter_map(|e| {
@@ -38,6 +38,15 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
                 .map(|p| (e.plugin.clone(), PathBuf::from(p)))
         })
         .collect();
+    // Then the Claude Code plugins' `skills/` directories, as a session mounts them.
+    for plugin in noeta::claude_plugins::discover(paths, &options.paths).plugins {
+        dirs.extend(
+            plugin
+                .skills_dirs
+                .iter()
+                .map(|d| (plugin.name.clone(), d.clone())),
+        );
+    }
     let config = settings
         .config()
         .get("skills")

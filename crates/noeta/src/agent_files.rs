@@ -440,6 +440,33 @@ pub fn read_agent_files(paths: &HostPaths) -> AgentFiles {
     found
 }
 
+/// Adds the agent files of a Claude Code plugin's agent directories to `found`, each named
+/// `<plugin>:<name>`; a file that does not load is a problem of its own.
+pub fn add_plugin_agents(plugin: &str, dirs: &[PathBuf], found: &mut AgentFiles) {
+    for dir in dirs {
+        let files = match markdown_files(dir) {
+            Ok(files) => files,
+            Err(err) => {
+                found.problems.push((dir.clone(), err));
+                continue;
+            }
+        };
+        for path in files {
+            match AgentFile::read(&path) {
+                Ok(mut agent) => {
+                    agent.name = format!("{plugin}:{}", agent.name);
+                    if found.agents.iter().any(|a| a.name == agent.name) {
+                        continue;
+                    }
+                    found.agents.push(agent);
+                }
+                Err(err) => found.problems.push((path, err)),
+            }
+        }
+    }
+    found.agents.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
 /// [`read_agent_files`], all or nothing: the agents, or the first problem (for checks that
 /// want every file sound).
 pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsError> {

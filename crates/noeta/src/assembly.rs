@@ -92,6 +92,8 @@ pub struct Host {
     set: PluginSet,
     merged: Merged,
     files: AgentFiles,
+    /// The Claude Code plugin directories found, translated when a session is built.
+    claude: crate::claude_plugins::ClaudePlugins,
     instances: Instances,
     extensions: Vec<Arc<dyn Extension>>,
     warn: WarningSink,
@@ -118,7 +120,11 @@ impl Host {
         let settings = config.settings()?;
         let set = settings.load_host(&config.paths, &config.options)?;
         let merged = set.merged()?;
-        let files = read_agent_files(&config.paths);
+        let mut files = read_agent_files(&config.paths);
+        let claude = crate::claude_plugins::discover(&config.paths, &config.options.paths);
+        for plugin in &claude.plugins {
+            crate::agent_files::add_plugin_agents(&plugin.name, &plugin.agents_dirs, &mut files);
+        }
         let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
             config.paths.workspace.clone(),
         ));
@@ -128,6 +134,7 @@ impl Host {
             set,
             merged,
             files,
+            claude,
             instances: Instances::new(),
             extensions: Vec::new(),
             warn: Arc::new(|text| tracing::warn!("{text}")),
@@ -187,6 +194,11 @@ impl Host {
     /// The agent files that load.
     pub fn agent_files(&self) -> &[AgentFile] {
         &self.files.agents
+    }
+
+    /// The Claude Code plugins found (and the ones that could not be read).
+    pub fn claude_plugins(&self) -> &crate::claude_plugins::ClaudePlugins {
+        &self.claude
     }
 
     /// The agent files that do not load, each with why; each fails only itself.
@@ -271,6 +283,7 @@ impl Host {
             }
         }
         self.add_mcp_json(&mut agent);
+        self.add_claude_plugins(&mut agent);
         Ok(agent)
     }
 
@@ -311,6 +324,94 @@ impl Host {
             if let Value::Object(named) = named {
                 for (alias, server) in servers {
                     named.entry(alias.clone()).or_insert_with(|| server.clone());
+                }
+            }
+        }
+    }
+
+    /// The Claude Code plugins' parts in the plugins that read them: skills directories and
+    /// markdown commands to `skills`, hooks to `governance`, MCP servers to `mcp` (beneath the
+    /// settings' and `.mcp.json`'s, as `plugin_<plugin>_<server>`).
+    fn add_claude_plugins(&self, agent: &mut noeta_core::AgentOptions) {
+        let plugins = &self.claude.plugins;
+        if plugins.is_empty() {
+            return;
+        }
+        let table = |agent: &mut noeta_core::AgentOptions, name: &str| {
+            let entry = agent
+                .config
+                .entry(name.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(serde_json::Map::new());
+            }
+        };
+        if self.settings.is_enabled("skills") {
+            table(agent, "skills");
+            let skills: Vec<Value> = plugins
+                .iter()
+                .flat_map(|p| {
+                    p.skills_dirs
+                        .iter()
+                        .map(|d| serde_json::json!({ "plugin": p.name, "dir": d }))
+                })
+                .collect();
+            let commands: Vec<Value> = plugins
+                .iter()
+                .flat_map(|p| {
+                    p.commands_dirs.iter().map(|d| {
+                        serde_json::json!({
+                            "plugin": p.name,
+                            "dir": d,
+                            "root": p.root,
+                            "data": p.data_dir(&self.config.paths),
+                        })
+                    })
+                })
+                .collect();
+            if let Some(Value::Object(skills_table)) = agent.config.get_mut("skills") {
+                skills_table.insert("plugin_skill_dirs".to_owned(), Value::Array(skills));
+                skills_table.insert("plugin_command_dirs".to_owned(), Value::Array(commands));
+            }
+        }
+        if self.settings.is_enabled("governance") && plugins.iter().any(|p| p.hooks.is_some()) {
+            table(agent, "governance");
+            if let Some(Value::Object(governance)) = agent.config.get_mut("governance") {
+                let hooks = governance
+                    .entry("hooks".to_owned())
+                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Value::Object(hooks) = hooks {
+                    for plugin in plugins {
+                        for (event, groups) in
+                            plugin.hooks.iter().flat_map(|h| h.as_object()).flatten()
+                        {
+                            let list = hooks
+                                .entry(event.clone())
+                                .or_insert_with(|| Value::Array(Vec::new()));
+                            if let (Value::Array(list), Value::Array(groups)) = (list, groups) {
+                                list.extend(groups.iter().cloned());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if self.settings.is_enabled("mcp") && plugins.iter().any(|p| !p.mcp_servers.is_empty()) {
+            table(agent, "mcp");
+            if let Some(Value::Object(mcp)) = agent.config.get_mut("mcp") {
+                let named = mcp
+                    .entry("servers".to_owned())
+                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Value::Object(named) = named {
+                    for plugin in plugins {
+                        for (alias, server) in &plugin.mcp_servers {
+                            let alias = format!("plugin_{}_{alias}", plugin.name).replace(
+                                |c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                                "_",
+                            );
+                            named.entry(alias).or_insert_with(|| server.clone());
+                        }
+                    }
                 }
             }
         }

@@ -10,6 +10,7 @@ pub mod agent_files;
 mod assembly;
 pub mod backends;
 pub mod builtins;
+pub mod claude_plugins;
 mod host;
 pub mod listing;
 pub mod mcp_json;

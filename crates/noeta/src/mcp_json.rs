@@ -78,6 +78,16 @@ pub fn read(
     };
     let json: Value =
         serde_json::from_str(&text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?;
+    servers_in(json, &shown.to_string(), env)
+}
+
+/// The servers of an `.mcp.json`'s JSON (either shape), read as [`read`] reads a file;
+/// `shown` names where it comes from in problems.
+pub fn servers_in(
+    json: Value,
+    shown: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Map<String, Value>, Vec<String>), String> {
     let Value::Object(top) = json else {
         return Err(format!("{shown}: expected a JSON object of servers"));
     };

@@ -1,0 +1,258 @@
+//! Claude Code plugin directories under `~/.noeta/plugins`, laid out as the public Claude Code
+//! plugins are (`.claude-plugin/plugin.json` with a custom commands path, and the bare
+//! layout): listed and checked, their agents run as subagents through `Task`, their commands
+//! expand with `${CLAUDE_PLUGIN_ROOT}`, their skills are indexed, their PreToolUse hook reads
+//! `CLAUDE_PLUGIN_ROOT` and blocks, their MCP server starts; a malformed `plugin.json` fails
+//! only that plugin.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::path::PathBuf;
+
+use noeta_testkit::cli::{CliEnv, stderr, stdout};
+use serde_json::{Value, json};
+
+const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
+
+/// Writes the `safety` plugin (with `plugin.json`) under `~/.noeta/plugins`; its root.
+fn safety_plugin(env: &CliEnv) -> PathBuf {
+    let root = env.home.join(".noeta/plugins/safety");
+    let put = |path: &str, text: &str| {
+        env.write(root.join(path).to_str().unwrap(), text);
+    };
+    put(
+        ".claude-plugin/plugin.json",
+        r#"{"name": "safety", "version": "1.2.0", "description": "Guards the workspace",
+            "author": {"name": "A. Maintainer"}, "commands": "./extra-commands"}"#,
+    );
+    put(
+        "agents/checker.md",
+        "---\nname: checker\ndescription: Use this agent when: something must be checked\n\
+         tools: Read, Grep\ncolor: red\n---\nYou check things.\n",
+    );
+    put(
+        "commands/check.md",
+        "---\ndescription: Check a part\nargument-hint: <part>\n---\n\
+         Check $ARGUMENTS against ${CLAUDE_PLUGIN_ROOT}/rules.txt; notes in ${CLAUDE_PLUGIN_DATA}.\n",
+    );
+    put("extra-commands/more.md", "More checks of $ARGUMENTS.\n");
+    put(
+        "skills/lint-rules/SKILL.md",
+        "---\nname: lint-rules\ndescription: The house lint rules.\n---\nRules.\n",
+    );
+    put(
+        "hooks/hooks.json",
+        r#"{"description": "guards", "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/guard.sh", "timeout": 10}]}],
+            "SessionEnd": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
+    );
+    put(
+        "hooks/guard.sh",
+        "if grep -q 'rm -rf build'; then\n  echo \"blocked by $(basename \"$CLAUDE_PLUGIN_ROOT\")\" >&2\n  exit 2\nfi\n",
+    );
+    put(
+        ".mcp.json",
+        &json!({ "mcpServers": { "everything": {
+            "command": noeta_testkit::npm::reference_server("mcp-server-everything"),
+            "args": ["stdio"]
+        } } })
+        .to_string(),
+    );
+    put("monitors/watch.json", "{}");
+    root
+}
+
+/// The first user message of the latest task, whole.
+fn first_message(env: &CliEnv) -> String {
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    let task: Value = serde_json::from_str(listed.lines().last().unwrap()).unwrap();
+    stdout(&env.run(&["log", task["id"].as_str().unwrap(), "--json"]))
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "user_message")
+        .map(|e| e["data"]["text"].as_str().unwrap().to_owned())
+        .unwrap()
+}
+
+/// The latest task's log.
+fn last_log(env: &CliEnv) -> String {
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    let task: Value = serde_json::from_str(listed.lines().last().unwrap()).unwrap();
+    stdout(&env.run(&["log", task["id"].as_str().unwrap()]))
+}
+
+#[test]
+fn a_claude_code_plugin_is_listed_with_what_it_brings_and_what_is_not_loaded() {
+    let env = CliEnv::new(NOETA);
+    let root = safety_plugin(&env);
+    // The bare layout: no plugin.json, named after its directory.
+    env.write(
+        env.home
+            .join(".noeta/plugins/bare/commands/hello.md")
+            .to_str()
+            .unwrap(),
+        "Say hello.\n",
+    );
+    let out = env.run(&["plugins", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "safety 1.2.0 (claude-code, {}): agents 1, commands 2, skills 1, hooks PreToolUse 1 SessionEnd 1, MCP servers 1; not loaded: monitors",
+            root.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("bare (no version) (claude-code, "), "{text}");
+    let listed: Value =
+        serde_json::from_str(&stdout(&env.run(&["plugins", "list", "--json"]))).unwrap();
+    let plugins = listed["claude_code_plugins"]["plugins"].as_array().unwrap();
+    assert_eq!(plugins.len(), 2);
+    let safety = plugins.iter().find(|p| p["name"] == "safety").unwrap();
+    assert_eq!(safety["components"]["agents"], 1);
+    assert_eq!(safety["components"]["mcp_servers"], json!(["everything"]));
+    assert_eq!(safety["not_loaded"], json!(["monitors"]));
+
+    let skills = stdout(&env.run(&["skills", "list"]));
+    assert!(skills.contains("lint-rules (plugin) "), "{skills}");
+    let agents = stdout(&env.run(&["agents", "list"]));
+    assert!(agents.contains("safety:checker  (agent file: "), "{agents}");
+    let mcp = stdout(&env.run(&["mcp", "list"]));
+    assert!(mcp.contains("mcp__plugin_safety_everything__echo"), "{mcp}");
+}
+
+#[test]
+fn the_plugins_hook_knows_its_root_and_blocks_with_its_message() {
+    let env = CliEnv::new(NOETA);
+    safety_plugin(&env);
+    let provider = env.script(json!([
+        { "calls": [{ "name": "Bash", "input": { "command": "rm -rf build" } }] },
+        { "text": "could not clean" }
+    ]));
+    let out = env.run(&["run", "--provider", &provider, "clean up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = last_log(&env);
+    assert!(
+        log.contains("\"outcome\":\"denied\",\"text\":\"blocked by safety\""),
+        "{log}"
+    );
+    assert!(
+        log.contains("hooks/warning  {\"message\":\"hooks.SessionEnd: noeta does not run `SessionEnd` hooks yet; 1 hook(s) ignored\"}"),
+        "{log}"
+    );
+}
+
+#[test]
+fn the_plugins_commands_and_agents_are_named_after_it() {
+    let env = CliEnv::new(NOETA);
+    let root = safety_plugin(&env);
+    let provider = env.script(json!([{ "text": "checked" }]));
+    let out = env.run(&["run", "--provider", &provider, "/safety:check the parser"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let data = env.home.join(".noeta/plugin-data/safety");
+    assert_eq!(
+        first_message(&env),
+        format!(
+            "Check the parser against {}/rules.txt; notes in {}.",
+            root.display(),
+            data.display()
+        )
+    );
+    assert!(data.is_dir(), "CLAUDE_PLUGIN_DATA is made on first use");
+
+    std::fs::write(env.workspace.join("notes.txt"), "all good\n").unwrap();
+    let provider = env.script_file(json!({
+        "turns": [
+            { "calls": [{ "name": "Task", "input": {
+                "description": "check the notes",
+                "prompt": "Read notes.txt",
+                "subagent_type": "safety:checker"
+            } }] },
+            { "text": "The checker is happy." }
+        ],
+        "agents": { "safety:checker": { "turns": [
+            { "calls": [{ "name": "Read", "input": { "file_path": "notes.txt" } }] },
+            { "text": "notes.txt says all good." }
+        ] } }
+    }));
+    let out = env.run(&["run", "--provider", &provider, "check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().last(), Some("The checker is happy."));
+    assert!(
+        stderr(&out).contains("● Read(notes.txt)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_malformed_plugin_json_fails_only_that_plugin_and_an_empty_directory_is_no_plugin() {
+    let env = CliEnv::new(NOETA);
+    safety_plugin(&env);
+    let broken = env
+        .home
+        .join(".noeta/plugins/broken/.claude-plugin/plugin.json");
+    env.write(
+        broken.to_str().unwrap(),
+        r#"{"name": "broken", "commands": 7}"#,
+    );
+    let out = env.run(&["plugins", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "problem: {}: `commands` must be a path or a list of paths relative to the plugin",
+            broken.display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("checked safety 1.2.0 (claude-code, "),
+        "{}",
+        stdout(&out)
+    );
+    let doctor = stdout(&env.run(&["doctor"]));
+    assert!(doctor.contains("problem: plugins: "), "{doctor}");
+    // The rest still runs.
+    let provider = env.script(json!([{ "text": "fine" }]));
+    let out = env.run(&["run", "--provider", &provider, "/safety:more things"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(first_message(&env), "More checks of things.");
+
+    let empty = env.root().join("nothing-here");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = env.run(&["plugins", "check", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("holds no plugin"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_trusted_workspace_plugin_loads_but_never_starts_an_mcp_server() {
+    let env = CliEnv::new(NOETA);
+    let plugins = env.workspace.join(".noeta/plugins");
+    env.write(
+        ".noeta/plugins/local/.mcp.json",
+        r#"{"mcpServers": {"sneaky": {"command": "sh", "args": ["-c", "touch started"]}}}"#,
+    );
+    env.write(".noeta/plugins/local/commands/hi.md", "Hi $ARGUMENTS\n");
+    // Untrusted: not read at all.
+    assert!(!stdout(&env.run(&["plugins", "list"])).contains("local (no version)"));
+    let trusted = env.run(&["trust", plugins.to_str().unwrap()]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    let text = stdout(&env.run(&["plugins", "list"]));
+    assert!(
+        text.contains(
+            "MCP servers 0; not loaded: MCP server `sneaky` (a workspace plugin never starts one)"
+        ),
+        "{text}"
+    );
+    let provider = env.script(json!([{ "text": "hello" }]));
+    let out = env.run(&["run", "--provider", &provider, "/local:hi there"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!env.workspace.join("started").exists());
+}
