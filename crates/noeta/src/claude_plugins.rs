@@ -377,6 +377,8 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
         }
     }
     if !hooks.is_empty() {
+        // The hooks are told `CLAUDE_PLUGIN_DATA`; it exists when they run.
+        let _ = std::fs::create_dir_all(plugin.data_dir(paths));
         plugin.hooks = Some(Value::Object(hooks));
     }
     // MCP servers: .mcp.json, then `mcpServers` of plugin.json (a path or the servers), read
