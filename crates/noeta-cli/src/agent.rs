@@ -216,6 +216,12 @@ pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
     for (_, problem) in host.agent_file_problems() {
         eoutln!("warning: agent file skipped: {problem}");
     }
+    for problem in &host.claude_plugins().problems {
+        eoutln!("warning: plugin skipped: {problem}");
+    }
+    for warning in &host.claude_plugins().warnings {
+        eoutln!("warning: {warning}");
+    }
     if let Some(note) = host
         .agent_files()
         .iter()

@@ -97,6 +97,12 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
                 for load in &host.claude_plugins().problems {
                     problem(format!("plugins: {load}"));
                 }
+                for warning in &host.claude_plugins().warnings {
+                    outln!("warning: {warning}");
+                }
+                for (file, _) in &host.claude_plugins().hook_files {
+                    outln!("hooks: {}", file.display());
+                }
                 // Every agent `run` may start: the default one and each agent file's.
                 let agents: Vec<&str> = std::iter::once("main")
                     .chain(files.iter().map(|f| f.name.as_str()))

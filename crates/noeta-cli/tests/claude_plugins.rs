@@ -256,3 +256,62 @@ fn a_trusted_workspace_plugin_loads_but_never_starts_an_mcp_server() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!env.workspace.join("started").exists());
 }
+
+#[test]
+fn hooks_json_files_outside_plugins_run_and_a_projects_only_once_trusted() {
+    let env = CliEnv::new(NOETA);
+    let guard = |word: &str| {
+        json!({ "hooks": { "PreToolUse": [{ "matcher": "Bash", "hooks": [{ "type": "command",
+            "command": format!("if grep -q '{word}'; then echo \"no {word} in $CLAUDE_PROJECT_DIR\" >&2; exit 2; fi") }] }] } })
+        .to_string()
+    };
+    env.write(
+        env.home.join(".noeta/hooks.json").to_str().unwrap(),
+        &guard("shutdown"),
+    );
+    env.write(
+        ".claude/settings.json",
+        &format!(
+            "{{\"permissions\": {{}}, \"hooks\": {}}}",
+            json!({ "PreToolUse": [{ "matcher": "Bash", "hooks": [{ "type": "command",
+            "command": "if grep -q 'rm -rf'; then echo 'project says no' >&2; exit 2; fi" }] }] })
+        ),
+    );
+    let script = || {
+        env.script(json!([
+            { "calls": [
+                { "name": "Bash", "input": { "command": "shutdown now" } },
+                { "name": "Bash", "input": { "command": "rm -rf build" } }
+            ] },
+            { "text": "done" }
+        ]))
+    };
+    // Untrusted: the user's hooks run, the project's are named and not read.
+    let out = env.run(&["run", "--provider", &script(), "tidy"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains(".claude/settings.json: hooks not read, since the workspace is not trusted"),
+        "{}",
+        stderr(&out)
+    );
+    let log = last_log(&env);
+    assert!(
+        log.contains(&format!(
+            "\"text\":\"no shutdown in {}\"",
+            env.workspace.display()
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("project says no"), "{log}");
+    // Trusted: both.
+    let trusted = env.run(&["trust", env.workspace.to_str().unwrap()]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    let out = env.run(&["run", "--provider", &script(), "tidy"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        last_log(&env).contains("\"text\":\"project says no\""),
+        "{}",
+        last_log(&env)
+    );
+}

@@ -334,7 +334,7 @@ impl Host {
     /// settings' and `.mcp.json`'s, as `plugin_<plugin>_<server>`).
     fn add_claude_plugins(&self, agent: &mut noeta_core::AgentOptions) {
         let plugins = &self.claude.plugins;
-        if plugins.is_empty() {
+        if plugins.is_empty() && self.claude.hook_files.is_empty() {
             return;
         }
         let table = |agent: &mut noeta_core::AgentOptions, name: &str| {
@@ -374,17 +374,24 @@ impl Host {
                 skills_table.insert("plugin_command_dirs".to_owned(), Value::Array(commands));
             }
         }
-        if self.settings.is_enabled("governance") && plugins.iter().any(|p| p.hooks.is_some()) {
+        // Hooks: the JSON files' (user, then a trusted workspace's), then each plugin's,
+        // after the settings' own.
+        let hook_tables: Vec<&Value> = self
+            .claude
+            .hook_files
+            .iter()
+            .map(|(_, events)| events)
+            .chain(plugins.iter().filter_map(|p| p.hooks.as_ref()))
+            .collect();
+        if self.settings.is_enabled("governance") && !hook_tables.is_empty() {
             table(agent, "governance");
             if let Some(Value::Object(governance)) = agent.config.get_mut("governance") {
                 let hooks = governance
                     .entry("hooks".to_owned())
                     .or_insert_with(|| Value::Object(serde_json::Map::new()));
                 if let Value::Object(hooks) = hooks {
-                    for plugin in plugins {
-                        for (event, groups) in
-                            plugin.hooks.iter().flat_map(|h| h.as_object()).flatten()
-                        {
+                    for table in &hook_tables {
+                        for (event, groups) in table.as_object().into_iter().flatten() {
                             let list = hooks
                                 .entry(event.clone())
                                 .or_insert_with(|| Value::Array(Vec::new()));

@@ -100,6 +100,12 @@ pub struct ClaudePlugins {
     pub plugins: Vec<ClaudePlugin>,
     /// Each plugin skipped, naming its file and field.
     pub problems: Vec<String>,
+    /// Hooks configured in JSON outside plugins, each file's events: `~/.noeta/hooks.json`,
+    /// and — in a trusted workspace — `.noeta/hooks.json`, `.claude/settings.json` and
+    /// `.claude/settings.local.json` (their `hooks`).
+    pub hook_files: Vec<(PathBuf, Value)>,
+    /// Files not read, with why (an untrusted workspace's hooks).
+    pub warnings: Vec<String>,
 }
 
 /// Whether `dir` is laid out as a Claude Code plugin.
@@ -151,6 +157,7 @@ pub fn discover(paths: &HostPaths, extra: &[PathBuf]) -> ClaudePlugins {
     {
         children(&workspace, Scope::Workspace, &mut candidates);
     }
+    read_hook_files(paths, &mut found);
     for (dir, scope) in candidates {
         if !is_claude_plugin(&dir) {
             continue;
@@ -172,6 +179,63 @@ pub fn discover(paths: &HostPaths, extra: &[PathBuf]) -> ClaudePlugins {
         }
     }
     found
+}
+
+/// The hooks written in JSON outside plugins (see [`ClaudePlugins::hook_files`]).
+fn read_hook_files(paths: &HostPaths, found: &mut ClaudePlugins) {
+    let mut files: Vec<PathBuf> = paths
+        .user_dir()
+        .map(|d| d.join("hooks.json"))
+        .into_iter()
+        .collect();
+    let workspace_files = [
+        paths.workspace.join(".noeta").join("hooks.json"),
+        paths.workspace.join(".claude").join("settings.json"),
+        paths.workspace.join(".claude").join("settings.local.json"),
+    ];
+    let present: Vec<PathBuf> = workspace_files
+        .into_iter()
+        .filter(|f| f.is_file() && !files.contains(f))
+        .collect();
+    if !present.is_empty() {
+        if paths
+            .trust_store()
+            .is_ok_and(|store| store.is_trusted(&paths.workspace))
+        {
+            files.extend(present);
+        } else {
+            for file in present {
+                found.warnings.push(format!(
+                    "{}: hooks not read, since the workspace is not trusted (a cloned repository \
+                     never runs a command by itself) — `noeta trust .` to use them",
+                    file.display()
+                ));
+            }
+        }
+    }
+    for file in files.into_iter().filter(|f| f.is_file()) {
+        match read_json(&file) {
+            Ok(json) => {
+                // `{"hooks": {...}}` (hooks.json, settings.json) or the events themselves.
+                let events = json.get("hooks").cloned().unwrap_or_else(|| {
+                    if file.ends_with("settings.json") || file.ends_with("settings.local.json") {
+                        Value::Null
+                    } else {
+                        json.clone()
+                    }
+                });
+                match events {
+                    Value::Null => {}
+                    Value::Object(_) => found.hook_files.push((file, events)),
+                    _ => found.problems.push(format!(
+                        "{}: `hooks` must be an object of events",
+                        file.display()
+                    )),
+                }
+            }
+            Err(problem) => found.problems.push(problem),
+        }
+    }
 }
 
 /// Reads a JSON file (at most [`MAX_JSON_BYTES`]).
