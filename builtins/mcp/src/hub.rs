@@ -289,31 +289,10 @@ impl Hub {
         name: &str,
         arguments: serde_json::Map<String, Value>,
     ) -> Result<Value, String> {
-        let slots = self.slots.clone();
-        let Some(index) = slots.iter().position(|s| s.server.alias == alias) else {
-            return Err(format!("mcp: no server `{alias}` is configured"));
-        };
-        let name = name.to_owned();
-        self.on_runtime(async move {
-            let slot = &slots[index];
-            let peer = ready_peer(slot).await?;
-            let params =
-                rmcp::model::GetPromptRequestParams::new(name.clone()).with_arguments(arguments);
-            match tokio::time::timeout(slot.server.call_timeout, peer.get_prompt(params)).await {
-                Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
-                Ok(Err(err)) => Err(with_stderr(
-                    format!(
-                        "mcp server `{}`: prompt `{name}` failed: {err}",
-                        slot.server.alias
-                    ),
-                    slot,
-                )),
-                Err(_) => Err(format!(
-                    "mcp server `{}`: prompt `{name}` gave no answer within {} s",
-                    slot.server.alias,
-                    slot.server.call_timeout.as_secs_f64()
-                )),
-            }
+        let params =
+            rmcp::model::GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments);
+        self.ask(alias, format!("prompt `{name}`"), move |peer| async move {
+            peer.get_prompt(params).await
         })
         .await
     }
@@ -321,6 +300,21 @@ impl Hub {
     /// Reads resource `uri` of server `alias` within the server's call deadline: the result as
     /// the protocol's JSON (`contents`), or why not.
     pub(crate) async fn read_resource(&self, alias: &str, uri: &str) -> Result<Value, String> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+        self.ask(alias, format!("reading `{uri}`"), move |peer| async move {
+            peer.read_resource(params).await
+        })
+        .await
+    }
+
+    /// One request to server `alias` (started if need be), within its call deadline; `what`
+    /// names the request in errors. The answer as the protocol's JSON.
+    async fn ask<T, F, Fut>(&self, alias: &str, what: String, request: F) -> Result<Value, String>
+    where
+        T: serde::Serialize + Send + 'static,
+        F: FnOnce(rmcp::Peer<RoleClient>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, rmcp::ServiceError>> + Send + 'static,
+    {
         let slots = self.slots.clone();
         let Some(index) = slots.iter().position(|s| s.server.alias == alias) else {
             let known: Vec<&str> = slots.iter().map(|s| s.server.alias.as_str()).collect();
@@ -329,22 +323,17 @@ impl Hub {
                 known.join(", ")
             ));
         };
-        let uri = uri.to_owned();
         self.on_runtime(async move {
             let slot = &slots[index];
             let peer = ready_peer(slot).await?;
-            let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
-            match tokio::time::timeout(slot.server.call_timeout, peer.read_resource(params)).await {
+            match tokio::time::timeout(slot.server.call_timeout, request(peer)).await {
                 Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
                 Ok(Err(err)) => Err(with_stderr(
-                    format!(
-                        "mcp server `{}`: reading `{uri}` failed: {err}",
-                        slot.server.alias
-                    ),
+                    format!("mcp server `{}`: {what} failed: {err}", slot.server.alias),
                     slot,
                 )),
                 Err(_) => Err(format!(
-                    "mcp server `{}`: reading `{uri}` gave no answer within {} s",
+                    "mcp server `{}`: {what} gave no answer within {} s",
                     slot.server.alias,
                     slot.server.call_timeout.as_secs_f64()
                 )),

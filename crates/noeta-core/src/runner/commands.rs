@@ -27,6 +27,23 @@ impl Runtime {
         }
     }
 
+    /// A view of `state` without a claim (records staged on it are the caller's to refuse).
+    fn unclaimed_view<'a>(
+        &'a self,
+        session: &'a Session,
+        task: &'a TaskId,
+        state: &'a TaskState,
+    ) -> View<'a> {
+        View::new(
+            task,
+            &session.spec.name,
+            state,
+            &session.spec.spawnable,
+            &session.extensions,
+        )
+        .with_exec_env(self.exec.as_ref())
+    }
+
     /// The slash commands the task's extensions offer, with the extension offering each.
     pub async fn commands(
         &self,
@@ -34,15 +51,7 @@ impl Runtime {
         task: &TaskId,
     ) -> Result<Vec<(String, CommandSpec)>, RunError> {
         let state = self.state_or_new(session, task).await?.unwrap_or_default();
-        let view = View::new(
-            task,
-            &session.spec.name,
-            &state,
-            &session.spec.spawnable,
-            &session.extensions,
-        )
-        .with_exec_env(self.exec.as_ref());
-        Ok(Hooks(&session.extensions).commands(&view))
+        Ok(Hooks(&session.extensions).commands(&self.unclaimed_view(session, task, &state)))
     }
 
     /// Runs `/name args`: text to show, or a message for the frontend to send. The offering
@@ -74,15 +83,9 @@ impl Runtime {
         };
         if self.state_or_new(session, task).await?.is_none() {
             let state = TaskState::default();
-            let view = View::new(
-                task,
-                &session.spec.name,
-                &state,
-                &session.spec.spawnable,
-                &session.extensions,
-            )
-            .with_model(&*self.provider)
-            .with_exec_env(self.exec.as_ref());
+            let view = self
+                .unclaimed_view(session, task, &state)
+                .with_model(&*self.provider);
             let reply = Hooks(&session.extensions)
                 .run_command(owner, &view, name, args)
                 .await
