@@ -174,10 +174,8 @@ impl SkillFile {
             Some(Value::String(name)) => name.trim().to_owned(),
             Some(other) => return Err(format!("`name` must be text, got {}", shown(other))),
         };
-        if !valid_name(&name) {
-            return Err(format!(
-                "the name `{name}` is not valid: use lowercase letters, digits and hyphens, starting with a letter or digit, at most {MAX_NAME_CHARS} characters"
-            ));
+        if name.is_empty() || name.contains('\n') {
+            return Err(format!("`name` must be one line of text, got {name:?}"));
         }
         let description = text_key("description", keyed.get("description"))?
             .map(|d| d.trim().to_owned())
@@ -214,6 +212,23 @@ impl SkillFile {
             metadata,
             body: rest.trim_start_matches(['\n', '\r']).to_owned(),
         })
+    }
+}
+
+impl SkillFile {
+    /// The skill's id and, when its `name` is not an id (a display name such as `Skill
+    /// Development`), that name: the id is then the directory's name.
+    pub(crate) fn id(&self, dir_name: &str) -> Result<(String, Option<String>), String> {
+        if valid_name(&self.name) {
+            return Ok((self.name.clone(), None));
+        }
+        if valid_name(dir_name) {
+            return Ok((dir_name.to_owned(), Some(self.name.clone())));
+        }
+        Err(format!(
+            "neither the name `{}` nor the directory name `{dir_name}` is a valid skill id: use lowercase letters, digits and hyphens, starting with a letter or digit, at most {MAX_NAME_CHARS} characters",
+            self.name
+        ))
     }
 }
 

@@ -106,6 +106,8 @@ pub(crate) struct TierDir {
     pub(crate) tier: Tier,
     /// What put it there: a plugin's name, a setting, a convention.
     pub(crate) origin: String,
+    /// A Claude Code plugin's name: its skills are `<plugin>:<id>`.
+    pub(crate) namespace: Option<String>,
     pub(crate) path: PathBuf,
     pub(crate) state: DirState,
 }
@@ -118,6 +120,9 @@ pub(crate) struct IndexedSkill {
     pub(crate) tier: Tier,
     /// The skill's directory.
     pub(crate) dir: String,
+    /// Its `name` when that is a display name (the id is then the directory's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) display_name: Option<String>,
     /// SHA-256 of the SKILL.md bytes.
     pub(crate) sha256: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -181,6 +186,7 @@ fn dir(tier: Tier, origin: impl Into<String>, path: Option<PathBuf>) -> TierDir 
             TierDir {
                 tier,
                 origin: origin.into(),
+                namespace: None,
                 path,
                 state,
             }
@@ -188,6 +194,7 @@ fn dir(tier: Tier, origin: impl Into<String>, path: Option<PathBuf>) -> TierDir 
         None => TierDir {
             tier,
             origin: origin.into(),
+            namespace: None,
             path: PathBuf::new(),
             state: DirState::NoHome,
         },
@@ -242,6 +249,16 @@ pub(crate) fn tier_dirs(
     for (plugin, path) in plugin_dirs {
         dirs.push(dir(Tier::Plugin, plugin.clone(), Some(path.clone())));
     }
+    // Claude Code plugins' skills, named `<plugin>:<id>` so two plugins never collide.
+    for skills in &settings.plugin_skill_dirs {
+        let mut d = dir(
+            Tier::Plugin,
+            skills.plugin.clone(),
+            Some(skills.dir.clone()),
+        );
+        d.namespace = Some(skills.plugin.clone());
+        dirs.push(d);
+    }
     for (i, text) in settings.extra_skill_dirs.iter().enumerate() {
         dirs.push(dir(
             Tier::Extra,
@@ -268,6 +285,7 @@ pub(crate) fn tier_dirs(
                 (Some(p), None) if p.is_relative() => TierDir {
                     tier: Tier::Workspace,
                     origin: "skills_dir".to_owned(),
+                    namespace: None,
                     path: p,
                     state: DirState::Unreadable(
                         "relative to the workspace, and there is none".to_owned(),
@@ -399,8 +417,25 @@ fn scan(d: &TierDir, skills: &mut Vec<IndexedSkill>, skipped: &mut Vec<Skipped>)
         };
         let parsed = read_skill_file(&file)
             .and_then(|(bytes, text)| SkillFile::parse(&text).map(|f| (bytes, f)));
-        let (bytes, f) = match parsed {
+        let (bytes, mut f) = match parsed {
             Ok(ok) => ok,
+            Err(reason) => {
+                skipped.push(skip(None, reason));
+                continue;
+            }
+        };
+        let dir_name = sub
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let display_name = match f.id(&dir_name) {
+            Ok((id, display)) => {
+                f.name = match &d.namespace {
+                    Some(plugin) => format!("{plugin}:{id}"),
+                    None => id,
+                };
+                display
+            }
             Err(reason) => {
                 skipped.push(skip(None, reason));
                 continue;
@@ -423,6 +458,7 @@ fn scan(d: &TierDir, skills: &mut Vec<IndexedSkill>, skipped: &mut Vec<Skipped>)
             description: f.description,
             tier: d.tier,
             dir: sub.to_string_lossy().into_owned(),
+            display_name,
             sha256: noeta_core::canonical::sha256_hex(&bytes),
             version: f.version,
             priority: f.priority,

@@ -58,20 +58,13 @@ impl SessionPackFactory for SkillsPack {
             pack.tools
                 .push(Arc::new(tools::RunSkillScript::new(&settings)));
         }
-        // The plugin tier: the `skills` contributions, then Claude Code plugins' directories.
-        let mut skills_dirs = ctx.skills_dirs.clone();
-        skills_dirs.extend(
-            settings
-                .plugin_skill_dirs
-                .iter()
-                .map(|p| (p.plugin.clone(), p.dir.clone())),
-        );
-        index::check_plugin_dirs(&skills_dirs)?;
+        // The plugin tier: the `skills` contributions here, Claude Code plugins' directories
+        // from the settings the host adds (`plugin_skill_dirs`, namespaced by the index).
         let plugin_commands = settings.plugin_command_dirs.clone();
         pack.extensions.push(extension::extension(
             settings,
             std::env::home_dir(),
-            skills_dirs,
+            ctx.skills_dirs.clone(),
         ));
         // Markdown commands (`commands/*.md`), `/name args` in chat and `noeta run`.
         pack.extensions

@@ -28,8 +28,10 @@ pub struct ListedTier {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListedSkill {
-    /// Its name.
+    /// Its id (`<plugin>:<id>` for a Claude Code plugin's skill).
     pub name: String,
+    /// Its `name` when that is a display name (the id is then its directory's name).
+    pub display_name: Option<String>,
     /// The tier it comes from.
     pub tier: String,
     /// Its SKILL.md.
@@ -213,6 +215,7 @@ pub fn index_for_listing(
             .values()
             .map(|s| ListedSkill {
                 name: s.name.clone(),
+                display_name: s.display_name.clone(),
                 tier: s.tier.as_str().to_owned(),
                 path: Path::new(&s.dir).join(SKILL_FILE),
                 description: s.description.clone(),

@@ -151,7 +151,19 @@ impl Tool for SkillTool {
                     path.display()
                 ))
             })?;
-        if file.name != skill.name {
+        // The id it is indexed by: its name (or its directory's, for a display name), under
+        // its Claude Code plugin's prefix when it has one.
+        let dir_name = Path::new(&skill.dir)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let id = file
+            .id(&dir_name)
+            .map(|(id, _)| match skill.name.split_once(':') {
+                Some((plugin, _)) => format!("{plugin}:{id}"),
+                None => id,
+            });
+        if id.as_deref() != Ok(skill.name.as_str()) {
             return Err(respond(format!(
                 "skill: `{}` now names itself `{}`; it is activated under the name it is listed by once the skills are indexed again",
                 path.display(),

@@ -28,7 +28,7 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
     }
     let merged = set.merged()?;
     // Every loaded plugin's `skills` contributions, in (plugin, name) order.
-    let mut dirs: Vec<(String, PathBuf)> = merged
+    let dirs: Vec<(String, PathBuf)> = merged
         .for_surface("skills")
         .iter()
         .filter_map(|e| {
@@ -38,20 +38,27 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
                 .map(|p| (e.plugin.clone(), PathBuf::from(p)))
         })
         .collect();
-    // Then the Claude Code plugins' `skills/` directories, as a session mounts them.
-    for plugin in noeta::claude_plugins::discover(paths, &options.paths).plugins {
-        dirs.extend(
-            plugin
-                .skills_dirs
-                .iter()
-                .map(|d| (plugin.name.clone(), d.clone())),
-        );
-    }
-    let config = settings
+    let mut config = settings
         .config()
         .get("skills")
         .cloned()
         .unwrap_or(Value::Null);
+    // The Claude Code plugins' `skills/` directories, as the host hands them to a session.
+    let claude_skills: Vec<Value> = noeta::claude_plugins::discover(paths, &options.paths)
+        .plugins
+        .iter()
+        .flat_map(|p| {
+            p.skills_dirs
+                .iter()
+                .map(|d| serde_json::json!({ "plugin": p.name, "dir": d }))
+        })
+        .collect();
+    if !claude_skills.is_empty() {
+        if !config.is_object() {
+            config = Value::Object(serde_json::Map::new());
+        }
+        config["plugin_skill_dirs"] = Value::Array(claude_skills);
+    }
     let listing = noeta::skills::index_for_listing(
         &config,
         Some(&paths.workspace),

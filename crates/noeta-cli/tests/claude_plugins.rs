@@ -119,7 +119,7 @@ fn a_claude_code_plugin_is_listed_with_what_it_brings_and_what_is_not_loaded() {
     assert_eq!(safety["not_loaded"], json!(["monitors"]));
 
     let skills = stdout(&env.run(&["skills", "list"]));
-    assert!(skills.contains("lint-rules (plugin) "), "{skills}");
+    assert!(skills.contains("safety:lint-rules (plugin) "), "{skills}");
     let agents = stdout(&env.run(&["agents", "list"]));
     assert!(agents.contains("safety:checker  (agent file: "), "{agents}");
     let mcp = stdout(&env.run(&["mcp", "list"]));

@@ -198,16 +198,43 @@ fn skipped_without_a_name() {
 }
 
 #[test]
-fn skipped_with_an_invalid_name() {
-    for bad in ["My Skill", "-lead", "under_score", "UPPER"] {
-        let why = reason(&format!("---\nname: {bad}\ndescription: d\n---\n"));
-        assert!(
-            why.starts_with(&format!("the name `{bad}` is not valid:")),
-            "{why}"
-        );
-    }
+fn a_display_name_is_kept_and_the_directory_gives_the_id() {
     let long = "a".repeat(65);
-    assert!(reason(&format!("---\nname: {long}\ndescription: d\n---\n")).contains("at most 64"));
+    for display in [
+        "My Skill",
+        "Skill Development",
+        "-lead",
+        "under_score",
+        "UPPER",
+        &long,
+    ] {
+        let s = skill(&format!("---\nname: {display}\ndescription: d\n---\n"));
+        assert_eq!(s.name, "s", "the directory `s` gives the id");
+        assert_eq!(s.display_name.as_deref(), Some(display));
+    }
+    assert_eq!(
+        skill("---\nname: s\ndescription: d\n---\n").display_name,
+        None
+    );
+}
+
+#[test]
+fn skipped_when_neither_the_name_nor_the_directory_is_an_id() {
+    let tree = Tree::new();
+    let path = tree.skill_file(
+        &tree.ws(".noeta/skills"),
+        "Bad Dir",
+        "---\nname: My Skill\ndescription: d\n---\n",
+    );
+    let listing = tree.list(Value::Null);
+    assert!(listing.skills.is_empty());
+    let why = skip_reason(&listing, &path);
+    assert!(
+        why.starts_with(
+            "neither the name `My Skill` nor the directory name `Bad Dir` is a valid skill id"
+        ),
+        "{why}"
+    );
 }
 
 #[test]

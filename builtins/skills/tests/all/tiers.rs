@@ -475,3 +475,28 @@ fn a_relative_skills_dir_without_a_workspace_mounts_nothing_and_says_why() {
         "relative to the workspace, and there is none"
     );
 }
+
+#[test]
+fn claude_code_plugins_skills_are_named_after_their_plugin_and_never_collide() {
+    let tree = Tree::new();
+    let a = tree.path("plugins/a/skills");
+    let b = tree.path("plugins/b/skills");
+    tree.skill(&a, "lint", "from a");
+    tree.skill(&b, "lint", "from b");
+    tree.skill(&At::Workspace.dir(&tree), "lint", "from the workspace");
+    let listing = tree.list(json!({
+        "plugin_skill_dirs": [
+            { "plugin": "a", "dir": a },
+            { "plugin": "b", "dir": b },
+        ]
+    }));
+    assert_eq!(
+        names(&listing),
+        vec![
+            ("a:lint".to_owned(), "plugin".to_owned()),
+            ("b:lint".to_owned(), "plugin".to_owned()),
+            ("lint".to_owned(), "workspace".to_owned()),
+        ]
+    );
+    assert!(listing.skipped.is_empty(), "{:?}", listing.skipped);
+}

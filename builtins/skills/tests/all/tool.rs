@@ -303,3 +303,32 @@ fn the_skills_command_shows_the_index_and_what_is_active() {
     empty.turn("t", "go", done());
     assert_eq!(empty.command("t", "skills"), "No skills are indexed.");
 }
+
+#[test]
+fn a_plugin_skill_with_a_display_name_is_activated_by_its_id() {
+    let tree = crate::common::Tree::new();
+    let dir = tree.path("plugins/dev/skills");
+    tree.skill_file(
+        &dir,
+        "skill-development",
+        "---\nname: Skill Development\ndescription: How to write skills.\n---\n\nWrite them well.\n",
+    );
+    let run = crate::common::Run::with_tree(
+        tree,
+        json!({ "plugin_skill_dirs": [{ "plugin": "dev", "dir": dir }] }),
+        Vec::new(),
+    );
+    run.turn(
+        "t",
+        "teach me",
+        call_then_done("skill", json!({ "skill": "dev:skill-development" })),
+    );
+    let results = run.results("t");
+    assert!(
+        results[0]
+            .0
+            .starts_with("Skill `dev:skill-development` is active."),
+        "{results:?}"
+    );
+    assert!(results[0].0.ends_with("Write them well.\n"), "{results:?}");
+}
