@@ -183,6 +183,10 @@ fn round(root: &Path, round: u64, rng: &mut Rng, span_ms: u64, kills: u32, seen:
     let script_path = workspace.join("script.json");
     std::fs::write(&script_path, script().to_string()).unwrap();
     std::fs::hard_link(root.join("big.txt"), workspace.join("big.txt")).unwrap();
+    // The file the effects are appended to exists from the start: every shell call before a
+    // read may end with its outcome unknown and no effect (killed before it ran), and the read,
+    // retry-safe, must still find the file.
+    std::fs::write(workspace.join("effects.txt"), "").unwrap();
     let provider = format!("scripted:{}", script_path.display());
     let flags = [
         "--provider",
