@@ -201,25 +201,27 @@ impl Extension for Permissions {
         name: &str,
         args: &str,
     ) -> HookResult<CommandReply> {
-        let shown: HookResult<String> = async {
-            if name != "mode" {
-                return Err(HookError::new(format!("unknown command `/{name}`")));
-            }
-            let wanted = args.trim();
-            if wanted.is_empty() {
-                return Ok(format!("permission mode: {}", self.mode(view).as_str()));
-            }
-            let Some(mode) = Mode::parse(wanted) else {
-                return Err(HookError::new(format!(
-                    "`{wanted}` is not a permission mode (expected one of: {})",
-                    Mode::SPELLINGS
-                )));
-            };
-            view.record(PERMISSIONS, "mode", json!({ "mode": mode.as_str() }));
-            Ok(format!("permission mode: {}", mode.as_str()))
+        if name != "mode" {
+            return Err(HookError::new(format!("unknown command `/{name}`")));
         }
-        .await;
-        shown.map(CommandReply::Show)
+        let wanted = args.trim();
+        if wanted.is_empty() {
+            return Ok(CommandReply::Show(format!(
+                "permission mode: {}",
+                self.mode(view).as_str()
+            )));
+        }
+        let Some(mode) = Mode::parse(wanted) else {
+            return Err(HookError::new(format!(
+                "`{wanted}` is not a permission mode (expected one of: {})",
+                Mode::SPELLINGS
+            )));
+        };
+        view.record(PERMISSIONS, "mode", json!({ "mode": mode.as_str() }));
+        Ok(CommandReply::Show(format!(
+            "permission mode: {}",
+            mode.as_str()
+        )))
     }
 }
 

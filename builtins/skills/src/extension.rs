@@ -330,15 +330,15 @@ impl Extension for Skills {
         name: &str,
         _args: &str,
     ) -> HookResult<CommandReply> {
-        let shown: HookResult<String> = async {
-            if name != "skills" {
-                return Err(HookError::new(format!("unknown command `/{name}`")));
-            }
-            let state = State::from_value(view.ext_state(EXTENSION));
-            if state.skills.is_empty() {
-                return Ok("No skills are indexed.".to_owned());
-            }
-            Ok(state
+        if name != "skills" {
+            return Err(HookError::new(format!("unknown command `/{name}`")));
+        }
+        let state = State::from_value(view.ext_state(EXTENSION));
+        if state.skills.is_empty() {
+            return Ok(CommandReply::Show("No skills are indexed.".to_owned()));
+        }
+        Ok(CommandReply::Show(
+            state
                 .skills
                 .iter()
                 .map(|s| {
@@ -352,10 +352,8 @@ impl Extension for Skills {
                     format!("{} ({}): {}", s.name, notes.join(", "), s.description)
                 })
                 .collect::<Vec<_>>()
-                .join("\n"))
-        }
-        .await;
-        shown.map(CommandReply::Show)
+                .join("\n"),
+        ))
     }
 }
 

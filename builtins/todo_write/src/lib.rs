@@ -150,21 +150,20 @@ impl Extension for TodoState {
         name: &str,
         _args: &str,
     ) -> HookResult<CommandReply> {
-        let shown: HookResult<String> = async {
-            if name != "todos" {
-                return Err(noeta_core::extension::HookError::new(format!(
-                    "unknown command `/{name}`"
-                )));
-            }
-            let list = view
-                .ext_state(todos::EXTENSION)
-                .and_then(|v| serde_json::from_value::<TodoList>(v.clone()).ok())
-                .unwrap_or_default();
-            if list.todos.is_empty() {
-                return Ok("No todo list yet.".to_owned());
-            }
-            Ok(list
-                .todos
+        if name != "todos" {
+            return Err(noeta_core::extension::HookError::new(format!(
+                "unknown command `/{name}`"
+            )));
+        }
+        let list = view
+            .ext_state(todos::EXTENSION)
+            .and_then(|v| serde_json::from_value::<TodoList>(v.clone()).ok())
+            .unwrap_or_default();
+        if list.todos.is_empty() {
+            return Ok(CommandReply::Show("No todo list yet.".to_owned()));
+        }
+        Ok(CommandReply::Show(
+            list.todos
                 .iter()
                 .map(|t| {
                     let mark = match t.status {
@@ -175,10 +174,8 @@ impl Extension for TodoState {
                     format!("{mark} {}", t.content)
                 })
                 .collect::<Vec<_>>()
-                .join("\n"))
-        }
-        .await;
-        shown.map(CommandReply::Show)
+                .join("\n"),
+        ))
     }
 }
 

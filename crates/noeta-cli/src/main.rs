@@ -192,23 +192,8 @@ enum McpCommand {
     /// `noeta mcp add docs https://example.com/mcp` a streamable-HTTP endpoint. The file's
     /// comments and layout are kept.
     Add {
-        /// The server's alias (its tools are `mcp__<alias>__<tool>`)
-        alias: String,
-        /// The command to start, or the URL of a streamable-HTTP server
-        target: String,
-        /// The command's arguments (put `--` before them when they start with `-`)
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-        /// `stdio` or `http` (default: `http` for an http(s) URL, else `stdio`)
-        #[arg(long, short = 't', value_name = "KIND")]
-        transport: Option<String>,
-        /// An environment variable for the command, KEY=VALUE (repeatable; `{env:NAME}` and
-        /// `{keyring:service/user}` references are resolved only when the server starts)
-        #[arg(long, short = 'e', value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// A header for an HTTP server, 'Name: value' (repeatable; references as for --env)
-        #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-        headers: Vec<String>,
+        #[command(flatten)]
+        server: mcp::NewServer,
         /// `user` (`~/.noeta/config.toml`, the default) or `project` (`.noeta/config.toml`)
         #[arg(long, short = 's', default_value = "user")]
         scope: String,
@@ -431,26 +416,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Mcp { command } => match command {
             McpCommand::List { json } => mcp::list(&paths, dirs, json),
-            McpCommand::Add {
-                alias,
-                target,
-                args,
-                transport,
-                env,
-                headers,
-                scope,
-            } => mcp::add(
-                &paths,
-                &mcp::NewServer {
-                    alias,
-                    target,
-                    args,
-                    transport,
-                    env,
-                    headers,
-                },
-                &scope,
-            ),
+            McpCommand::Add { server, scope } => mcp::add(&paths, &server, &scope),
             McpCommand::Remove { alias, scope } => mcp::remove(&paths, &alias, &scope),
             McpCommand::Serve {
                 agent,

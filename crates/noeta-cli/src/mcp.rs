@@ -115,14 +115,25 @@ pub(crate) fn list(
     })
 }
 
-/// `noeta mcp add`'s arguments.
-#[derive(Debug, Clone)]
+/// `noeta mcp add`'s server arguments.
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct NewServer {
+    /// The server's alias (its tools are `mcp__<alias>__<tool>`)
     pub(crate) alias: String,
+    /// The command to start, or the URL of a streamable-HTTP server
     pub(crate) target: String,
+    /// The command's arguments (put `--` before them when they start with `-`)
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub(crate) args: Vec<String>,
+    /// `stdio` or `http` (default: `http` for an http(s) URL, else `stdio`)
+    #[arg(long, short = 't', value_name = "KIND")]
     pub(crate) transport: Option<String>,
+    /// An environment variable for the command, KEY=VALUE (repeatable; `{env:NAME}` and
+    /// `{keyring:service/user}` references are resolved only when the server starts)
+    #[arg(long, short = 'e', value_name = "KEY=VALUE")]
     pub(crate) env: Vec<String>,
+    /// A header for an HTTP server, 'Name: value' (repeatable; references as for --env)
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub(crate) headers: Vec<String>,
 }
 

@@ -238,14 +238,6 @@ async fn open(paths: &HostPaths, args: &ServeArgs) -> Result<(Agent, Arc<Host>)>
     ))
 }
 
-type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
-
-fn boxed(
-    serving: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
-) -> Serving {
-    Box::pin(serving)
-}
-
 /// `noeta mcp serve`: serves until the client leaves (stdio) or Ctrl-C (both).
 pub(crate) fn serve(paths: &HostPaths, args: &ServeArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -262,27 +254,30 @@ pub(crate) fn serve(paths: &HostPaths, args: &ServeArgs) -> Result<ExitCode> {
         let (jobs, inbox) = mpsc::channel(16);
         let desk = Desk::new(jobs, instructions);
         let (stop_tx, stopped) = watch::channel(false);
-        let served = match &args.http {
+        let listener = match &args.http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr.as_str())
                     .await
                     .with_context(|| format!("--http {addr}: cannot listen there"))?;
                 let bound = listener.local_addr()?;
                 eoutln!("noeta mcp serve: streamable HTTP on http://{bound}/mcp");
-                let stop = async {
-                    let _ = tokio::signal::ctrl_c().await;
-                };
-                boxed(noeta::mcp::serve::serve_http(desk, listener, stop))
+                Some(listener)
             }
-            None => boxed(async move {
-                tokio::select! {
-                    served = noeta::mcp::serve::serve_stdio(desk) => served,
-                    _ = tokio::signal::ctrl_c() => Ok(()),
-                }
-            }),
+            None => None,
         };
         let server = tokio::spawn(async move {
-            let ended = served.await;
+            let ended = match listener {
+                Some(listener) => {
+                    let stop = async {
+                        let _ = tokio::signal::ctrl_c().await;
+                    };
+                    noeta::mcp::serve::serve_http(desk, listener, stop).await
+                }
+                None => tokio::select! {
+                    served = noeta::mcp::serve::serve_stdio(desk) => served,
+                    _ = tokio::signal::ctrl_c() => Ok(()),
+                },
+            };
             let _ = stop_tx.send(true);
             ended
         });

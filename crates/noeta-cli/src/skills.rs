@@ -44,15 +44,7 @@ pub(crate) fn list(paths: &HostPaths, plugin_dirs: Vec<PathBuf>, json: bool) -> 
         .cloned()
         .unwrap_or(Value::Null);
     // The Claude Code plugins' `skills/` directories, as the host hands them to a session.
-    let claude_skills: Vec<Value> = noeta::claude_plugins::discover(paths, &options.paths)
-        .plugins
-        .iter()
-        .flat_map(|p| {
-            p.skills_dirs
-                .iter()
-                .map(|d| serde_json::json!({ "plugin": p.name, "dir": d }))
-        })
-        .collect();
+    let claude_skills = noeta::claude_plugins::discover(paths, &options.paths).skill_dirs_setting();
     if !claude_skills.is_empty() {
         if !config.is_object() {
             config = Value::Object(serde_json::Map::new());

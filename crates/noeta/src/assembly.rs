@@ -348,27 +348,8 @@ impl Host {
         };
         if self.settings.is_enabled("skills") {
             table(agent, "skills");
-            let skills: Vec<Value> = plugins
-                .iter()
-                .flat_map(|p| {
-                    p.skills_dirs
-                        .iter()
-                        .map(|d| serde_json::json!({ "plugin": p.name, "dir": d }))
-                })
-                .collect();
-            let commands: Vec<Value> = plugins
-                .iter()
-                .flat_map(|p| {
-                    p.commands_dirs.iter().map(|d| {
-                        serde_json::json!({
-                            "plugin": p.name,
-                            "dir": d,
-                            "root": p.root,
-                            "data": p.data_dir(&self.config.paths),
-                        })
-                    })
-                })
-                .collect();
+            let skills = self.claude.skill_dirs_setting();
+            let commands = self.claude.command_dirs_setting(&self.config.paths);
             if let Some(Value::Object(skills_table)) = agent.config.get_mut("skills") {
                 skills_table.insert("plugin_skill_dirs".to_owned(), Value::Array(skills));
                 skills_table.insert("plugin_command_dirs".to_owned(), Value::Array(commands));

@@ -108,6 +108,38 @@ pub struct ClaudePlugins {
     pub warnings: Vec<String>,
 }
 
+impl ClaudePlugins {
+    /// The plugins' skills directories, as `[plugins.skills] plugin_skill_dirs` takes them.
+    pub fn skill_dirs_setting(&self) -> Vec<Value> {
+        self.plugins
+            .iter()
+            .flat_map(|p| {
+                p.skills_dirs
+                    .iter()
+                    .map(|d| serde_json::json!({ "plugin": p.name, "dir": d }))
+            })
+            .collect()
+    }
+
+    /// The plugins' commands directories, as `[plugins.skills] plugin_command_dirs` takes
+    /// them (with the `${CLAUDE_PLUGIN_ROOT}` and `${CLAUDE_PLUGIN_DATA}` of each).
+    pub fn command_dirs_setting(&self, paths: &HostPaths) -> Vec<Value> {
+        self.plugins
+            .iter()
+            .flat_map(|p| {
+                p.commands_dirs.iter().map(|d| {
+                    serde_json::json!({
+                        "plugin": p.name,
+                        "dir": d,
+                        "root": p.root,
+                        "data": p.data_dir(paths),
+                    })
+                })
+            })
+            .collect()
+    }
+}
+
 /// Whether `dir` is laid out as a Claude Code plugin.
 pub fn is_claude_plugin(dir: &Path) -> bool {
     if dir.join(".claude-plugin").join("plugin.json").is_file() {
@@ -498,16 +530,20 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
     Ok(plugin)
 }
 
-/// The `*.md` files under `dir` (subdirectories too, four levels down).
-fn count_markdown(dir: &Path, depth: usize) -> usize {
+/// How many `*.md` files `dir` holds, with its subdirectories `levels` deep.
+fn count_markdown(dir: &Path, levels: usize) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .map(|p| {
-            if p.is_dir() && depth < 4 {
-                count_markdown(&p, depth + 1)
+            if p.is_dir() {
+                if levels > 0 {
+                    count_markdown(&p, levels - 1)
+                } else {
+                    0
+                }
             } else {
                 usize::from(p.extension().is_some_and(|e| e == "md") && p.is_file())
             }
@@ -518,11 +554,13 @@ fn count_markdown(dir: &Path, depth: usize) -> usize {
 impl ClaudePlugin {
     /// What it brings, counted: agents, commands, skills, hooks by event, MCP servers.
     pub fn counts(&self) -> Value {
-        let agents: usize = self.agents_dirs.iter().map(|d| count_markdown(d, 4)).sum();
+        // Agents are read from their directory itself; commands four levels down (their
+        // subdirectories only organise them).
+        let agents: usize = self.agents_dirs.iter().map(|d| count_markdown(d, 0)).sum();
         let commands: usize = self
             .commands_dirs
             .iter()
-            .map(|d| count_markdown(d, 0))
+            .map(|d| count_markdown(d, 4))
             .sum();
         let skills: usize = self
             .skills_dirs

@@ -246,17 +246,7 @@ impl Settings {
 
     /// Reads one settings file as `layer`; a missing file is an empty layer.
     pub fn read(path: &Path, layer: Layer) -> Result<Self, SettingsError> {
-        let file = path.display().to_string();
-        match noeta_core::manifest::read_capped(path, MAX_SETTINGS_BYTES) {
-            Ok(Ok(text)) => Self::parse(&text, &file, layer),
-            Ok(Err(size)) => Err(SettingsError::TooLarge {
-                file,
-                size,
-                limit: MAX_SETTINGS_BYTES,
-            }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(source) => Err(SettingsError::Read { file, source }),
-        }
+        Self::parse(&read_text(path)?, &path.display().to_string(), layer)
     }
 
     /// Parses the text of one layer; `origin` (a path, or [`FLAGS_ORIGIN`]) names it in errors.
@@ -604,6 +594,21 @@ impl Settings {
         let mut options = options.clone();
         self.apply_to_host(&mut options);
         crate::host::load(paths, &options)
+    }
+}
+
+/// The text of a settings file, at most [`MAX_SETTINGS_BYTES`]; a missing file is empty.
+pub(crate) fn read_text(path: &Path) -> Result<String, SettingsError> {
+    let file = path.display().to_string();
+    match noeta_core::manifest::read_capped(path, MAX_SETTINGS_BYTES) {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(size)) => Err(SettingsError::TooLarge {
+            file,
+            size,
+            limit: MAX_SETTINGS_BYTES,
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(source) => Err(SettingsError::Read { file, source }),
     }
 }
 

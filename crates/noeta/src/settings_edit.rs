@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table};
 
-use crate::settings::{Layer, MAX_SETTINGS_BYTES, Settings, SettingsError};
+use crate::settings::{Layer, Settings, SettingsError};
 
 /// Why a settings file was not changed.
 #[derive(Debug, thiserror::Error)]
@@ -133,19 +133,7 @@ pub fn remove_mcp_server(file: &Path, alias: &str, elsewhere: &str) -> Result<()
 /// The file as a document, after checking it is valid settings; a missing file is empty.
 fn read(file: &Path) -> Result<DocumentMut, EditError> {
     let name = file.display().to_string();
-    let text = match noeta_core::manifest::read_capped(file, MAX_SETTINGS_BYTES) {
-        Ok(Ok(text)) => text,
-        Ok(Err(size)) => {
-            return Err(SettingsError::TooLarge {
-                file: name,
-                size,
-                limit: MAX_SETTINGS_BYTES,
-            }
-            .into());
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(SettingsError::Read { file: name, source }.into()),
-    };
+    let text = crate::settings::read_text(file)?;
     Settings::parse(&text, &name, Layer::User)?;
     // Valid settings are valid TOML, which toml_edit parses too.
     text.parse::<DocumentMut>().map_err(|err| {

@@ -63,7 +63,12 @@ impl Runtime {
         name: &str,
         args: &str,
     ) -> Result<CommandReply, RunError> {
-        let offered = self.commands(session, task).await?;
+        // One fold finds the offering extension (and tells a task not made yet).
+        let existing = self.state_or_new(session, task).await?;
+        let unborn = existing.is_none();
+        let state = existing.unwrap_or_default();
+        let offered =
+            Hooks(&session.extensions).commands(&self.unclaimed_view(session, task, &state));
         let Some((owner, _)) = offered.iter().find(|(_, c)| c.name == name) else {
             return Err(RunError::Command {
                 name: name.to_owned(),
@@ -81,8 +86,7 @@ impl Runtime {
             name: name.to_owned(),
             message: err.to_string(),
         };
-        if self.state_or_new(session, task).await?.is_none() {
-            let state = TaskState::default();
+        if unborn {
             let view = self
                 .unclaimed_view(session, task, &state)
                 .with_model(&*self.provider);
