@@ -31,17 +31,99 @@ use serde_json::{Map, Value};
 use crate::host::HostPaths;
 use noeta_builtin_react::{STRUCTURED_OUTPUT, TOOL_SEARCH};
 
-use crate::settings::{SettingsError, merge_value, short};
+use crate::settings::{MAX_SETTINGS_BYTES, merge_value, short};
 
 /// The model-visible tools `react` brings to every agent built from a file; an allow-list in
 /// `tools` always includes them.
 pub const AGENT_FILE_TOOLS: [&str; 2] = ["ToolSearch", "structured_output"];
 
-const FRONTMATTER: &str = "the frontmatter";
 const KNOWN_KEYS: &str = "name, description, plugins, tools, agents";
 /// Keys whose value may be read as plain text when the frontmatter is not strict YAML (Claude
 /// Code accepts an unquoted `: ` and multi-line `<example>` text in a description).
 const PLAIN_TEXT_KEYS: [&str; 2] = ["description", "whenToUse"];
+
+/// Why an agent file, or a directory of them, cannot be used. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentFileError {
+    /// The file or its directory exists but cannot be read.
+    #[error("cannot read {file}: {source}")]
+    Read {
+        /// The file or directory.
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than an agent file may be.
+    #[error("{file} is {size} bytes, over the {limit}-byte limit of a settings or agent file")]
+    TooLarge {
+        /// The file.
+        file: String,
+        /// Its size, or at least how much was read.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The frontmatter is not YAML, even read as Claude Code reads it.
+    #[error("{file}: invalid YAML frontmatter at line {line}, column {column}: {message}")]
+    Yaml {
+        /// The file.
+        file: String,
+        /// The line in the file (1-based; 0 when YAML gives none).
+        line: usize,
+        /// The column (1-based; 0 when YAML gives none).
+        column: usize,
+        /// What YAML says.
+        message: String,
+    },
+    /// The file opens a frontmatter with `---` and never closes it.
+    #[error("{file}: the frontmatter opened by `---` on line 1 has no closing `---` line")]
+    UnclosedFrontmatter {
+        /// The file.
+        file: String,
+    },
+    /// The frontmatter is YAML but not a mapping of keys.
+    #[error("{file}: `frontmatter` in the file must be a mapping of keys, not {value}")]
+    NotAMapping {
+        /// The file.
+        file: String,
+        /// The value found, as written.
+        value: String,
+    },
+    /// A frontmatter key that is not a name (or an `enabled` among a plugin's parameters).
+    #[error("{file}: unknown key `{key}` in the frontmatter (known: {expected})")]
+    UnknownKey {
+        /// The file.
+        file: String,
+        /// The key.
+        key: String,
+        /// The keys that are read there.
+        expected: &'static str,
+    },
+    /// A frontmatter key holds a value of the wrong type.
+    #[error("{file}: `{key}` in the frontmatter must be {expected}, not {value}")]
+    WrongType {
+        /// The file.
+        file: String,
+        /// The key (with an index for a list item: `plugins[1]`).
+        key: String,
+        /// What it must be.
+        expected: &'static str,
+        /// The value found, as written.
+        value: String,
+    },
+    /// Two agent files in one directory define one agent name.
+    #[error("agent `{name}` is defined by both {first} and {second}")]
+    DuplicateAgent {
+        /// The name.
+        name: String,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+}
 
 /// One agent file, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,24 +154,24 @@ pub struct AgentFile {
 
 impl AgentFile {
     /// Reads and parses one agent file.
-    pub fn read(path: &Path) -> Result<Self, SettingsError> {
+    pub fn read(path: &Path) -> Result<Self, AgentFileError> {
         let file = || path.display().to_string();
-        let text = noeta_core::manifest::read_capped(path, crate::settings::MAX_SETTINGS_BYTES)
-            .map_err(|source| SettingsError::Read {
+        let text = noeta_core::manifest::read_capped(path, MAX_SETTINGS_BYTES)
+            .map_err(|source| AgentFileError::Read {
                 file: file(),
                 source,
             })?
-            .map_err(|size| SettingsError::TooLarge {
+            .map_err(|size| AgentFileError::TooLarge {
                 file: file(),
                 size,
-                limit: crate::settings::MAX_SETTINGS_BYTES,
+                limit: MAX_SETTINGS_BYTES,
             })?;
         Self::parse(&text, path)
     }
 
     /// Parses the text of the agent file at `path` (which gives the default name and names the
     /// file in errors).
-    pub fn parse(text: &str, path: &Path) -> Result<Self, SettingsError> {
+    pub fn parse(text: &str, path: &Path) -> Result<Self, AgentFileError> {
         let file = path.display().to_string();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let (frontmatter, body) = split_frontmatter(text, &file)?;
@@ -118,7 +200,7 @@ impl AgentFile {
         Ok(agent)
     }
 
-    fn read_frontmatter(&mut self, yaml: &str, file: &str) -> Result<(), SettingsError> {
+    fn read_frontmatter(&mut self, yaml: &str, file: &str) -> Result<(), AgentFileError> {
         let strict = yaml_serde::from_str::<yaml_serde::Value>(yaml);
         let value = match strict {
             Ok(value) => Ok(value),
@@ -137,7 +219,7 @@ impl AgentFile {
             } else {
                 err.to_string()
             };
-            SettingsError::Yaml {
+            AgentFileError::Yaml {
                 file: file.to_owned(),
                 line,
                 column,
@@ -148,11 +230,8 @@ impl AgentFile {
             yaml_serde::Value::Null => return Ok(()),
             yaml_serde::Value::Mapping(mapping) => mapping,
             other => {
-                return Err(SettingsError::WrongType {
+                return Err(AgentFileError::NotAMapping {
                     file: file.to_owned(),
-                    table: "the file".to_owned(),
-                    key: "frontmatter".to_owned(),
-                    expected: "a mapping of keys",
                     value: short(&render(&other)),
                 });
             }
@@ -239,7 +318,11 @@ impl AgentFile {
         })
     }
 
-    fn read_plugins(&mut self, value: &yaml_serde::Value, file: &str) -> Result<(), SettingsError> {
+    fn read_plugins(
+        &mut self,
+        value: &yaml_serde::Value,
+        file: &str,
+    ) -> Result<(), AgentFileError> {
         let items = match value {
             yaml_serde::Value::Null => return Ok(()),
             yaml_serde::Value::Sequence(items) => items,
@@ -285,9 +368,8 @@ impl AgentFile {
                         }
                     };
                     if params.contains_key("enabled") {
-                        return Err(SettingsError::UnknownKey {
+                        return Err(AgentFileError::UnknownKey {
                             file: file.to_owned(),
-                            table: FRONTMATTER.to_owned(),
                             key: format!("{key}.{name}.enabled"),
                             expected: "plugin parameters; list a plugin to activate it, leave it out not to",
                         });
@@ -395,7 +477,7 @@ pub struct AgentFiles {
     pub agents: Vec<AgentFile>,
     /// Each file that does not load, with why (the file is named in the error). It fails only
     /// itself.
-    pub problems: Vec<(PathBuf, SettingsError)>,
+    pub problems: Vec<(PathBuf, AgentFileError)>,
 }
 
 /// Reads every `*.md` in the agent directories ([`agent_file_dirs`]); a file that cannot be
@@ -424,7 +506,7 @@ pub fn read_agent_files(paths: &HostPaths) -> AgentFiles {
             if let Some(first) = here.get(&agent.name) {
                 found.problems.push((
                     path.clone(),
-                    SettingsError::DuplicateAgent {
+                    AgentFileError::DuplicateAgent {
                         name: agent.name.clone(),
                         first: first.path.display().to_string(),
                         second: path.display().to_string(),
@@ -469,7 +551,7 @@ pub fn add_plugin_agents(plugin: &str, dirs: &[PathBuf], found: &mut AgentFiles)
 
 /// [`read_agent_files`], all or nothing: the agents, or the first problem (for checks that
 /// want every file sound).
-pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsError> {
+pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, AgentFileError> {
     let found = read_agent_files(paths);
     match found.problems.into_iter().next() {
         Some((_, err)) => Err(err),
@@ -478,8 +560,8 @@ pub fn load_agent_files(paths: &HostPaths) -> Result<Vec<AgentFile>, SettingsErr
 }
 
 /// The `*.md` files directly in `dir`, sorted (none when `dir` does not exist).
-fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, SettingsError> {
-    let read_err = |source| SettingsError::Read {
+fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, AgentFileError> {
+    let read_err = |source| AgentFileError::Read {
         file: dir.display().to_string(),
         source,
     };
@@ -573,7 +655,7 @@ fn lenient(yaml: &str) -> Option<yaml_serde::Mapping> {
 fn split_frontmatter<'t>(
     text: &'t str,
     file: &str,
-) -> Result<(Option<&'t str>, &'t str), SettingsError> {
+) -> Result<(Option<&'t str>, &'t str), AgentFileError> {
     let mut lines = text.split_inclusive('\n');
     let Some(first) = lines.next() else {
         return Ok((None, text));
@@ -591,24 +673,22 @@ fn split_frontmatter<'t>(
         }
         offset += line.len();
     }
-    Err(SettingsError::UnclosedFrontmatter {
+    Err(AgentFileError::UnclosedFrontmatter {
         file: file.to_owned(),
     })
 }
 
-fn unknown(file: &str, key: &str) -> SettingsError {
-    SettingsError::UnknownKey {
+fn unknown(file: &str, key: &str) -> AgentFileError {
+    AgentFileError::UnknownKey {
         file: file.to_owned(),
-        table: FRONTMATTER.to_owned(),
         key: key.to_owned(),
         expected: KNOWN_KEYS,
     }
 }
 
-fn wrong_type(file: &str, key: &str, expected: &'static str, value: &str) -> SettingsError {
-    SettingsError::WrongType {
+fn wrong_type(file: &str, key: &str, expected: &'static str, value: &str) -> AgentFileError {
+    AgentFileError::WrongType {
         file: file.to_owned(),
-        table: FRONTMATTER.to_owned(),
         key: key.to_owned(),
         expected,
         value: short(value),
@@ -627,7 +707,7 @@ fn render(value: &yaml_serde::Value) -> String {
 }
 
 /// A list of names (`tools`, `agents`).
-fn names(file: &str, key: &str, value: &yaml_serde::Value) -> Result<Vec<String>, SettingsError> {
+fn names(file: &str, key: &str, value: &yaml_serde::Value) -> Result<Vec<String>, AgentFileError> {
     let expected = "a list of names";
     let yaml_serde::Value::Sequence(items) = value else {
         return Err(wrong_type(file, key, expected, &render(value)));
@@ -645,7 +725,7 @@ fn names(file: &str, key: &str, value: &yaml_serde::Value) -> Result<Vec<String>
 }
 
 /// A YAML value as JSON; `key` is where it sits, for errors.
-fn yaml_to_json(value: &yaml_serde::Value, file: &str, key: &str) -> Result<Value, SettingsError> {
+fn yaml_to_json(value: &yaml_serde::Value, file: &str, key: &str) -> Result<Value, AgentFileError> {
     Ok(match value {
         yaml_serde::Value::Null => Value::Null,
         yaml_serde::Value::Bool(b) => Value::Bool(*b),

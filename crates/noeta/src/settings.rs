@@ -78,7 +78,7 @@ impl SettingsFiles {
     }
 }
 
-/// Why settings or agent files could not be read. Every message names the file (or
+/// Why settings could not be read (agent files have [`crate::AgentFileError`]). Every message names the file (or
 /// [`FLAGS_ORIGIN`]); messages about a key name its table and the key too.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -92,7 +92,7 @@ pub enum SettingsError {
         #[source]
         source: std::io::Error,
     },
-    /// A settings file or an agent file is larger than one may be.
+    /// A settings file is larger than one may be.
     #[error("{file} is {size} bytes, over the {limit}-byte limit of a settings or agent file")]
     TooLarge {
         /// The file.
@@ -113,24 +113,6 @@ pub enum SettingsError {
         column: usize,
         /// What TOML says.
         message: String,
-    },
-    /// An agent file's frontmatter is not valid YAML.
-    #[error("{file}: invalid YAML frontmatter at line {line}, column {column}: {message}")]
-    Yaml {
-        /// The file.
-        file: String,
-        /// The line in the file (1-based; 0 when YAML gives none).
-        line: usize,
-        /// The column (1-based; 0 when YAML gives none).
-        column: usize,
-        /// What YAML says.
-        message: String,
-    },
-    /// An agent file opens a frontmatter with `---` and never closes it.
-    #[error("{file}: the frontmatter opened by `---` on line 1 has no closing `---` line")]
-    UnclosedFrontmatter {
-        /// The file.
-        file: String,
     },
     /// A table or key nobody reads.
     #[error("{file}: unknown key `{key}` in {table} (known: {expected})")]
@@ -181,16 +163,6 @@ pub enum SettingsError {
         plugin: String,
         /// Why it must stay.
         why: String,
-    },
-    /// Two agent files in one directory define one agent name.
-    #[error("agent `{name}` is defined by both {first} and {second}")]
-    DuplicateAgent {
-        /// The name.
-        name: String,
-        /// One file.
-        first: String,
-        /// The other.
-        second: String,
     },
 }
 

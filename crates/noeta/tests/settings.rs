@@ -16,8 +16,8 @@ use noeta::secrets::{
 };
 use noeta::settings::{EVERY_AGENT, FLAGS_ORIGIN};
 use noeta::{
-    AgentFile, EnvSecrets, HostOptions, HostPaths, Layer, SecretError, Settings, SettingsError,
-    SettingsFiles, load_agent_files, resolve_secrets,
+    AgentFile, AgentFileError, EnvSecrets, HostOptions, HostPaths, Layer, SecretError, Settings,
+    SettingsError, SettingsFiles, load_agent_files, resolve_secrets,
 };
 use noeta_core::{AgentOptions, PluginSource};
 use serde_json::{Value, json};
@@ -1204,8 +1204,9 @@ fn nothing_in_an_agent_file_removes_tool_search_or_structured_output() {
 #[test]
 fn every_agent_file_error_names_the_file_and_the_key() {
     let path = Path::new("/ws/.noeta/agents/bad.md");
-    let cases: [(&str, &[&str]); 13] = [
+    let cases: [(&str, &[&str]); 14] = [
         ("---\nmodel: [opus]\n---\n", &["`model`", "a model name"]),
+        ("---\n- a\n---\n", &["`frontmatter`", "a mapping of keys"]),
         (
             "---\nplugins:\n  - fs\n  - { a: 1, b: 2 }\n---\n",
             &["`plugins[1]`", "one-key map"],
@@ -1245,10 +1246,10 @@ fn every_agent_file_error_names_the_file_and_the_key() {
     let unclosed = AgentFile::parse("---\nname: x\n", path).unwrap_err();
     assert!(matches!(
         unclosed,
-        SettingsError::UnclosedFrontmatter { .. }
+        AgentFileError::UnclosedFrontmatter { .. }
     ));
     let yaml = AgentFile::parse("---\nname: x\nname: y\n---\n", path).unwrap_err();
-    let SettingsError::Yaml { line, .. } = yaml else {
+    let AgentFileError::Yaml { line, .. } = yaml else {
         panic!("{yaml:?}");
     };
     assert!(
@@ -1264,6 +1265,34 @@ fn every_agent_file_error_names_the_file_and_the_key() {
     std::fs::write(&dir_as_file, [0xff, 0xfe, 0x00]).unwrap();
     let err = load_agent_files(&host.paths()).unwrap_err();
     assert_mentions(&err.to_string(), &[&shown(&dir_as_file)]);
+}
+
+#[test]
+fn two_agent_files_of_one_directory_naming_one_agent_fail_only_the_second() {
+    let host = Host::new();
+    let first = host.project_agent("a.md", "---\nname: twin\n---\nFirst.");
+    let second = host.project_agent("b.md", "---\nname: twin\n---\nSecond.");
+    host.project_agent("c.md", "---\nname: other\n---\nOther.");
+    let found = noeta::read_agent_files(&host.paths());
+    let names: Vec<&str> = found.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["other", "twin"]);
+    assert_eq!(found.agents[1].instructions, "First.");
+    let [(path, err)] = &found.problems[..] else {
+        panic!("one problem: {:?}", found.problems);
+    };
+    assert_eq!(path, &second);
+    assert!(
+        matches!(err, AgentFileError::DuplicateAgent { name, .. } if name == "twin"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "agent `twin` is defined by both {} and {}",
+            shown(&first),
+            shown(&second)
+        )
+    );
 }
 
 #[test]
