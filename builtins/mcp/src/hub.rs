@@ -23,6 +23,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 
+use crate::remote::{Remote, RemoteResolver};
 use crate::settings::{Server, Transport};
 
 /// Lines of a server's stderr kept for its error messages.
@@ -100,11 +101,16 @@ enum Conn {
     },
 }
 
+/// What the host's resolver last said of a `type = "host"` server.
+type Endpoint = Result<Option<Remote>, String>;
+
 struct Slot {
     server: Server,
     conn: tokio::sync::Mutex<Conn>,
     /// The last lines the server's process wrote to stderr.
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// A `type = "host"` server's endpoint as last resolved (`None`: never asked).
+    endpoint: Mutex<Option<Endpoint>>,
 }
 
 /// One session's servers.
@@ -112,6 +118,8 @@ pub(crate) struct Hub {
     slots: Arc<Vec<Slot>>,
     defer_above: usize,
     runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
+    /// The host's resolver of `type = "host"` servers.
+    resolver: Option<Arc<dyn RemoteResolver>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -123,19 +131,25 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(servers: Vec<Server>, defer_above: usize) -> Self {
+    pub(crate) fn new(
+        servers: Vec<Server>,
+        defer_above: usize,
+        resolver: Option<Arc<dyn RemoteResolver>>,
+    ) -> Self {
         let slots = servers
             .into_iter()
             .map(|server| Slot {
                 server,
                 conn: tokio::sync::Mutex::new(Conn::Idle),
                 stderr: Arc::default(),
+                endpoint: Mutex::new(None),
             })
             .collect();
         Self {
             slots: Arc::new(slots),
             defer_above,
             runtime: OnceLock::new(),
+            resolver,
         }
     }
 
@@ -176,11 +190,14 @@ impl Hub {
             .map_err(|_| "mcp: the MCP runtime stopped".to_owned())?
     }
 
-    /// Starts every server not tried yet (and every failed one whose back-off has passed, when
+    /// Asks the host's resolver for every `type = "host"` server's endpoint, then starts every
+    /// server not tried yet (and every failed one whose back-off has passed, when
     /// `retry_failed`), together, each within its startup deadline.
     pub(crate) async fn start(&self, retry_failed: bool) -> Result<(), String> {
         let slots = self.slots.clone();
+        let resolver = self.resolver.clone();
         self.on_runtime(async move {
+            resolve_hosted(&slots, resolver.as_deref(), true).await;
             let starts = (0..slots.len()).map(|i| {
                 let slots = slots.clone();
                 async move {
@@ -205,17 +222,20 @@ impl Hub {
     }
 
     /// [`Self::start`] from synchronous code: waits (blocking this thread) for the servers not
-    /// tried yet. Only the first offer of a session waits; later ones find them tried.
+    /// tried yet (a `type = "host"` server's endpoint is asked for only if it never was). Only
+    /// the first offer of a session waits; later ones find them tried.
     pub(crate) fn start_blocking(&self) {
         if self.is_empty() {
             return;
         }
         let (done, wait) = std::sync::mpsc::sync_channel(1);
         let slots = self.slots.clone();
+        let resolver = self.resolver.clone();
         let Ok(runtime) = self.runtime() else {
             return;
         };
         runtime.spawn(async move {
+            resolve_hosted(&slots, resolver.as_deref(), false).await;
             let starts = slots.iter().map(|slot| async move {
                 let mut conn = slot.conn.lock().await;
                 if matches!(*conn, Conn::Idle) {
@@ -458,6 +478,80 @@ async fn ready_peer(slot: &Slot) -> Result<rmcp::Peer<RoleClient>, String> {
     }
 }
 
+/// Asks `resolver` for the endpoint of every `type = "host"` server (`all`: again; otherwise
+/// only those never asked), within each server's startup deadline. A server whose endpoint
+/// changed is disconnected, to be started afresh at the new one.
+async fn resolve_hosted(slots: &[Slot], resolver: Option<&dyn RemoteResolver>, all: bool) {
+    for slot in slots
+        .iter()
+        .filter(|s| s.server.transport == Transport::Host)
+    {
+        let asked = slot
+            .endpoint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if asked && !all {
+            continue;
+        }
+        let alias = &slot.server.alias;
+        let endpoint: Endpoint = match resolver {
+            None => Err(format!(
+                "`{alias}` is a `type = \"host\"` server and this host has no MCP server resolver \
+                 (an embedding host sets `HostConfig::mcp_server_resolver`)"
+            )),
+            Some(resolver) => {
+                match tokio::time::timeout(slot.server.startup_timeout, resolver.resolve(alias))
+                    .await
+                {
+                    Ok(Ok(endpoint)) => Ok(endpoint),
+                    Ok(Err(err)) => Err(format!("the host's resolver failed: {err}")),
+                    Err(_) => Err(format!(
+                        "the host's resolver gave no answer within {} s",
+                        slot.server.startup_timeout.as_secs_f64()
+                    )),
+                }
+            }
+        };
+        let changed = {
+            let mut last = slot.endpoint.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = last.as_ref() != Some(&endpoint);
+            *last = Some(endpoint);
+            changed
+        };
+        if changed {
+            let mut conn = slot.conn.lock().await;
+            if let Conn::Ready(live) = std::mem::replace(&mut *conn, Conn::Idle) {
+                let _ = live.service.cancel().await;
+            }
+        }
+    }
+}
+
+/// A client of the streamable-HTTP server at `url`, sending `headers` with every request.
+async fn http_service(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    // One TLS provider for the process (ring, as the providers use); a second install is
+    // refused harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("`{name}` is not a header name"))?;
+        let mut value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("the value of header `{name}` cannot be sent"))?;
+        value.set_sensitive(true);
+        custom.insert(name, value);
+    }
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+            .custom_headers(custom);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport).await.map_err(|e| e.to_string())
+}
+
 /// The wait before starting a server again after `failures` failures in a row.
 fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF)
@@ -563,25 +657,26 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
             }
             ().serve(transport).await.map_err(|e| e.to_string())?
         }
-        Transport::Http { url, headers } => {
-            // One TLS provider for the process (ring, as the providers use); a second install
-            // is refused harmlessly.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let mut custom = std::collections::HashMap::new();
-            for (name, value) in headers {
-                let name = http::HeaderName::try_from(name.as_str())
-                    .map_err(|_| format!("`{name}` is not a header name"))?;
-                let mut value = http::HeaderValue::try_from(value.as_str())
-                    .map_err(|_| format!("the value of header `{name}` cannot be sent"))?;
-                value.set_sensitive(true);
-                custom.insert(name, value);
+        Transport::Http { url, headers } => http_service(url, headers).await?,
+        Transport::Host => {
+            let endpoint = slot
+                .endpoint
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match endpoint {
+                Some(Ok(Some(remote))) => http_service(&remote.url, &remote.headers).await?,
+                Some(Ok(None)) => {
+                    return Err("the host's resolver offers no endpoint for it now".to_owned());
+                }
+                Some(Err(err)) => return Err(err),
+                None => return Err("the host's resolver was not asked yet".to_owned()),
             }
-            let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                url.as_str(),
-            )
-            .custom_headers(custom);
-            let transport = StreamableHttpClientTransport::from_config(config);
-            ().serve(transport).await.map_err(|e| e.to_string())?
+        }
+        Transport::InProcess(server) => {
+            ().serve(server.connect())
+                .await
+                .map_err(|e| e.to_string())?
         }
     };
     let listed = service

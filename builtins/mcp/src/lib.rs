@@ -8,9 +8,17 @@
 //! description and schema, named `mcp__<alias>__<tool>` (shortened with a hash past the
 //! providers' 64 characters), its result turned into text and attachments. A server that
 //! fails fails only the calls to it, and is started again on the next call.
+//!
+//! A `type = "host"` server's endpoint comes from the embedding host's [`RemoteResolver`] at
+//! every turn (`remote.rs`), never from settings.
+//!
+//! A plugin's in-process server (the `mcp_server` surface) goes through the same client over an
+//! in-memory transport: [`in_process_server`] (`in_process.rs`) makes the contribution's value.
 
 mod hub;
+mod in_process;
 mod prompts;
+mod remote;
 mod resources;
 pub mod serve;
 mod settings;
@@ -26,6 +34,8 @@ use noeta_core::{
     Tool,
 };
 
+pub use in_process::{InProcess, in_process_server};
+pub use remote::{RESOLVER, Remote, RemoteResolver, host_value};
 pub use resources::{LIST_RESOURCES, READ_RESOURCE};
 pub use settings::{
     CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport,
@@ -53,8 +63,18 @@ impl std::fmt::Debug for Mcp {
 impl Mcp {
     /// The extension over `settings`' servers (none is started yet).
     pub fn new(settings: Settings) -> Self {
+        Self::with_resolver(settings, None)
+    }
+
+    /// The extension over `settings`' servers, asking `resolver` at every turn for the
+    /// endpoints of the `type = "host"` ones.
+    pub fn with_resolver(settings: Settings, resolver: Option<Arc<dyn RemoteResolver>>) -> Self {
         Self {
-            hub: Arc::new(hub::Hub::new(settings.servers, settings.defer_above)),
+            hub: Arc::new(hub::Hub::new(
+                settings.servers,
+                settings.defer_above,
+                resolver,
+            )),
             mounted: Mutex::new(BTreeMap::new()),
         }
     }
@@ -204,7 +224,9 @@ impl SessionPackFactory for Pack {
         }
         let mut pack = PackContribution::empty();
         if !settings.servers.is_empty() {
-            pack.extensions.push(Arc::new(Mcp::new(settings)));
+            let resolver = remote::from_host(&ctx.host_values);
+            pack.extensions
+                .push(Arc::new(Mcp::with_resolver(settings, resolver)));
         }
         Ok(pack)
     }

@@ -1,5 +1,6 @@
-//! `[plugins.mcp]`: the servers, each under its alias — a command to start (stdio) or a URL to
-//! reach (streamable HTTP) — with its timeouts.
+//! `[plugins.mcp]`: the servers, each under its alias — a command to start (stdio), a URL to
+//! reach (streamable HTTP), or `type = "host"` for a remote server whose endpoint the host's
+//! resolver gives (`remote.rs`) — with its timeouts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,6 +38,7 @@ const SERVER_KEYS: &[&str] = &[
 
 /// Where a server is.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transport {
     /// A command started as a child process, spoken to over its stdin and stdout.
     Stdio {
@@ -56,6 +58,12 @@ pub enum Transport {
         /// Headers sent with every request (credentials, often).
         headers: BTreeMap<String, String>,
     },
+    /// A server in this process (a plugin's `mcp_server` contribution), spoken to over an
+    /// in-memory transport.
+    InProcess(crate::in_process::InProcess),
+    /// A streamable-HTTP server whose URL and headers the host's resolver gives at every turn
+    /// (`type = "host"`; see `remote.rs`).
+    Host,
 }
 
 impl std::fmt::Debug for Transport {
@@ -71,6 +79,8 @@ impl std::fmt::Debug for Transport {
                 .debug_struct("Http")
                 .field("url", url)
                 .finish_non_exhaustive(),
+            Self::InProcess(server) => f.debug_tuple("InProcess").field(server).finish(),
+            Self::Host => f.write_str("Host"),
         }
     }
 }
@@ -163,10 +173,23 @@ fn read_server(
                  streamable-HTTP endpoint and use `type = \"http\"`",
             ));
         }
+        (Some("host"), _, _) => {
+            if let Some(key) = ["command", "url", "args", "env", "cwd", "headers"]
+                .into_iter()
+                .find(|k| table.get(k).is_some())
+            {
+                return Err(table.invalid(
+                    key,
+                    "a `host` server's URL and headers come from the host's resolver at every \
+                     turn, never from settings",
+                ));
+            }
+            Transport::Host
+        }
         (Some(other), _, _) if !matches!(other, "stdio" | "http" | "streamable-http") => {
             return Err(table.invalid(
                 "type",
-                format!("`{other}` is not a transport — use `stdio` or `http`"),
+                format!("`{other}` is not a transport — use `stdio`, `http` or `host`"),
             ));
         }
         (_, Some(_), Some(_)) => {

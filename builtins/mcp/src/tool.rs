@@ -10,37 +10,7 @@ use serde_json::Value;
 
 use crate::hub::{Hub, Listed};
 
-/// The longest tool name every provider accepts.
-pub const MAX_NAME_LEN: usize = 64;
-
-/// The model-visible name of `remote` on server `alias`: `mcp__<alias>__<remote>`, characters
-/// a provider refuses in a name replaced by `_`, and a name longer than [`MAX_NAME_LEN`] cut
-/// and ended with `_` and eight hex digits of its full form's SHA-256, so it stays unique and
-/// is the same in every process.
-pub fn tool_name(alias: &str, remote: &str) -> String {
-    let full = format!("mcp__{alias}__{remote}");
-    let clean: String = full
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.len() <= MAX_NAME_LEN && clean == full {
-        return clean;
-    }
-    if clean.len() <= MAX_NAME_LEN {
-        // Cleaning may have made two names one: the hash keeps them apart.
-        let hash = noeta_core::canonical::sha256_hex(full.as_bytes());
-        let keep = clean.len().min(MAX_NAME_LEN - 9);
-        return format!("{}_{}", &clean[..keep], &hash[..8]);
-    }
-    let hash = noeta_core::canonical::sha256_hex(full.as_bytes());
-    format!("{}_{}", &clean[..MAX_NAME_LEN - 9], &hash[..8])
-}
+pub use noeta_core::{MCP_TOOL_NAME_MAX as MAX_NAME_LEN, mcp_tool_name as tool_name};
 
 /// One server tool, mounted.
 pub(crate) struct McpTool {
@@ -50,8 +20,16 @@ pub(crate) struct McpTool {
 }
 
 impl McpTool {
+    /// The tool under its model-visible name, `mcp__<alias>__<tool>`.
     pub(crate) fn new(hub: Arc<Hub>, listed: Listed) -> Self {
         let name = tool_name(&listed.alias, &listed.remote);
+        Self { hub, listed, name }
+    }
+
+    /// The tool under the name its server gives it (an in-process server's tools, which the
+    /// kernel names when it mounts them).
+    pub(crate) fn as_served(hub: Arc<Hub>, listed: Listed) -> Self {
+        let name = listed.remote.clone();
         Self { hub, listed, name }
     }
 }

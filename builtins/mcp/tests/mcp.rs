@@ -194,33 +194,8 @@ fn a_server_that_cannot_start_is_named_with_its_stderr_and_others_still_work() {
 
 #[test]
 fn a_streamable_http_server_lists_and_answers() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    /// The server process, killed however the test ends.
-    struct Running(std::process::Child);
-    impl Drop for Running {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _server = Running(
-        std::process::Command::new(everything())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the HTTP server never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let server = noeta_testkit::npm::EverythingOverHttp::start();
+    let url = server.url.clone();
     let mcp = Mcp::new(settings(json!({
         "web": { "url": url, "headers": { "X-Test": "noeta" } },
     })));

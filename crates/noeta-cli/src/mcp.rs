@@ -30,6 +30,9 @@ pub(crate) fn describe(server: &Server) -> String {
             line
         }
         Transport::Http { url, .. } => format!("http: {url}"),
+        Transport::InProcess(server) => format!("in-process: {}", server.name()),
+        Transport::Host => "host: resolved by the embedding host at every turn".to_owned(),
+        _ => "(unknown transport)".to_owned(),
     }
 }
 
@@ -79,6 +82,9 @@ pub(crate) fn list(
             let (kind, place) = match &server.transport {
                 Transport::Stdio { command, .. } => ("stdio", command.clone()),
                 Transport::Http { url, .. } => ("http", url.clone()),
+                Transport::InProcess(server) => ("in-process", server.name().to_owned()),
+                Transport::Host => ("host", String::new()),
+                _ => ("unknown", String::new()),
             };
             outln!(
                 "{}",

@@ -362,6 +362,34 @@ pub struct SessionBuildContext {
     /// alias order: they share one alias namespace with the servers a pack addresses by
     /// alias, so such a pack refuses a clash naming both sides.
     pub mcp_servers: Vec<(String, String)>,
+    /// What the host hands to session packs by name (an embedder's services), as set on the
+    /// [`crate::session::Instances`] the session is built over.
+    pub host_values: HostValues,
+}
+
+/// Values a host hands to session packs by name: services only an embedder has (a resolver of
+/// remote endpoints, a client of its own). Set with
+/// [`crate::session::Instances::with_host_value`]; a pack reads one with [`HostValues::get`].
+/// Cloning shares them.
+#[derive(Clone, Default)]
+pub struct HostValues(Arc<BTreeMap<String, crate::value::HostValue>>);
+
+impl HostValues {
+    /// The value named `name`, if there is one and it is a `T`.
+    pub fn get<T: std::any::Any + Send + Sync>(&self, name: &str) -> Option<&T> {
+        self.0.get(name).and_then(|value| value.downcast::<T>())
+    }
+
+    /// Sets `name` to `value` (replacing a value of that name).
+    pub(crate) fn insert(&mut self, name: String, value: crate::value::HostValue) {
+        Arc::make_mut(&mut self.0).insert(name, value);
+    }
+}
+
+impl fmt::Debug for HostValues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
 }
 
 impl SessionBuildContext {
@@ -376,6 +404,7 @@ impl SessionBuildContext {
             tools: None,
             skills_dirs: Vec::new(),
             mcp_servers: Vec::new(),
+            host_values: HostValues::default(),
         }
     }
 
@@ -491,15 +520,48 @@ pub trait ControlToolFactory: Send + Sync {
     fn build(&self, ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String>;
 }
 
-/// An in-process MCP server (the `mcp_server` surface): its tools join the agent's tool set.
+/// An in-process MCP server (the `mcp_server` surface): its tools join every agent's tool set
+/// at compile time, each named [`mcp_tool_name`]`(alias, tool)` (the alias is the
+/// contribution's name), so they enter the compiled identity. Each tool's `run` is the way to
+/// the server: a plugin holding an MCP server builds these tools as calls over an in-memory
+/// transport through an MCP client, so the server is spoken to as a remote one is.
 #[derive(Clone)]
 pub struct McpServerSpec {
     /// The server's own name.
     pub name: String,
     /// Its version.
     pub version: String,
-    /// The tools it serves.
+    /// The tools it serves, each under the name the server gives it.
     pub tools: Vec<Arc<dyn Tool>>,
+}
+
+/// The longest tool name every model provider accepts.
+pub const MCP_TOOL_NAME_MAX: usize = 64;
+
+/// The model-visible name of tool `tool` of the MCP server known as `alias`:
+/// `mcp__<alias>__<tool>`, characters a provider refuses in a name replaced by `_`, and a name
+/// longer than [`MCP_TOOL_NAME_MAX`] cut and ended with `_` and eight hex digits of its full
+/// form's SHA-256, so it stays unique and is the same in every process. One rule for in-process
+/// and remote servers.
+pub fn mcp_tool_name(alias: &str, tool: &str) -> String {
+    let full = format!("mcp__{alias}__{tool}");
+    let clean: String = full
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.len() <= MCP_TOOL_NAME_MAX && clean == full {
+        return clean;
+    }
+    // Cleaning may have made two names one, and cutting surely may: the hash keeps them apart.
+    let hash = crate::canonical::sha256_hex(full.as_bytes());
+    let keep = clean.len().min(MCP_TOOL_NAME_MAX - 9);
+    format!("{}_{}", &clean[..keep], &hash[..8])
 }
 
 impl fmt::Debug for McpServerSpec {

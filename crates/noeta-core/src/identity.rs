@@ -573,7 +573,7 @@ pub fn compile_agent(
         if let Resolved::McpServer(server) = &entry.value {
             for tool in &server.tools {
                 let named: Arc<dyn Tool> = Arc::new(McpNamed {
-                    name: format!("mcp__{}__{}", entry.contribution.name, tool.name()),
+                    name: crate::contrib::mcp_tool_name(&entry.contribution.name, tool.name()),
                     inner: Arc::clone(tool),
                 });
                 let offerer = Offerer {

@@ -40,10 +40,10 @@ pub mod version;
 
 pub use contrib::{
     AgentDefinition, Checkpoint, ComponentRef, ContentKindSpec, ControlToolFactory,
-    ControlToolMount, Guard, GuardInput, McpServerSpec, ObservedEvent, Observer, PackContribution,
-    PolicyFactory, ProvidedReminder, ProviderInput, Reminder, ReminderInput, ReminderProvider,
-    Seam, SessionBuildContext, SessionPackFactory, StateView, ToolResultTransform, TransformInput,
-    Verdict,
+    ControlToolMount, Guard, GuardInput, HostValues, MCP_TOOL_NAME_MAX, McpServerSpec,
+    ObservedEvent, Observer, PackContribution, PolicyFactory, ProvidedReminder, ProviderInput,
+    Reminder, ReminderInput, ReminderProvider, Seam, SessionBuildContext, SessionPackFactory,
+    StateView, ToolResultTransform, TransformInput, Verdict, mcp_tool_name,
 };
 pub use identity::{
     ActivationRules, AgentOptions, AgentSpec, CompileError, CompiledAgent, compile_agent,

@@ -404,12 +404,21 @@ fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Opt
 #[derive(Clone, Default)]
 pub struct Instances {
     built: Arc<std::sync::Mutex<BTreeMap<InstanceKey, Arc<BuiltPack>>>>,
+    host_values: crate::contrib::HostValues,
 }
 
 impl Instances {
     /// An empty set: the first session built over it builds every pack.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same set, handing `value` to every session pack built over it as `name`
+    /// ([`SessionBuildContext::host_values`]). Set them before the first session is built.
+    #[must_use]
+    pub fn with_host_value(mut self, name: impl Into<String>, value: crate::HostValue) -> Self {
+        self.host_values.insert(name.into(), value);
+        self
     }
 
     /// How many pack instances have been built.
@@ -560,6 +569,7 @@ pub fn build_session_shared(
             _ => None,
         })
         .collect();
+    ctx.host_values = instances.host_values.clone();
     ctx.mcp_servers = resolution
         .for_surface(names::MCP_SERVER)
         .iter()

@@ -32,3 +32,57 @@ pub fn reference_server(bin: &str) -> PathBuf {
     );
     path
 }
+
+/// The `everything` reference server over streamable HTTP on a free loopback port, killed when
+/// this is dropped (however the test ends).
+#[derive(Debug)]
+pub struct EverythingOverHttp {
+    child: std::process::Child,
+    /// Its MCP endpoint, `http://127.0.0.1:<port>/mcp`.
+    pub url: String,
+}
+
+impl EverythingOverHttp {
+    /// Starts it and waits (up to 20 s) until it listens.
+    ///
+    /// # Panics
+    ///
+    /// When it is not installed ([`reference_server`]), cannot start, or never listens.
+    #[expect(
+        clippy::expect_used,
+        reason = "a test helper: failing loudly is the point"
+    )]
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let child = std::process::Command::new(reference_server("mcp-server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the reference server starts");
+        let server = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reference server never listened on port {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        server
+    }
+}
+
+impl Drop for EverythingOverHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -45,6 +45,10 @@ pub struct HostConfig {
     /// Says whether a lease's holder is gone, so its task is taken over at once
     /// ([`process_gone`] for workers named by [`process_worker`]).
     pub holder_gone: Option<Arc<noeta_core::runner::HolderGone>>,
+    /// The resolver of remote MCP servers (`type = "host"` in `[plugins.mcp.servers.<alias>]`):
+    /// asked by alias at every turn for the server's URL and headers, so no credential sits in
+    /// a settings file or a manifest. `None`: such servers fail, saying the host has none.
+    pub mcp_server_resolver: Option<Arc<dyn noeta_builtin_mcp::RemoteResolver>>,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -68,6 +72,7 @@ impl HostConfig {
             secrets: Arc::new(EnvSecrets::new()),
             worker: "local".to_owned(),
             holder_gone: None,
+            mcp_server_resolver: None,
         }
     }
 
@@ -128,6 +133,13 @@ impl Host {
         let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
             config.paths.workspace.clone(),
         ));
+        let mut instances = Instances::new();
+        if let Some(resolver) = &config.mcp_server_resolver {
+            instances = instances.with_host_value(
+                noeta_builtin_mcp::RESOLVER,
+                noeta_builtin_mcp::host_value(Arc::clone(resolver)),
+            );
+        }
         Ok(Self {
             config,
             settings,
@@ -135,7 +147,7 @@ impl Host {
             merged,
             files,
             claude,
-            instances: Instances::new(),
+            instances,
             extensions: Vec::new(),
             warn: Arc::new(|text| tracing::warn!("{text}")),
             notices: None,
@@ -202,7 +214,7 @@ impl Host {
     }
 
     /// The agent files that do not load, each with why; each fails only itself.
-    pub fn agent_file_problems(&self) -> &[(std::path::PathBuf, crate::settings::SettingsError)] {
+    pub fn agent_file_problems(&self) -> &[(std::path::PathBuf, crate::AgentFileError)] {
         &self.files.problems
     }
 

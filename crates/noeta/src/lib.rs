@@ -18,7 +18,7 @@ pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
 
-pub use agent_files::{AgentFile, AgentFiles, load_agent_files, read_agent_files};
+pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
 pub use assembly::{
     Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker, store_file,
 };
@@ -29,7 +29,10 @@ pub use host::{
 };
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
 pub mod mcp {
-    pub use noeta_builtin_mcp::{Mcp, Server, ServerStatus, Settings, Transport, serve, tool_name};
+    pub use noeta_builtin_mcp::{
+        InProcess, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
+        in_process_server, serve, tool_name,
+    };
 }
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;

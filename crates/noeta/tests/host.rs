@@ -218,3 +218,38 @@ fn an_in_process_mcp_server_and_a_configured_one_may_not_share_an_alias() {
         "the in-process server's tool is offered beside the configured server"
     );
 }
+
+/// A resolver that offers no endpoint and remembers who asked.
+#[derive(Default)]
+struct Asked(Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl noeta::mcp::RemoteResolver for Asked {
+    async fn resolve(&self, alias: &str) -> Result<Option<noeta::mcp::Remote>, String> {
+        self.0.lock().unwrap().push(alias.to_owned());
+        Ok(None)
+    }
+}
+
+#[test]
+fn the_hosts_mcp_server_resolver_is_asked_for_host_resolved_servers() {
+    let root = tempfile::tempdir().unwrap();
+    let mut flags = Settings::default();
+    flags
+        .set_param("mcp", "servers", json!({ "crm": { "type": "host" } }))
+        .unwrap();
+    let asked = Arc::new(Asked::default());
+    let mut config = HostConfig::new(paths(&root));
+    config.flags = flags;
+    config.mcp_server_resolver = Some(asked.clone());
+    let host = Host::open(config).unwrap();
+    let session = host.session("main").unwrap();
+    let stores = host.open_store(Some("memory:")).unwrap();
+    let model = ScriptedProvider::from_json(&json!({ "turns": [] }).to_string(), "none").unwrap();
+    let runtime = host.runtime(&stores, Arc::new(model));
+    let task = TaskId::new("resolved").unwrap();
+    block_on(runtime.create(&session, &task, "hi")).unwrap();
+    let tools = block_on(runtime.direct_tools(&session, &task)).unwrap();
+    assert!(!tools.iter().any(|t| t.name().starts_with("mcp__crm__")));
+    assert_eq!(*asked.0.lock().unwrap(), ["crm"]);
+}
