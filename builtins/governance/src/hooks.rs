@@ -2,7 +2,8 @@
 //!
 //! Settings (`[plugins.governance] hooks`) take the same shape as Claude
 //! Code's `hooks` JSON: event name → a list of `{matcher, hooks: [{type:
-//! "command", command, timeout}]}` groups, plus a per-hook `fail_closed`. The
+//! "command", command, timeout}]}` groups, plus a per-hook `fail_closed` and `env` (variables
+//! for the command: a Claude Code plugin's options). The
 //! command runs through `sh -c` in the workspace with the event as JSON on
 //! standard input. Exit 0 succeeds (its JSON output, if any, is read); exit 2
 //! blocks, feeding standard error back; any other exit, a crash or a timeout is
@@ -27,6 +28,9 @@ use noeta_core::records::{CoreRecord, ERASED_KIND, ToolCall};
 use noeta_core::store::Event as LogEvent;
 use noeta_core::{ToolOutput, Verdict};
 use regex::Regex;
+
+use crate::transcript::Transcripts;
+use crate::{Mode, current_mode};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -107,7 +111,7 @@ const NOT_RUN: [&str; 23] = [
 ];
 
 /// The keys of a command hook noeta reads.
-const SPEC_KEYS: [&str; 4] = ["type", "command", "timeout", "fail_closed"];
+const SPEC_KEYS: [&str; 5] = ["type", "command", "timeout", "fail_closed", "env"];
 
 #[derive(Debug, Deserialize)]
 struct CommandSpec {
@@ -119,6 +123,9 @@ struct CommandSpec {
     timeout: Option<u64>,
     #[serde(default)]
     fail_closed: bool,
+    /// Variables set for the command (a Claude Code plugin's options, secrets resolved).
+    #[serde(default)]
+    env: BTreeMap<String, String>,
     /// Claude Code's other keys (`if`, `async`, `asyncRewake`, `statusMessage`, `once`,
     /// `shell`, …): each is one warning, and the hook runs without it.
     #[serde(flatten)]
@@ -142,6 +149,7 @@ struct Hook {
     command: String,
     timeout: Duration,
     fail_closed: bool,
+    env: BTreeMap<String, String>,
 }
 
 impl Hook {
@@ -175,11 +183,19 @@ pub(crate) struct Hooks {
     cwd: String,
     /// Notification hooks still running in the background.
     notifying: Arc<AtomicUsize>,
+    /// The tasks' transcripts, named in every input as `transcript_path`.
+    transcripts: Transcripts,
+    /// The configured permission mode (the task's own switch wins), for `permission_mode`.
+    start_mode: Mode,
 }
 
 /// Reads `[plugins.governance] hooks`; every error names the event, the group or the field.
 /// Hook commands run in `cwd`, or in the current directory when it is not set.
-pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Option<Hooks>, String> {
+pub(crate) fn parse(
+    table: Option<&Value>,
+    cwd: Option<PathBuf>,
+    start_mode: Mode,
+) -> Result<Option<Hooks>, String> {
     let Some(table) = table.filter(|t| !t.is_null()) else {
         return Ok(None);
     };
@@ -246,6 +262,7 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
                     command,
                     timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
                     fail_closed: spec.fail_closed,
+                    env: spec.env,
                 });
             }
         }
@@ -266,14 +283,16 @@ pub(crate) fn parse(table: Option<&Value>, cwd: Option<PathBuf>) -> Result<Optio
         events,
         ignored,
         cwd: workspace.display().to_string(),
+        transcripts: Transcripts::new(&workspace),
         env: LocalExecEnv::new(workspace),
         notifying: Arc::new(AtomicUsize::new(0)),
+        start_mode,
     }))
 }
 
-/// The output keys acted on; any other (Claude Code's `continue`, `stopReason`,
-/// `suppressOutput` and `systemMessage` among them) is reported as ignored.
-const KNOWN_OUTPUT: [&str; 3] = ["decision", "reason", "hookSpecificOutput"];
+/// The output keys acted on; any other (Claude Code's `continue`, `stopReason` and
+/// `suppressOutput` among them) is reported as ignored.
+const KNOWN_OUTPUT: [&str; 4] = ["decision", "reason", "hookSpecificOutput", "systemMessage"];
 const KNOWN_SPECIFIC: [&str; 5] = [
     "hookEventName",
     "permissionDecision",
@@ -292,10 +311,13 @@ impl Hooks {
     }
 
     async fn run(&self, hook: &Hook, input: &Value) -> Ran {
-        let command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+        let mut command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
             .with_env("CLAUDE_PROJECT_DIR", self.cwd.as_str())
             .with_stdin(input.to_string())
             .with_timeout(hook.timeout);
+        for (name, value) in &hook.env {
+            command = command.with_env(name.as_str(), value.as_str());
+        }
         match self.env.run(&command).await {
             Err(err) => Ran::Failed {
                 why: err.to_string(),
@@ -346,9 +368,13 @@ impl Hooks {
             tracing::warn!(command = %hook.command, "Notification hook dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} still running");
             return;
         }
-        let command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+        let mut command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
+            .with_env("CLAUDE_PROJECT_DIR", self.cwd.as_str())
             .with_stdin(input)
             .with_timeout(hook.timeout);
+        for (name, value) in &hook.env {
+            command = command.with_env(name.as_str(), value.as_str());
+        }
         let env = self.env.clone();
         let notifying = Arc::clone(&self.notifying);
         let shown = hook.command.clone();
@@ -388,6 +414,7 @@ impl Hooks {
         let context = match json {
             Some(json) => {
                 self.check_keys(view, event, hook, json);
+                self.system_message(view, event, json);
                 specific(json, "additionalContext")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
@@ -426,13 +453,51 @@ impl Hooks {
         }
     }
 
-    /// The fields every event's input has.
+    /// The fields every event's input has, as Claude Code sends them: the session (the task),
+    /// its transcript (brought up to date first), the directory, the event and the permission
+    /// mode in force.
     fn base(&self, view: &View<'_>, event: Event) -> Map<String, Value> {
+        let task = view.task_id().as_str();
+        let transcript = match self.transcripts.update(task, &view.core().messages) {
+            Ok(path) => path,
+            Err(why) => {
+                tracing::warn!("hooks: {why}");
+                self.transcripts.path(task)
+            }
+        };
         let mut input = Map::new();
-        input.insert("session_id".to_owned(), json!(view.task_id().as_str()));
+        input.insert("session_id".to_owned(), json!(task));
+        input.insert(
+            "transcript_path".to_owned(),
+            json!(transcript.display().to_string()),
+        );
         input.insert("cwd".to_owned(), json!(self.cwd));
+        input.insert(
+            "permission_mode".to_owned(),
+            json!(current_mode(view, self.start_mode).as_str()),
+        );
         input.insert("hook_event_name".to_owned(), json!(event.name()));
         input
+    }
+
+    /// A hook's `systemMessage`: shown to the person (recorded as a notice), and returned to
+    /// stand as the reason of a block that gives none.
+    fn system_message(
+        &self,
+        view: &View<'_>,
+        event: Event,
+        json: &Map<String, Value>,
+    ) -> Option<String> {
+        let text = json
+            .get("systemMessage")
+            .and_then(Value::as_str)
+            .filter(|t| !t.trim().is_empty())?;
+        view.record(
+            HOOKS,
+            "notice",
+            json!({ "event": event.name(), "text": text }),
+        );
+        Some(text.to_owned())
     }
 }
 
@@ -463,6 +528,7 @@ impl Extension for Hooks {
         let mut input = self.base(view, Event::PreToolUse);
         input.insert("tool_name".to_owned(), json!(call.name));
         input.insert("tool_input".to_owned(), call.input.clone());
+        input.insert("tool_use_id".to_owned(), json!(call.id));
         let input = Value::Object(input);
         let mut verdicts: Vec<Verdict> = Vec::new();
         for hook in self.for_event(Event::PreToolUse, Some(&call.name)) {
@@ -477,11 +543,13 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } => {
                     self.check_keys(view, Event::PreToolUse, hook, &json);
+                    let shown = self.system_message(view, Event::PreToolUse, &json);
                     let reason = specific(&json, "permissionDecisionReason")
                         .or_else(|| json.get("reason"))
                         .and_then(Value::as_str)
-                        .unwrap_or("blocked by a PreToolUse hook")
-                        .to_owned();
+                        .map(str::to_owned)
+                        .or(shown)
+                        .unwrap_or_else(|| "blocked by a PreToolUse hook".to_owned());
                     // A hook that hands back the input it was given (as a rewriting hook does
                     // when the gate checks the rewritten call again) has no change to make.
                     if let Some(updated) =
@@ -528,6 +596,7 @@ impl Extension for Hooks {
         let mut input = self.base(view, Event::PostToolUse);
         input.insert("tool_name".to_owned(), json!(call.name));
         input.insert("tool_input".to_owned(), call.input.clone());
+        input.insert("tool_use_id".to_owned(), json!(call.id));
         input.insert(
             "tool_response".to_owned(),
             json!({ "text": output.text, "is_error": output.is_error }),
@@ -546,7 +615,14 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } => {
                     self.check_keys(view, Event::PostToolUse, hook, &json);
-                    let blocked = block_reason(&json, "");
+                    let shown = self.system_message(view, Event::PostToolUse, &json);
+                    let blocked = block_reason(&json, "").map(|r| {
+                        if r.is_empty() {
+                            shown.unwrap_or_default()
+                        } else {
+                            r
+                        }
+                    });
                     let context = specific(&json, "additionalContext")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
@@ -591,7 +667,14 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } => {
                     self.check_keys(view, Event::Stop, hook, &json);
-                    block_reason(&json, "a Stop hook asks you to go on")
+                    let shown = self.system_message(view, Event::Stop, &json);
+                    block_reason(&json, "").map(|r| {
+                        if r.is_empty() {
+                            shown.unwrap_or_else(|| "a Stop hook asks you to go on".to_owned())
+                        } else {
+                            r
+                        }
+                    })
                 }
             };
             if let Some(reason) = refusal {
@@ -624,7 +707,11 @@ impl Extension for Hooks {
                     json: Some(json), ..
                 } if block_reason(&json, "").is_some() => {
                     self.check_keys(view, Event::UserPromptSubmit, hook, &json);
-                    let reason = block_reason(&json, "").unwrap_or_default();
+                    let shown = self.system_message(view, Event::UserPromptSubmit, &json);
+                    let reason = block_reason(&json, "")
+                        .filter(|r| !r.is_empty())
+                        .or(shown)
+                        .unwrap_or_default();
                     return Err(HookError::new(format!(
                         "UserPromptSubmit hook blocked the prompt: {}",
                         if reason.is_empty() {
@@ -662,7 +749,11 @@ impl Extension for Hooks {
             }
             return Ok(());
         }
-        let input = Value::Object(self.base(view, Event::SessionStart));
+        let mut input = self.base(view, Event::SessionStart);
+        // Once per task, when it starts (Claude Code's other sources — resume, clear,
+        // compact — do not start a noeta task's session again).
+        input.insert("source".to_owned(), json!("startup"));
+        let input = Value::Object(input);
         for hook in hooks {
             match self.run(hook, &input).await {
                 Ran::Ok { stdout, json } => {
@@ -719,7 +810,7 @@ impl Extension for Hooks {
                     data.get("at").cloned().unwrap_or(Value::Null),
                 );
             }
-            "warning" | "context" | ERASED_KIND => {}
+            "warning" | "context" | "notice" | ERASED_KIND => {}
             other => return Err(format!("unknown record kind `{other}`")),
         }
         Ok(())

@@ -20,6 +20,7 @@
 mod budget;
 mod hooks;
 mod repetition;
+mod transcript;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ const PERMISSIONS: &str = "permissions";
 
 /// How much the agent may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Default,
     AcceptEdits,
     BypassPermissions,
@@ -60,7 +61,7 @@ impl Mode {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Default => "default",
             Mode::AcceptEdits => "acceptEdits",
@@ -115,16 +116,22 @@ impl Permissions {
     /// The mode in force: the task's last switch, else the mode its parent handed down, else
     /// the configured one.
     fn mode(&self, view: &View<'_>) -> Mode {
-        let recorded = |state: Option<&Value>| {
-            state
-                .and_then(|s| s.get("mode"))
-                .and_then(Value::as_str)
-                .and_then(Mode::parse)
-        };
-        recorded(view.ext_state(PERMISSIONS))
-            .or_else(|| recorded(view.core().inherited.get(PERMISSIONS)))
-            .unwrap_or(self.start)
+        current_mode(view, self.start)
     }
+}
+
+/// The mode in force in `view`'s task: its last switch, else the mode its parent handed down,
+/// else `start` (the configured one).
+pub(crate) fn current_mode(view: &View<'_>, start: Mode) -> Mode {
+    let recorded = |state: Option<&Value>| {
+        state
+            .and_then(|s| s.get("mode"))
+            .and_then(Value::as_str)
+            .and_then(Mode::parse)
+    };
+    recorded(view.ext_state(PERMISSIONS))
+        .or_else(|| recorded(view.core().inherited.get(PERMISSIONS)))
+        .unwrap_or(start)
 }
 
 #[async_trait]
@@ -251,7 +258,7 @@ impl SessionPackFactory for Pack {
                 )
             })?,
         };
-        let hooks = hooks::parse(settings.hooks.as_ref(), settings.hooks_cwd.clone())?;
+        let hooks = hooks::parse(settings.hooks.as_ref(), settings.hooks_cwd.clone(), start)?;
         // The order of the original's guards: budget, permissions, repetition, hooks.
         let mut pack = PackContribution::empty();
         if settings.budget.is_set() {

@@ -39,8 +39,9 @@ struct CommandFile {
     path: PathBuf,
     /// Where it comes from (`user`, `project`, `plugin <name>`).
     source: String,
-    /// A Claude Code plugin's `${CLAUDE_PLUGIN_ROOT}` and `${CLAUDE_PLUGIN_DATA}`.
-    plugin_paths: Option<(PathBuf, PathBuf)>,
+    /// A Claude Code plugin's `${CLAUDE_PLUGIN_ROOT}` and `${CLAUDE_PLUGIN_DATA}`, and its
+    /// options that are not sensitive (`${user_config.KEY}`).
+    plugin_paths: Option<(PathBuf, PathBuf, std::collections::BTreeMap<String, String>)>,
     /// `description`, else the body's first line.
     description: String,
     /// `argument-hint`.
@@ -171,7 +172,11 @@ fn load(
                 Ok(mut command) => {
                     if let Some(plugin) = plugin {
                         command.name = format!("{}:{}", plugin.plugin, command.name);
-                        command.plugin_paths = Some((plugin.root.clone(), plugin.data.clone()));
+                        command.plugin_paths = Some((
+                            plugin.root.clone(),
+                            plugin.data.clone(),
+                            plugin.options.clone(),
+                        ));
                     }
                     commands.retain(|c| c.name != command.name);
                     commands.push(command);
@@ -199,11 +204,14 @@ fn expand(command: &CommandFile, args: &str, workspace: Option<&Path>) -> Result
             .collect::<Vec<_>>()
     });
     let mut text = command.body.clone();
-    if let Some((root, data)) = &command.plugin_paths {
+    if let Some((root, data, options)) = &command.plugin_paths {
         text = text.replace("${CLAUDE_PLUGIN_ROOT}", &root.display().to_string());
         if text.contains("${CLAUDE_PLUGIN_DATA}") {
             let _ = std::fs::create_dir_all(data);
             text = text.replace("${CLAUDE_PLUGIN_DATA}", &data.display().to_string());
+        }
+        for (key, value) in options {
+            text = text.replace(&format!("${{user_config.{key}}}"), value);
         }
     }
     let mentions_args =

@@ -39,6 +39,9 @@ pub(crate) struct PluginCommands {
     pub(crate) root: PathBuf,
     /// `${CLAUDE_PLUGIN_DATA}`.
     pub(crate) data: PathBuf,
+    /// The plugin's `userConfig` options that are not sensitive, for `${user_config.KEY}`.
+    #[serde(default)]
+    pub(crate) options: std::collections::BTreeMap<String, String>,
 }
 
 /// A Claude Code plugin's skills directory, as the host hands it over.

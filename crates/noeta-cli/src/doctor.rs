@@ -120,13 +120,8 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
                     }
                 }
                 outln!("agents: {built} of {} build", agents.len());
-                for (table, near) in host.unknown_tables(extensions.iter().map(String::as_str)) {
-                    let hint = near
-                        .map(|near| format!(" — did you mean `{near}`?"))
-                        .unwrap_or_default();
-                    problem(format!(
-                        "settings: [plugins.{table}] names no plugin or extension this host has{hint}"
-                    ));
+                for text in unknown_tables(&host, &extensions) {
+                    problem(text);
                 }
                 match host.skills() {
                     Ok(listing) => {
@@ -245,4 +240,40 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// Each `[plugins.<name>]` table of the settings that names no plugin, Claude Code plugin or
+/// extension of `host` (given the extensions its sessions have), as a problem line.
+pub(crate) fn unknown_tables(host: &noeta::Host, extensions: &[String]) -> Vec<String> {
+    host.unknown_tables(extensions.iter().map(String::as_str))
+        .into_iter()
+        .map(|(table, near)| {
+            let hint = near
+                .map(|near| format!(" — did you mean `{near}`?"))
+                .unwrap_or_default();
+            format!("settings: [plugins.{table}] names no plugin or extension this host has{hint}")
+        })
+        .collect()
+}
+
+/// The problems of the settings as `noeta plugins check` reports them: settings that do not
+/// load, and `[plugins.<name>]` tables naming nothing (the default agent's extensions known).
+pub(crate) fn settings_problems(paths: &HostPaths, dirs: Vec<PathBuf>) -> Vec<String> {
+    let args = agent::AgentArgs {
+        plugin_dirs: dirs,
+        ..agent::AgentArgs::default()
+    };
+    let config = match agent::config(paths, &args) {
+        Ok(config) => config,
+        Err(err) => return vec![format!("settings: {err}")],
+    };
+    let host = match noeta::Host::open(config) {
+        Ok(host) => host,
+        Err(err) => return vec![format!("settings: {err}")],
+    };
+    let extensions: Vec<String> = host
+        .session("main")
+        .map(|s| s.extensions.iter().map(|e| e.name().to_owned()).collect())
+        .unwrap_or_default();
+    unknown_tables(&host, &extensions)
 }

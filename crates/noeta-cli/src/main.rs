@@ -522,6 +522,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ));
                 }
             }
+            extra_problems.extend(doctor::settings_problems(&paths, options.paths.clone()));
             check(&set, &claude, extra_problems, strict, resolve, json)
         }
         Command::Skills {

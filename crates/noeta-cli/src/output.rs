@@ -159,6 +159,14 @@ impl Printer {
 
     fn human(&self, event: &Event) {
         let record = &event.record;
+        // What an extension records for the person to see (a hook's `systemMessage`).
+        if record.kind == "notice"
+            && let Some(text) = record.data.get("text").and_then(Value::as_str)
+        {
+            self.clear_tick();
+            eoutln!("⚑ {}: {text}", record.extension);
+            return;
+        }
         if record.extension != "core" {
             return;
         }

@@ -79,11 +79,16 @@ fn first_message(env: &CliEnv) -> String {
         .unwrap()
 }
 
-/// The latest task's log.
-fn last_log(env: &CliEnv) -> String {
+/// The latest task's id.
+fn last_task(env: &CliEnv) -> String {
     let listed = stdout(&env.run(&["tasks", "--json"]));
     let task: Value = serde_json::from_str(listed.lines().last().unwrap()).unwrap();
-    stdout(&env.run(&["log", task["id"].as_str().unwrap()]))
+    task["id"].as_str().unwrap().to_owned()
+}
+
+/// The latest task's log.
+fn last_log(env: &CliEnv) -> String {
+    stdout(&env.run(&["log", &last_task(env)]))
 }
 
 #[test]
@@ -313,5 +318,193 @@ fn hooks_json_files_outside_plugins_run_and_a_projects_only_once_trusted() {
         last_log(&env).contains("\"text\":\"project says no\""),
         "{}",
         last_log(&env)
+    );
+}
+
+/// A plugin shaped like hookify and ralph-wiggum together: `userConfig` options (one
+/// sensitive), a PreToolUse hook answering in JSON with a `systemMessage`, a Stop hook that
+/// reads the transcript, and a command using an option.
+fn vault_plugin(env: &CliEnv) -> PathBuf {
+    let root = env.home.join(".noeta/plugins/vault");
+    let put = |path: &str, text: &str| {
+        env.write(root.join(path).to_str().unwrap(), text);
+    };
+    put(
+        ".claude-plugin/plugin.json",
+        r#"{"name": "vault", "version": "0.3.0", "userConfig": {
+            "endpoint": {"type": "string", "title": "Endpoint", "description": "Where the vault is"},
+            "token": {"type": "string", "description": "API token", "sensitive": true},
+            "mode": {"type": "string", "default": "strict"}}}"#,
+    );
+    put(
+        "hooks/hooks.json",
+        r#"{"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/pre.sh ${user_config.endpoint} ${user_config.token} ${user_config.mode}"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/stop.sh"}]}]}}"#,
+    );
+    put(
+        "hooks/pre.sh",
+        "input=$(cat)\n\
+         printf '%s %s %s %s\\n' \"$1\" \"$2\" \"$3\" \"$CLAUDE_PLUGIN_OPTION_TOKEN\" > \"$CLAUDE_PLUGIN_DATA/args.txt\"\n\
+         printf '%s' \"$input\" > \"$CLAUDE_PLUGIN_DATA/pre-input.json\"\n\
+         case \"$input\" in *'rm -rf build'*)\n\
+           printf '{\"systemMessage\": \"vault: rm -rf is not allowed here\", \"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\"}}' ;;\n\
+         esac\n",
+    );
+    put(
+        "hooks/stop.sh",
+        "input=$(cat)\n\
+         path=$(printf '%s' \"$input\" | sed -n 's/.*\"transcript_path\":\"\\([^\"]*\\)\".*/\\1/p')\n\
+         grep '\"role\":\"assistant\"' \"$path\" | tail -1 > \"$CLAUDE_PLUGIN_DATA/last-assistant.jsonl\"\n",
+    );
+    put(
+        "commands/where.md",
+        "Ask the vault at ${user_config.endpoint} in ${user_config.mode} mode about $ARGUMENTS; never print ${user_config.token}.\n",
+    );
+    env.write(
+        env.home.join(".noeta/config.toml").to_str().unwrap(),
+        "[plugins.vault.config]\nendpoint = \"https://vault.example\"\ntoken = \"{env:VAULT_TOKEN}\"\n",
+    );
+    root
+}
+
+#[test]
+fn a_plugins_options_reach_its_hooks_its_system_message_the_model_and_its_stop_hook_the_transcript()
+{
+    let env = CliEnv::new(NOETA);
+    vault_plugin(&env);
+    let data = env.home.join(".noeta/plugin-data/vault");
+    let provider = env.script(json!([
+        { "text": "Cleaning.", "calls": [{ "id": "c1", "name": "Bash", "input": { "command": "rm -rf build" } }] },
+        { "text": "I could not clean: the vault said no." }
+    ]));
+    let out = env.run_with(
+        &["run", "--provider", &provider, "clean up"],
+        None,
+        &[("VAULT_TOKEN", "s3cret-token")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The plugin's table is known: no warning about `[plugins.vault]`.
+    assert!(
+        !stderr(&out).contains("[plugins.vault]"),
+        "{}",
+        stderr(&out)
+    );
+    // The person sees the hook's message.
+    assert!(
+        stderr(&out).contains("⚑ hooks: vault: rm -rf is not allowed here"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The options: as written, the default, and the sensitive one from its variable only.
+    let args = std::fs::read_to_string(data.join("args.txt")).unwrap();
+    assert_eq!(
+        args,
+        "https://vault.example s3cret-token strict s3cret-token\n"
+    );
+    // Claude Code's input fields.
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("pre-input.json")).unwrap())
+            .unwrap();
+    assert_eq!(input["tool_use_id"], "c1");
+    assert_eq!(input["permission_mode"], "default");
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    let transcript = PathBuf::from(input["transcript_path"].as_str().unwrap());
+    assert!(transcript.starts_with(&env.workspace), "{transcript:?}");
+
+    // The model got the system message as the reason of the deny; no secret in the log.
+    let log = stdout(&env.run(&["log", "--json", &last_task(&env)]));
+    assert!(
+        log.contains("\"outcome\":\"denied\",\"text\":\"vault: rm -rf is not allowed here\""),
+        "{log}"
+    );
+    assert!(!log.contains("s3cret-token"), "{log}");
+
+    // The Stop hook read the transcript: the last assistant line, Claude Code-shaped.
+    let last = std::fs::read_to_string(data.join("last-assistant.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(last.trim()).unwrap();
+    assert_eq!(line["type"], "assistant");
+    assert_eq!(
+        line["message"]["content"][0],
+        json!({ "type": "text", "text": "I could not clean: the vault said no." })
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let people: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "user" && l.get("isMeta").is_none())
+        .map(|l| &l["message"]["content"])
+        .collect();
+    assert_eq!(people[0], "clean up");
+    assert_eq!(
+        people[1][0],
+        json!({ "type": "tool_result", "tool_use_id": "c1", "is_error": true,
+                "content": "vault: rm -rf is not allowed here" })
+    );
+    assert_eq!(
+        lines.last().unwrap()["message"]["content"][0]["text"],
+        "I could not clean: the vault said no."
+    );
+
+    // Without the secret the run stops before it starts, naming the reference and the key.
+    let provider = env.script(json!([{ "text": "ok" }]));
+    let out = env.run(&["run", "--provider", &provider, "/vault:where the keys"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("`VAULT_TOKEN` is not set (or empty), needed by `{env:VAULT_TOKEN}`")
+            && stderr(&out).contains("env.CLAUDE_PLUGIN_OPTION_TOKEN"),
+        "{}",
+        stderr(&out)
+    );
+    // A command gets the options that are not sensitive.
+    let out = env.run_with(
+        &["run", "--provider", &provider, "/vault:where the keys"],
+        None,
+        &[("VAULT_TOKEN", "s3cret-token")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        first_message(&env),
+        "Ask the vault at https://vault.example in strict mode about the keys; never print ${user_config.token}."
+    );
+}
+
+#[test]
+fn a_malformed_user_config_names_the_field_and_a_missing_value_is_said() {
+    let env = CliEnv::new(NOETA);
+    let root = env.home.join(".noeta/plugins/odd");
+    env.write(
+        root.join(".claude-plugin/plugin.json").to_str().unwrap(),
+        r#"{"name": "odd", "userConfig": {"token": {"sensitive": "yes"}}}"#,
+    );
+    env.write(root.join("commands/x.md").to_str().unwrap(), "x\n");
+    let out = env.run(&["plugins", "check"]);
+    assert!(!out.status.success());
+    assert!(
+        stdout(&out).contains("`userConfig.token.sensitive` must be true or false")
+            || stderr(&out).contains("`userConfig.token.sensitive` must be true or false"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    env.write(
+        root.join(".claude-plugin/plugin.json").to_str().unwrap(),
+        r#"{"name": "odd", "userConfig": {"token": {"sensitive": true}}}"#,
+    );
+    let provider = env.script(json!([{ "text": "ok" }]));
+    let out = env.run(&["run", "--provider", &provider, "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "plugin `odd`: userConfig option `token` has no value; set it as [plugins.odd.config] token = …"
+        ),
+        "{}",
+        stderr(&out)
     );
 }

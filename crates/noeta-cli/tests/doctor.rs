@@ -158,6 +158,28 @@ fn a_misspelt_plugin_table_is_a_problem_with_a_suggestion() {
 }
 
 #[test]
+fn plugins_check_names_a_misspelt_plugin_table_too_and_a_known_one_passes() {
+    let env = healthy();
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.provider]\nprovider = \"anthropic\"\n",
+    );
+    let out = env.run(&["plugins", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "settings: [plugins.provider] names no plugin or extension this host has — did you mean `providers`?"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    // A named extension's table (`hooks` of `governance`) is known.
+    env.write(".noeta/config.toml", "[plugins.permissions]\n");
+    let out = env.run(&["plugins", "check"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
 fn a_broken_skill_is_a_problem_and_a_shadowed_one_is_not() {
     let env = healthy();
     env.write(

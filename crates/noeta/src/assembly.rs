@@ -107,6 +107,9 @@ pub struct Host {
     built: Mutex<BTreeMap<String, Arc<Session>>>,
     /// The servers of the `.mcp.json` files, read when a session is first built.
     mcp_json: std::sync::OnceLock<serde_json::Map<String, Value>>,
+    /// The Claude Code plugins' `userConfig` values, by plugin (read once; each problem one
+    /// warning).
+    user_values: std::sync::OnceLock<BTreeMap<String, crate::user_config::UserValues>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -154,6 +157,7 @@ impl Host {
             exec,
             built: Mutex::new(BTreeMap::new()),
             mcp_json: std::sync::OnceLock::new(),
+            user_values: std::sync::OnceLock::new(),
         })
     }
 
@@ -341,6 +345,46 @@ impl Host {
         }
     }
 
+    /// The `userConfig` values of each Claude Code plugin that declares options.
+    fn user_values(&self) -> &BTreeMap<String, crate::user_config::UserValues> {
+        self.user_values.get_or_init(|| {
+            let mut all = BTreeMap::new();
+            for plugin in &self.claude.plugins {
+                if plugin.user_config.is_empty() {
+                    continue;
+                }
+                let (values, warnings) = crate::user_config::UserValues::read(
+                    &plugin.name,
+                    &plugin.user_config,
+                    &self
+                        .settings
+                        .params(&plugin.name)
+                        .map(|p| Value::Object(p.clone()))
+                        .unwrap_or(Value::Null),
+                );
+                for warning in warnings {
+                    (self.warn)(&warning);
+                }
+                for (alias, server) in &plugin.mcp_servers {
+                    let mut inside = Vec::new();
+                    collect_strings(server, &mut |text| {
+                        inside.extend(values.sensitive_inside(text));
+                    });
+                    for key in inside {
+                        (self.warn)(&format!(
+                            "plugin `{}`: MCP server `{alias}` uses the sensitive option `{key}` \
+                             inside a longer value; a secret reference is resolved only as a \
+                             whole value, so there it stays unresolved",
+                            plugin.name
+                        ));
+                    }
+                }
+                all.insert(plugin.name.clone(), values);
+            }
+            all
+        })
+    }
+
     /// The Claude Code plugins' parts in the plugins that read them: skills directories and
     /// markdown commands to `skills`, hooks to `governance`, MCP servers to `mcp` (beneath the
     /// settings' and `.mcp.json`'s, as `plugin_<plugin>_<server>`).
@@ -361,7 +405,17 @@ impl Host {
         if self.settings.is_enabled("skills") {
             table(agent, "skills");
             let skills = self.claude.skill_dirs_setting();
-            let commands = self.claude.command_dirs_setting(&self.config.paths);
+            let mut commands = self.claude.command_dirs_setting(&self.config.paths);
+            // The options that are not sensitive, for `${user_config.KEY}` in command files.
+            for entry in &mut commands {
+                let values = entry
+                    .get("plugin")
+                    .and_then(Value::as_str)
+                    .and_then(|p| self.user_values().get(p));
+                if let (Some(values), Value::Object(entry)) = (values, entry) {
+                    entry.insert("options".to_owned(), Value::Object(values.public()));
+                }
+            }
             if let Some(Value::Object(skills_table)) = agent.config.get_mut("skills") {
                 skills_table.insert("plugin_skill_dirs".to_owned(), Value::Array(skills));
                 skills_table.insert("plugin_command_dirs".to_owned(), Value::Array(commands));
@@ -369,12 +423,22 @@ impl Host {
         }
         // Hooks: the JSON files' (user, then a trusted workspace's), then each plugin's,
         // after the settings' own.
+        let plugin_hooks: Vec<Value> = plugins
+            .iter()
+            .filter_map(|p| {
+                let hooks = p.hooks.as_ref()?;
+                Some(match self.user_values().get(&p.name) {
+                    Some(values) => values.in_hooks(hooks),
+                    None => hooks.clone(),
+                })
+            })
+            .collect();
         let hook_tables: Vec<&Value> = self
             .claude
             .hook_files
             .iter()
             .map(|(_, events)| events)
-            .chain(plugins.iter().filter_map(|p| p.hooks.as_ref()))
+            .chain(plugin_hooks.iter())
             .collect();
         if self.settings.is_enabled("governance") && !hook_tables.is_empty() {
             table(agent, "governance");
@@ -409,7 +473,15 @@ impl Host {
                                 |c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'),
                                 "_",
                             );
-                            named.entry(alias).or_insert_with(|| server.clone());
+                            let server = match self.user_values().get(&plugin.name) {
+                                Some(values) => {
+                                    crate::claude_plugins::map_strings(server, &|text| {
+                                        values.in_spec(text)
+                                    })
+                                }
+                                None => server.clone(),
+                            };
+                            named.entry(alias).or_insert(server);
                         }
                     }
                 }
@@ -432,6 +504,8 @@ impl Host {
             self.set.names().into_iter().map(str::to_owned).collect();
         known.extend(crate::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
         known.extend(extensions.into_iter().map(str::to_owned));
+        // A Claude Code plugin's table holds its `userConfig` values (`config`).
+        known.extend(self.claude.plugins.iter().map(|p| p.name.clone()));
         self.settings
             .config()
             .into_keys()
@@ -674,5 +748,15 @@ pub fn store_file(paths: &HostPaths, url: Option<&str>) -> Result<std::path::Pat
                      use `sqlite:PATH`"
                 .to_owned(),
         })),
+    }
+}
+
+/// Calls `f` with every string in `value`.
+fn collect_strings(value: &Value, f: &mut dyn FnMut(&str)) {
+    match value {
+        Value::String(text) => f(text),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, f)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, f)),
+        _ => {}
     }
 }

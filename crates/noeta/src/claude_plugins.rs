@@ -8,8 +8,8 @@
 //! `noeta-plugin.toml`) any of `skills/`, `agents/`, `commands/`, `hooks/hooks.json` and
 //! `.mcp.json`. `plugin.json` gives the name (else the directory's), version, description and
 //! extra component paths (`commands`, `agents`, `skills`: a path or a list; `hooks`,
-//! `mcpServers`: a path or the object itself). A malformed one is a problem naming the file
-//! and field, and that plugin is skipped. A workspace plugin never starts an MCP server (a
+//! `mcpServers`: a path or the object itself) and the `userConfig` options (`user_config.rs`).
+//! A malformed one is a problem naming the file and field, and that plugin is skipped. A workspace plugin never starts an MCP server (a
 //! cloned repository must not start one by itself).
 
 use std::path::{Path, PathBuf};
@@ -67,6 +67,9 @@ pub struct ClaudePlugin {
     pub mcp_servers: Map<String, Value>,
     /// What it holds that noeta does not load, and MCP servers it did not start.
     pub skipped: Vec<String>,
+    /// The options `userConfig` declares (their values come from `[plugins.<plugin>.config]`;
+    /// see `user_config.rs`).
+    pub user_config: std::collections::BTreeMap<String, crate::user_config::UserOption>,
 }
 
 impl ClaudePlugin {
@@ -327,7 +330,7 @@ fn text_field(manifest: &Value, key: &str, file: &Path) -> Result<Option<String>
 }
 
 /// Every string in `value` passed through `f`.
-fn map_strings(value: &Value, f: &dyn Fn(&str) -> String) -> Value {
+pub(crate) fn map_strings(value: &Value, f: &dyn Fn(&str) -> String) -> Value {
     match value {
         Value::String(s) => Value::String(f(s)),
         Value::Array(items) => Value::Array(items.iter().map(|v| map_strings(v, f)).collect()),
@@ -406,6 +409,7 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
         hooks: None,
         mcp_servers: Map::new(),
         skipped: Vec::new(),
+        user_config: crate::user_config::parse(&manifest, &file)?,
     };
     // Hooks: hooks/hooks.json, then `hooks` of plugin.json (a path or the object).
     let mut hook_tables = Vec::new();
@@ -482,6 +486,8 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
     let root_text = root.display().to_string();
     let data_dir = plugin.data_dir(paths);
     let env = |name: &str| match name {
+        // Left for the options' values, applied with the settings (`user_config.rs`).
+        option if option.starts_with("user_config.") => Some(format!("${{{option}}}")),
         "CLAUDE_PLUGIN_ROOT" => Some(root_text.clone()),
         "CLAUDE_PLUGIN_DATA" => {
             let _ = std::fs::create_dir_all(&data_dir);

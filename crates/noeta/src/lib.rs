@@ -17,6 +17,7 @@ pub mod mcp_json;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
+pub mod user_config;
 
 pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
 pub use assembly::{
