@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::index::{self, IndexedSkill, Tier};
 use crate::menu;
 use crate::settings::{Enforcement, Settings};
-use crate::tools::{SCRIPT_TOOL, SKILL_TOOL, check_script};
+use crate::tools::{SCRIPT_TOOL, SKILL_TOOL, activate, check_script};
 
 /// The extension's name; its records are `skills/indexed`, `skills/activated`, `skills/cleared`.
 pub(crate) const EXTENSION: &str = "skills";
@@ -40,6 +40,9 @@ pub(crate) struct Activation {
     pub(crate) allowed_tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) scripts: Vec<String>,
+    /// Made by `/<skill>` for the message it sends: the next turn's intake keeps it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) for_next_message: bool,
 }
 
 /// What the records fold to.
@@ -132,6 +135,60 @@ impl Skills {
         Ok(())
     }
 
+    /// The skills as indexed in the task, or — before the task has an index (a command run on
+    /// a new task) — as the tiers hold them now.
+    fn current(&self, view: &View<'_>) -> HookResult<Vec<IndexedSkill>> {
+        let state = State::from_value(view.ext_state(EXTENSION));
+        if state.indexed {
+            return Ok(state.skills);
+        }
+        let dirs = index::tier_dirs(
+            &self.settings,
+            view.workspace(),
+            self.home.as_deref(),
+            &self.plugin_dirs,
+        )
+        .map_err(HookError::new)?;
+        Ok(index::build(dirs).skills.into_values().collect())
+    }
+
+    /// `/<skill> args`: activates the skill as the `skill` tool does and sends its
+    /// instructions, with the arguments, as the message. In a started task the activation is
+    /// recorded (so its `allowed-tools` apply); a task the command starts has no record yet to
+    /// hold it, and gets the instructions alone.
+    fn invoke(&self, view: &View<'_>, name: &str, args: &str) -> HookResult<CommandReply> {
+        let state = State::from_value(view.ext_state(EXTENSION));
+        let started = state.indexed;
+        let skills = self.current(view)?;
+        let Some(skill) = skills.iter().find(|s| s.name == name) else {
+            return Err(HookError::new(format!("unknown command `/{name}`")));
+        };
+        if !skill.user_invocable {
+            return Err(HookError::new(format!(
+                "`/{name}`: the skill sets `user-invocable: false`; only the model activates it"
+            )));
+        }
+        let args = Some(args.trim()).filter(|a| !a.is_empty());
+        let (activation, text) = activate(
+            skill,
+            args,
+            self.settings.tool_enforcement,
+            self.settings.allow_skill_scripts,
+        )
+        .map_err(HookError::new)?;
+        if started {
+            self.index(view, &state)?;
+            let activation = Activation {
+                for_next_message: true,
+                ..activation
+            };
+            let data =
+                serde_json::to_value(&activation).map_err(|e| HookError::new(e.to_string()))?;
+            view.record(EXTENSION, "activated", data);
+        }
+        Ok(CommandReply::Send(text))
+    }
+
     /// The tools `call` may not use under the active skills' `allowed-tools`: the verdict, or
     /// `None` when the active skills do not restrict it.
     fn enforce(&self, active: &BTreeMap<String, Activation>, tool: &str) -> Option<Verdict> {
@@ -210,12 +267,19 @@ impl Extension for Skills {
         self.index(view, &state)
     }
 
-    /// Each user message re-reads the tiers and ends the last turn's activations.
+    /// Each user message re-reads the tiers and ends the last turn's activations — but not
+    /// one a `/<skill>` command made for this very message.
     async fn turn_intake(&self, view: &View<'_>, _message: &str) -> HookResult<()> {
         let state = State::from_value(view.ext_state(EXTENSION));
         self.index(view, &state)?;
         if !state.active.is_empty() {
-            view.record(EXTENSION, "cleared", json!({}));
+            let keep: Vec<&str> = state
+                .active
+                .values()
+                .filter(|a| a.for_next_message)
+                .map(|a| a.name.as_str())
+                .collect();
+            view.record(EXTENSION, "cleared", json!({ "keep": keep }));
         }
         Ok(())
     }
@@ -309,7 +373,23 @@ impl Extension for Skills {
                     .map_err(|err| format!("bad `activated` record: {err}"))?;
                 folded.active.insert(activation.name.clone(), activation);
             }
-            "cleared" => folded.active.clear(),
+            "cleared" => {
+                // Kept: activations a command made for the message this turn starts with; they
+                // end with the turn like any other.
+                let keep: Vec<&str> = data
+                    .get("keep")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                folded
+                    .active
+                    .retain(|name, _| keep.contains(&name.as_str()));
+                for activation in folded.active.values_mut() {
+                    activation.for_next_message = false;
+                }
+            }
             ERASED_KIND => return Ok(()),
             other => return Err(format!("unknown record kind `{other}`")),
         }
@@ -317,21 +397,37 @@ impl Extension for Skills {
         Ok(())
     }
 
-    fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
-        Ok(vec![CommandSpec {
+    /// `/skills`, and `/<skill>` for every skill a person may invoke (`user-invocable`, the
+    /// default), `disable-model-invocation` ones included.
+    fn commands(&self, view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        let mut commands = vec![CommandSpec {
             name: "skills".to_owned(),
             description: "Show the indexed skills and which are active.".to_owned(),
-        }])
+        }];
+        for skill in self.current(view)? {
+            if !skill.user_invocable || skill.name == "skills" {
+                continue;
+            }
+            let mut description = format!("{} (skill, {})", skill.description, skill.tier.as_str());
+            if let Some(hint) = &skill.argument_hint {
+                description.push_str(&format!(" — arguments: {hint}"));
+            }
+            commands.push(CommandSpec {
+                name: skill.name,
+                description,
+            });
+        }
+        Ok(commands)
     }
 
     async fn run_command(
         &self,
         view: &View<'_>,
         name: &str,
-        _args: &str,
+        args: &str,
     ) -> HookResult<CommandReply> {
         if name != "skills" {
-            return Err(HookError::new(format!("unknown command `/{name}`")));
+            return self.invoke(view, name, args);
         }
         let state = State::from_value(view.ext_state(EXTENSION));
         if state.skills.is_empty() {

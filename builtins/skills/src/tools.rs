@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::extension::{Activation, EXTENSION, Live, State};
 use crate::frontmatter::SkillFile;
-use crate::index::{SKILL_FILE, interpreter, read_skill_file};
+use crate::index::{IndexedSkill, SKILL_FILE, interpreter, read_skill_file};
 use crate::settings::{Enforcement, Settings};
 
 /// The control tool's model-visible name.
@@ -142,71 +142,87 @@ impl Tool for SkillTool {
                 "skill: `{name}` cannot be activated by the model — its SKILL.md sets `disable-model-invocation`, so only the user activates it"
             )));
         }
-        let path = Path::new(&skill.dir).join(SKILL_FILE);
-        let (bytes, file) = read_skill_file(&path)
-            .and_then(|(bytes, text)| SkillFile::parse(&text).map(|f| (bytes, f)))
-            .map_err(|reason| {
-                respond(format!(
-                    "skill: `{name}` cannot be read now (`{}`): {reason}",
-                    path.display()
-                ))
-            })?;
-        // The id it is indexed by: its name (or its directory's, for a display name), under
-        // its Claude Code plugin's prefix when it has one.
-        let dir_name = Path::new(&skill.dir)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let id = file
-            .id(&dir_name)
-            .map(|(id, _)| match skill.name.split_once(':') {
-                Some((plugin, _)) => format!("{plugin}:{id}"),
-                None => id,
-            });
-        if id.as_deref() != Ok(skill.name.as_str()) {
-            return Err(respond(format!(
-                "skill: `{}` now names itself `{}`; it is activated under the name it is listed by once the skills are indexed again",
-                path.display(),
-                file.name
-            )));
-        }
-        let activation = Activation {
-            name: skill.name.clone(),
-            tier: skill.tier,
-            dir: skill.dir.clone(),
-            sha256: noeta_core::canonical::sha256_hex(&bytes),
-            version: file.version.clone(),
-            args: args.map(str::to_owned),
-            allowed_tools: file.allowed_tools.clone(),
-            scripts: skill.scripts.clone(),
-        };
-        let mut text = format!(
-            "Skill `{}` is active. Base directory for this skill: {}\n",
-            skill.name, skill.dir
-        );
-        if let (Some(tools), true) = (&file.allowed_tools, self.enforcement != Enforcement::Off) {
-            text.push_str(&format!(
-                "While it is active, use only these tools: {}\n",
-                if tools.is_empty() {
-                    "none".to_owned()
-                } else {
-                    tools.join(", ")
-                }
-            ));
-        }
-        if self.scripts && !skill.scripts.is_empty() {
-            text.push_str(&format!(
-                "Its scripts (run them with `{SCRIPT_TOOL}`): {}\n",
-                skill.scripts.join(", ")
-            ));
-        }
-        text.push('\n');
-        text.push_str(&with_arguments(&file.body, args));
+        let (activation, text) =
+            activate(skill, args, self.enforcement, self.scripts).map_err(respond)?;
         let data =
             serde_json::to_value(&activation).map_err(|err| ToolError::Fatal(err.to_string()))?;
         ctx.record(EXTENSION, "activated", data);
         Ok(ToolOutput::text(text))
     }
+}
+
+/// Activates `skill` (with `args`): reads its SKILL.md now, checks it still names itself as
+/// indexed, and gives the activation to record and the text that brings the skill in — for the
+/// `skill` tool and for `/<skill>` alike.
+pub(crate) fn activate(
+    skill: &IndexedSkill,
+    args: Option<&str>,
+    enforcement: Enforcement,
+    scripts: bool,
+) -> Result<(Activation, String), String> {
+    let name = skill.name.as_str();
+    let path = Path::new(&skill.dir).join(SKILL_FILE);
+    let (bytes, file) = read_skill_file(&path)
+        .and_then(|(bytes, text)| SkillFile::parse(&text).map(|f| (bytes, f)))
+        .map_err(|reason| {
+            format!(
+                "skill: `{name}` cannot be read now (`{}`): {reason}",
+                path.display()
+            )
+        })?;
+    // The id it is indexed by: its name (or its directory's, for a display name), under
+    // its Claude Code plugin's prefix when it has one.
+    let dir_name = Path::new(&skill.dir)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let id = file
+        .id(&dir_name)
+        .map(|(id, _)| match skill.name.split_once(':') {
+            Some((plugin, _)) => format!("{plugin}:{id}"),
+            None => id,
+        });
+    if id.as_deref() != Ok(skill.name.as_str()) {
+        return Err(format!(
+            "skill: `{}` now names itself `{}`; it is activated under the name it is listed by once the skills are indexed again",
+            path.display(),
+            file.name
+        ));
+    }
+    let activation = Activation {
+        name: skill.name.clone(),
+        tier: skill.tier,
+        dir: skill.dir.clone(),
+        sha256: noeta_core::canonical::sha256_hex(&bytes),
+        version: file.version.clone(),
+        args: args.map(str::to_owned),
+        allowed_tools: file.allowed_tools.clone(),
+        scripts: skill.scripts.clone(),
+        for_next_message: false,
+    };
+    let mut text = format!(
+        "Skill `{}` is active. Base directory for this skill: {}\n",
+        skill.name, skill.dir
+    );
+    if let (Some(tools), true) = (&file.allowed_tools, enforcement != Enforcement::Off) {
+        text.push_str(&format!(
+            "While it is active, use only these tools: {}\n",
+            if tools.is_empty() {
+                "none".to_owned()
+            } else {
+                tools.join(", ")
+            }
+        ));
+    }
+    if scripts && !skill.scripts.is_empty() {
+        text.push_str(&format!(
+            "Its scripts (run them with `{SCRIPT_TOOL}`): {}\n",
+            skill.scripts.join(", ")
+        ));
+    }
+    text.push('\n');
+    text.push_str(&with_arguments(&file.body, args));
+    Ok((activation, text))
 }
 
 /// A script call that passed the checks.

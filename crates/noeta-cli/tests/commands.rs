@@ -123,3 +123,93 @@ fn chat_lists_the_commands_in_help_and_sends_one_as_a_message() {
     assert_eq!(stdout(&out).trim_end(), "reviewed it");
     assert!(first_message(&env).starts_with("Review the lexer carefully; start with the."));
 }
+
+/// A skill only a person activates (`disable-model-invocation`), taking arguments.
+fn deploy_skill(env: &CliEnv) {
+    env.write(
+        ".noeta/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Deploy the service\nargument-hint: <env>\n\
+         disable-model-invocation: true\nallowed-tools: Bash\n---\nDeploy to $ARGUMENTS, then report.\n",
+    );
+    env.write(
+        ".noeta/skills/internal/SKILL.md",
+        "---\nname: internal\ndescription: Model only\nuser-invocable: false\n---\nHidden.\n",
+    );
+}
+
+#[test]
+fn a_skill_is_a_slash_command_that_activates_it_with_its_arguments() {
+    let env = CliEnv::new(NOETA);
+    deploy_skill(&env);
+    let provider = env.script(json!([{ "text": "deployed" }]));
+    let out = env.run(&["run", "--provider", &provider, "/deploy staging"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim_end(), "deployed");
+    let message = first_message(&env);
+    assert!(
+        message.starts_with("Skill `deploy` is active."),
+        "{message}"
+    );
+    assert!(
+        message
+            .trim_end()
+            .ends_with("Deploy to staging, then report."),
+        "{message}"
+    );
+
+    // In a started task (chat's second message) the activation is recorded too.
+    let provider = env.script(json!([{ "text": "hello" }, { "text": "deployed again" }]));
+    let out = env.run_with(
+        &["chat", "--provider", &provider],
+        Some("hi\n/deploy prod\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    let task: Value = serde_json::from_str(listed.lines().last().unwrap()).unwrap();
+    let log = stdout(&env.run(&["log", task["id"].as_str().unwrap(), "--json"]));
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| format!("{}/{}", e["extension"], e["kind"]).replace('"', ""))
+        .collect();
+    let activated = kinds.iter().position(|k| k == "skills/activated").unwrap();
+    assert!(
+        kinds[activated..].iter().any(|k| k == "core/user_message"),
+        "{kinds:?}"
+    );
+    // The next intake keeps the activation made for its message.
+    let cleared = events
+        .iter()
+        .find(|e| e["kind"] == "cleared")
+        .expect("an intake after an activation");
+    assert_eq!(cleared["data"]["keep"], json!(["deploy"]));
+    assert!(log.contains("Deploy to prod, then report."), "{log}");
+
+    // Not user-invocable: no command, so the text is the goal as written.
+    let provider = env.script(json!([{ "text": "as written" }]));
+    let out = env.run(&["run", "--provider", &provider, "/internal now"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn help_lists_the_skills_a_person_may_invoke() {
+    let env = CliEnv::new(NOETA);
+    deploy_skill(&env);
+    let provider = env.script(json!([{ "text": "ok" }]));
+    let out = env.run_with(
+        &["chat", "--provider", &provider],
+        Some("/help\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("/deploy  Deploy the service (skill, workspace) — arguments: <env> [skills]"),
+        "{err}"
+    );
+    assert!(!err.contains("/internal"), "{err}");
+}
