@@ -73,6 +73,33 @@ pub(crate) struct AgentHost {
     exec: Arc<noeta_core::exec::LocalExecEnv>,
 }
 
+impl AgentHost {
+    /// One warning naming the tools the agent file's `tools` lists that no plugin offers
+    /// (Claude Code's `LS`, `MultiEdit`, …): they are left out and the agent runs without them.
+    pub(crate) async fn warn_unoffered_tools(&self, task: &noeta_core::store::TaskId) {
+        let name = &self.session.spec.name;
+        let Some(named) = self
+            .sessions
+            .agent_files()
+            .iter()
+            .find(|f| &f.name == name)
+            .and_then(|f| f.tools.clone())
+        else {
+            return;
+        };
+        let Ok(tools) = self.runtime.direct_tools(&self.session, task).await else {
+            return;
+        };
+        let missing = crate::agents::unoffered(&named, &tools);
+        if !missing.is_empty() {
+            eoutln!(
+                "warning: agent `{name}`: tools not offered by any plugin, left out: {}",
+                missing.join(", ")
+            );
+        }
+    }
+}
+
 /// How long an interrupted command gets between SIGTERM and SIGKILL: `NOETA_KILL_GRACE_MS`,
 /// else 2 s.
 pub(crate) fn kill_grace() -> std::time::Duration {

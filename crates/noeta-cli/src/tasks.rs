@@ -162,6 +162,7 @@ pub(crate) async fn run(
     };
     let host = AgentHost::open(paths, args)?;
     let task = new_task_id()?;
+    host.warn_unoffered_tools(&task).await;
     // `/name args`, when a plugin offers `/name`: its expansion is the goal (a command that
     // only shows text prints it); any other goal starting with `/` is taken as written.
     let goal = match command_goal(&host, &task, &goal).await? {
@@ -269,6 +270,7 @@ const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /r
 /// `noeta chat`: one task, many turns.
 pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode> {
     let mut host = AgentHost::open(paths, args)?;
+    host.warn_unoffered_tools(&new_task_id()?).await;
     let mut task: Option<TaskId> = None;
     eoutln!("noeta chat — {CHAT_HELP}");
     loop {

@@ -8,7 +8,7 @@
 )]
 
 use noeta_testkit::cli::{CliEnv, stderr, stdout};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
@@ -104,5 +104,30 @@ fn a_broken_agent_file_is_listed_with_its_error_and_the_exit_is_one() {
         stdout(&text).contains("broken  (agent file: "),
         "{}",
         stdout(&text)
+    );
+}
+
+#[test]
+fn run_names_the_tools_an_agent_file_lists_that_no_plugin_offers_and_runs_without_them() {
+    let env = CliEnv::new(NOETA);
+    env.write(
+        ".claude/agents/lister.md",
+        "---\nname: lister\ndescription: Lists things\ntools: Read, LS, MultiEdit, Glob\n---\nList.\n",
+    );
+    let provider = env.script(json!([{ "text": "listed" }]));
+    let out = env.run(&["run", "--agent", "lister", "--provider", &provider, "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim_end(), "listed");
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("tools not offered by any plugin").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "warning: agent `lister`: tools not offered by any plugin, left out: LS, MultiEdit"
+        ),
+        "{err}"
     );
 }

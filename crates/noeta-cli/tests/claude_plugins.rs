@@ -508,3 +508,47 @@ fn a_malformed_user_config_names_the_field_and_a_missing_value_is_said() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_noeta_plugin_brings_its_claude_code_parts_only_when_its_manifest_says_so() {
+    let env = CliEnv::new(NOETA);
+    let root = env.home.join(".noeta/plugins/mixed");
+    let manifest = |extra: &str| {
+        env.write(
+            root.join("noeta-plugin.toml").to_str().unwrap(),
+            &format!("name = \"mixed\"\nversion = \"1.0.0\"\n{extra}contributions = []\n"),
+        );
+    };
+    env.write(
+        root.join("commands/hello.md").to_str().unwrap(),
+        "Say hello to $ARGUMENTS.\n",
+    );
+    manifest("");
+    let listed = stdout(&env.run(&["plugins", "list"]));
+    assert!(!listed.contains("(claude-code, "), "{listed}");
+    let provider = env.script(json!([{ "text": "ok" }]));
+    assert!(
+        env.run(&["run", "--provider", &provider, "/mixed:hello the team"])
+            .status
+            .success()
+    );
+    assert_eq!(first_message(&env), "/mixed:hello the team");
+
+    manifest("claude-code = true\n");
+    let listed = stdout(&env.run(&["plugins", "list"]));
+    assert!(listed.contains("mixed 1.0.0 (claude-code, "), "{listed}");
+    let out = env.run(&["run", "--provider", &provider, "/mixed:hello the team"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let messages = stdout(&env.run(&["tasks", "--json"]));
+    assert_eq!(messages.lines().count(), 2);
+    assert_eq!(first_message(&env), "Say hello to the team.");
+
+    manifest("claude-code = \"yes\"\n");
+    let out = env.run(&["plugins", "check"]);
+    assert!(!out.status.success());
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("claude-code") && text.contains("must be true or false"),
+        "{text}"
+    );
+}

@@ -121,6 +121,11 @@ pub struct PluginManifest {
     /// A JSON Schema for the plugin's settings.
     #[serde(rename = "config-schema", skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<Value>,
+    /// `claude-code = true`: the plugin's directory also holds Claude Code parts (`skills/`,
+    /// `agents/`, `commands/`, `hooks/hooks.json`, `.mcp.json`), which the host loads as part
+    /// of it; without it a directory with a manifest is a noeta plugin only.
+    #[serde(rename = "claude-code", skip_serializing_if = "std::ops::Not::not")]
+    pub claude_code: bool,
     /// Its contributions, in manifest order.
     pub contributions: Vec<ManifestContribution>,
 }
@@ -171,7 +176,7 @@ pub enum ManifestError {
     },
     /// A top-level field the format does not know (usually a typo).
     #[error(
-        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, contributions)"
+        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, claude-code, contributions)"
     )]
     UnknownField {
         /// The manifest's origin.
@@ -349,13 +354,15 @@ pub(crate) fn peek_name(path: &Path) -> Option<String> {
 }
 
 /// The top-level fields a manifest may have, in both spellings.
-const KNOWN_FIELDS: [&str; 7] = [
+const KNOWN_FIELDS: [&str; 9] = [
     "name",
     "version",
     "requires-noeta",
     "requires_noeta",
     "config-schema",
     "config_schema",
+    "claude-code",
+    "claude_code",
     "contributions",
 ];
 
@@ -500,6 +507,11 @@ pub fn parse_manifest(
         Some(_) => return Err(field_error(plugin, "config-schema", "must be a table")),
         None => None,
     };
+    let claude_code = match field(table, "claude-code") {
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(_) => return Err(field_error(plugin, "claude-code", "must be true or false")),
+        None => false,
+    };
     let entries: &[toml::Value] = match table.get("contributions") {
         Some(toml::Value::Array(items)) => items,
         Some(_) => {
@@ -537,6 +549,7 @@ pub fn parse_manifest(
         version,
         requires_noeta,
         config_schema,
+        claude_code,
         contributions,
     })
 }

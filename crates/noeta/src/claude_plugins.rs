@@ -4,9 +4,10 @@
 //! a skills directory, command hooks, MCP servers — with `${CLAUDE_PLUGIN_ROOT}` and
 //! `${CLAUDE_PLUGIN_DATA}` substituted as Claude Code does.
 //!
-//! A directory is a Claude Code plugin when it has `.claude-plugin/plugin.json`, or (without a
-//! `noeta-plugin.toml`) any of `skills/`, `agents/`, `commands/`, `hooks/hooks.json` and
-//! `.mcp.json`. `plugin.json` gives the name (else the directory's), version, description and
+//! A directory is a Claude Code plugin when it has `.claude-plugin/plugin.json`, or any of
+//! `skills/`, `agents/`, `commands/`, `hooks/hooks.json` and `.mcp.json`; a directory with a
+//! `noeta-plugin.toml` is one too only when its manifest says `claude-code = true` (its parts
+//! then go by the manifest's name). `plugin.json` gives the name (else the directory's), version, description and
 //! extra component paths (`commands`, `agents`, `skills`: a path or a list; `hooks`,
 //! `mcpServers`: a path or the object itself) and the `userConfig` options (`user_config.rs`).
 //! A malformed one is a problem naming the file and field, and that plugin is skipped. A workspace plugin never starts an MCP server (a
@@ -143,13 +144,43 @@ impl ClaudePlugins {
     }
 }
 
-/// Whether `dir` is laid out as a Claude Code plugin.
+/// What a noeta plugin's manifest in `dir` says of its Claude Code parts.
+struct NoetaManifest {
+    name: Option<String>,
+    version: Option<String>,
+    /// `claude-code = true`: its Claude Code parts load as part of it.
+    claude_code: bool,
+}
+
+/// The noeta manifest in `dir`, if there is a readable one.
+fn noeta_manifest(dir: &Path) -> Option<NoetaManifest> {
+    let text = std::fs::read_to_string(dir.join(noeta_core::MANIFEST_FILE)).ok()?;
+    let table: toml::Table = toml::from_str(&text).ok()?;
+    let text_of = |key: &str| {
+        table
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned)
+    };
+    Some(NoetaManifest {
+        name: text_of("name"),
+        version: text_of("version"),
+        claude_code: table
+            .get("claude-code")
+            .or_else(|| table.get("claude_code"))
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// Whether `dir` is laid out as a Claude Code plugin. A directory with a `noeta-plugin.toml`
+/// is a noeta plugin, and one of these too only when its manifest says `claude-code = true`.
 pub fn is_claude_plugin(dir: &Path) -> bool {
+    if dir.join(noeta_core::MANIFEST_FILE).exists() {
+        return noeta_manifest(dir).is_some_and(|m| m.claude_code);
+    }
     if dir.join(".claude-plugin").join("plugin.json").is_file() {
         return true;
-    }
-    if dir.join(noeta_core::MANIFEST_FILE).exists() {
-        return false;
     }
     ["skills", "agents", "commands"]
         .iter()
@@ -360,7 +391,10 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
     } else {
         Value::Object(Map::new())
     };
-    let name = match text_field(&manifest, "name", &file)? {
+    // A noeta plugin's Claude Code parts go by its manifest's name and version.
+    let noeta = noeta_manifest(root);
+    let noeta_name = noeta.as_ref().and_then(|m| m.name.clone());
+    let name = match noeta_name.or(text_field(&manifest, "name", &file)?) {
         Some(name) => name,
         None => root
             .file_name()
@@ -400,7 +434,10 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
     let mut plugin = ClaudePlugin {
         name,
         root: root.to_owned(),
-        version: text_field(&manifest, "version", &file)?,
+        version: match noeta.and_then(|m| m.version) {
+            Some(version) => Some(version),
+            None => text_field(&manifest, "version", &file)?,
+        },
         description: text_field(&manifest, "description", &file)?,
         scope,
         agents_dirs: with_default("agents", "agents")?,
