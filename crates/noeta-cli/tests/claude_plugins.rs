@@ -552,3 +552,25 @@ fn a_noeta_plugin_brings_its_claude_code_parts_only_when_its_manifest_says_so() 
         "{text}"
     );
 }
+
+#[test]
+fn a_hooks_table_in_the_settings_is_the_hooks_extensions_configuration() {
+    let env = CliEnv::new(NOETA);
+    env.write(
+        env.home.join(".noeta/config.toml").to_str().unwrap(),
+        "[[plugins.hooks.PreToolUse]]\nmatcher = \"Bash\"\n\
+         hooks = [{ type = \"command\", command = \"echo 'the hooks table says no' >&2; exit 2\" }]\n",
+    );
+    let provider = env.script(json!([
+        { "calls": [{ "name": "Bash", "input": { "command": "ls" } }] },
+        { "text": "stopped" }
+    ]));
+    let out = env.run(&["run", "--provider", &provider, "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("[plugins.hooks]"), "{}", stderr(&out));
+    let log = last_log(&env);
+    assert!(
+        log.contains("\"outcome\":\"denied\",\"text\":\"the hooks table says no\""),
+        "{log}"
+    );
+}

@@ -504,6 +504,7 @@ impl Host {
             self.set.names().into_iter().map(str::to_owned).collect();
         known.extend(crate::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
         known.extend(extensions.into_iter().map(str::to_owned));
+        known.extend(crate::named::names().into_iter().map(str::to_owned));
         // A Claude Code plugin's table holds its `userConfig` values (`config`).
         known.extend(self.claude.plugins.iter().map(|p| p.name.clone()));
         self.settings

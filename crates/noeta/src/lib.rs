@@ -14,6 +14,7 @@ pub mod claude_plugins;
 mod host;
 pub mod listing;
 pub mod mcp_json;
+pub mod named;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;

@@ -171,9 +171,17 @@ pub(crate) fn why_non_removable(name: &str) -> Option<String> {
     if let Some(why) = non_removable().remove(name) {
         return Some(why);
     }
-    REACT_PARTS
-        .contains(&name)
-        .then(|| format!("`{name}` comes with the always-on `react` plugin"))
+    if REACT_PARTS.contains(&name) {
+        return Some(format!("`{name}` comes with the always-on `react` plugin"));
+    }
+    crate::named::plugin_of(name)
+        .filter(|_| !crate::named::may_switch_off(name))
+        .map(|plugin| {
+            format!(
+                "`{name}` is a part of `{plugin}` that cannot be switched off by itself (switch \
+                 `{plugin}` off, or set its parameters)"
+            )
+        })
 }
 
 /// Merged settings: plugin parameters, on/off switches, per-agent additions and machine policy.
@@ -521,6 +529,10 @@ impl Settings {
         for (plugin, value) in std::mem::take(&mut options.config) {
             merge_value(config.entry(plugin).or_insert(Value::Null), value);
         }
+        // Named extensions' tables are slices of their plugins' parameters.
+        crate::named::fold(&mut config, &mut options.plugins, &|name| {
+            !self.is_enabled(name)
+        });
         config.retain(|name, _| self.is_enabled(name));
         options.config = config;
         dropped

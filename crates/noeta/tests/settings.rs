@@ -1477,3 +1477,81 @@ fn agent_files_join_mains_roster_unless_the_settings_say_not() {
     let err = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap_err();
     assert_mentions(&err.to_string(), &["include_agent_files", "true or false"]);
 }
+
+// --- Named extensions -------------------------------------------------------------------------
+
+#[test]
+fn a_named_extensions_table_is_a_slice_of_its_plugins_parameters() {
+    let host = Host::new();
+    host.user(
+        "[plugins.hooks]\nPreToolUse = [{ matcher = \"Bash\", hooks = [{ type = \"command\", command = \"true\" }] }]\n\n\
+         [plugins.permissions]\npermission_mode = \"plan\"\n\n\
+         [plugins.compaction]\nreserve_tokens = 5000\n\n\
+         [plugins.structured_output]\nschema = { type = \"object\" }\n\n\
+         [plugins.instructions]\nmax_instruction_bytes = 4096\n\n\
+         [agents.main]\nadd_plugins = [{ repetition_guard = { threshold = 3 } }]\n",
+    );
+    let settings = host.load().unwrap();
+    let main = applied(&settings, &noeta::default_agent());
+    let governance = &main.config["governance"];
+    assert_eq!(governance["hooks"]["PreToolUse"][0]["matcher"], "Bash");
+    assert_eq!(governance["permission_mode"], "plan");
+    assert_eq!(governance["repetition"], json!({ "threshold": 3 }));
+    assert_eq!(main.config["react"]["compaction_reserve_tokens"], 5000);
+    assert_eq!(
+        main.config["react"]["structured_output_schema"],
+        json!({ "type": "object" })
+    );
+    assert_eq!(main.config["workspace"]["max_instruction_bytes"], 4096);
+    for name in [
+        "hooks",
+        "permissions",
+        "compaction",
+        "repetition_guard",
+        "instructions",
+    ] {
+        assert!(
+            !main.config.contains_key(name),
+            "{name} stays a table of its own"
+        );
+    }
+    // `add_plugins` naming a part activates its plugin.
+    assert!(
+        main.plugins.contains(&"governance".to_owned()),
+        "{:?}",
+        main.plugins
+    );
+    assert!(!main.plugins.contains(&"repetition_guard".to_owned()));
+}
+
+#[test]
+fn a_named_extension_is_switched_off_by_itself_only_where_it_can_be() {
+    let host = Host::new();
+    host.user(
+        "[plugins.governance]\nhooks = { Stop = [{ hooks = [{ type = \"command\", command = \"true\" }] }] }\n\n\
+         [plugins.hooks]\nenabled = false\n\n[plugins.compaction]\nenabled = false\n",
+    );
+    let settings = host.load().unwrap();
+    let main = applied(&settings, &noeta::default_agent());
+    assert!(
+        main.config
+            .get("governance")
+            .and_then(|g| g.get("hooks"))
+            .is_none(),
+        "{:?}",
+        main.config
+    );
+    assert_eq!(main.config["react"]["compaction"], false);
+
+    host.user("[plugins.permissions]\nenabled = false\n");
+    let err = host.load().unwrap_err();
+    assert!(matches!(err, SettingsError::NonRemovable { .. }), "{err:?}");
+    assert_mentions(
+        &err.to_string(),
+        &[
+            "[plugins.permissions]",
+            "a part of `governance`",
+            "cannot be switched off by itself",
+        ],
+    );
+}
