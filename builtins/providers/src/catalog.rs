@@ -164,6 +164,18 @@ fn entry(model: &str) -> Option<&'static Entry> {
         .max_by_key(|e| e.prefix.len())
 }
 
+/// Whether provider `provider` (`anthropic`, `openai`) knows `model`: the catalog has a row
+/// for it, of that provider's models. An alias (`sonnet`, `opus`) is no model it knows.
+pub fn knows_model(provider: &str, model: &str) -> bool {
+    let anthropic = model.starts_with("claude-");
+    entry(model).is_some()
+        && match provider {
+            "anthropic" => anthropic,
+            "openai" => !anthropic,
+            _ => false,
+        }
+}
+
 /// The limits of `model`, by the longest catalog prefix it starts with.
 pub fn model_limits(model: &str) -> ModelLimits {
     entry(model).map_or(UNKNOWN_MODEL, |e| ModelLimits {

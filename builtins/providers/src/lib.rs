@@ -22,7 +22,7 @@ pub use anthropic::{
     ANTHROPIC_API_KEY_VAR, ANTHROPIC_BASE_URL_VAR, ANTHROPIC_DEFAULT_BASE_URL,
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION, AnthropicProvider,
 };
-pub use catalog::{ModelLimits, Price, UNKNOWN_MODEL, model_limits, model_price};
+pub use catalog::{ModelLimits, Price, UNKNOWN_MODEL, knows_model, model_limits, model_price};
 pub use config::{EnvLookup, Notify, ProviderConfig, from_settings, process_env};
 pub use open::{
     KNOWN_PROVIDERS, ProviderSetupError, detect_from_env, detect_with, open_provider,

@@ -218,8 +218,19 @@ impl AgentHost {
         let sink = printer.clone();
         let text = printer.clone();
         let exec = Arc::clone(host.exec_env());
-        let runtime = host
-            .runtime(&stores, model)
+        // Agent files with a model of their own run on it when the provider knows it; the
+        // agent run and its roster say so when not.
+        let agent_models = host.agent_models(&model);
+        for (agent, note) in agent_models.notes {
+            if agent == session.spec.name || session.spec.spawnable.contains(&agent) {
+                eoutln!("warning: {note}");
+            }
+        }
+        let mut runtime = host.runtime(&stores, model);
+        for (agent, provider) in agent_models.models {
+            runtime = runtime.with_agent_model(agent, provider);
+        }
+        let runtime = runtime
             .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
             .with_progress(Arc::new(move |call, text| sink.progress(call, text)));
         Ok(Self {

@@ -567,7 +567,26 @@ fn a_hooks_table_in_the_settings_is_the_hooks_extensions_configuration() {
     ]));
     let out = env.run(&["run", "--provider", &provider, "list"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("[plugins.hooks]"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("[plugins.hooks]"),
+        "{}",
+        stderr(&out)
+    );
+    let log = last_log(&env);
+    assert!(
+        log.contains("\"outcome\":\"denied\",\"text\":\"the hooks table says no\""),
+        "{log}"
+    );
+    // A PreToolUse deny holds in every permission mode, bypassPermissions included.
+    let out = env.run(&[
+        "run",
+        "--permission-mode",
+        "bypassPermissions",
+        "--provider",
+        &provider,
+        "list again",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let log = last_log(&env);
     assert!(
         log.contains("\"outcome\":\"denied\",\"text\":\"the hooks table says no\""),

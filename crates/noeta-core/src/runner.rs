@@ -176,6 +176,8 @@ pub struct Runtime {
     log: Arc<dyn EventLog>,
     content: Arc<dyn ContentStore>,
     provider: Arc<dyn Provider>,
+    /// Agents that run on a model of their own, by agent name (the others on `provider`).
+    agent_models: BTreeMap<String, Arc<dyn Provider>>,
     worker: String,
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
@@ -246,6 +248,7 @@ impl Runtime {
             log,
             content,
             provider,
+            agent_models: BTreeMap::new(),
             worker: "local".to_owned(),
             lease_ttl_ms: 60_000,
             progress: None,
@@ -344,6 +347,23 @@ impl Runtime {
     pub fn with_snapshot_every(mut self, events: u64) -> Self {
         self.snapshot_every = events.max(1);
         self
+    }
+
+    /// The same runtime, with agent `agent`'s tasks (and their tools' and extensions' model
+    /// calls) on `provider` instead of the runtime's own: an agent file's `model`.
+    #[must_use]
+    pub fn with_agent_model(
+        mut self,
+        agent: impl Into<String>,
+        provider: Arc<dyn Provider>,
+    ) -> Self {
+        self.agent_models.insert(agent.into(), provider);
+        self
+    }
+
+    /// The provider agent `agent`'s tasks run on.
+    pub fn provider_for(&self, agent: &str) -> &Arc<dyn Provider> {
+        self.agent_models.get(agent).unwrap_or(&self.provider)
     }
 
     /// Receives the text of each step's reply as it streams in (not recorded; the reply is,

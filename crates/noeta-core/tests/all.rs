@@ -5,6 +5,9 @@
 mod support;
 
 #[cfg(test)]
+#[path = "all/agent_models.rs"]
+mod agent_models;
+#[cfg(test)]
 #[path = "all/direct.rs"]
 mod direct;
 #[cfg(test)]

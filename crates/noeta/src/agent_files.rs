@@ -1,7 +1,7 @@
 //! Agent files: Markdown with YAML frontmatter under `~/.noeta/agents/`,
 //! `<workspace>/.claude/agents/` and `<workspace>/.noeta/agents/`, each defining one agent.
-//! Claude Code's agent files load as written: `model` and its other keys are kept (and
-//! reported once as unused), frontmatter that is not strict YAML is read as Claude Code
+//! Claude Code's agent files load as written: `model` is used when the run's provider knows
+//! it, its other keys are kept (and reported once as unused), frontmatter that is not strict YAML is read as Claude Code
 //! reads it, and a file without `plugins` gets the default agent's. A file that does not
 //! load fails only itself ([`read_agent_files`]).
 //!
@@ -144,7 +144,8 @@ pub struct AgentFile {
     pub agents: Vec<String>,
     /// Whether `plugins` was written; without it the agent gets the default agent's plugins.
     pub plugins_given: bool,
-    /// `model` (Claude Code's agent files), kept: agents run on the run's model.
+    /// `model` (Claude Code's agent files): the agent runs on it when the run's provider knows
+    /// it (`Host::agent_models`); `inherit`, an alias or an unknown model is the run's.
     pub model: Option<String>,
     /// Other keys (Claude Code's `color`, `effort`, …), kept as metadata and not used.
     pub metadata: BTreeMap<String, Value>,
@@ -302,9 +303,6 @@ impl AgentFile {
     /// use (`None` when there are none).
     pub fn note(&self) -> Option<String> {
         let mut unused: Vec<String> = Vec::new();
-        if let Some(model) = &self.model {
-            unused.push(format!("`model: {model}` (agents run on the run's model)"));
-        }
         if !self.metadata.is_empty() {
             let keys: Vec<String> = self.metadata.keys().map(|k| format!("`{k}`")).collect();
             unused.push(format!("{} (kept as metadata)", keys.join(", ")));

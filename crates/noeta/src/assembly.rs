@@ -51,6 +51,16 @@ pub struct HostConfig {
     pub mcp_server_resolver: Option<Arc<dyn noeta_builtin_mcp::RemoteResolver>>,
 }
 
+/// The agent files' own models, as [`Host::agent_models`] finds them.
+#[derive(Default)]
+#[non_exhaustive]
+pub struct AgentModels {
+    /// Each agent that runs on a model of its own, with its provider.
+    pub models: Vec<(String, Arc<dyn Provider>)>,
+    /// By agent, why it runs on the run's model instead.
+    pub notes: Vec<(String, String)>,
+}
+
 impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")
@@ -550,6 +560,45 @@ impl Host {
     /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
     pub fn open_store(&self, url: Option<&str>) -> Result<Stores, HostError> {
         open_store(&self.config.paths, url)
+    }
+
+    /// The agent files' own models (`model:`), for [`noeta_core::runner::Runtime::with_agent_model`]:
+    /// each one `run_model`'s provider knows, opened like the run's; and, by agent, one note
+    /// for each that runs on the run's model instead (an alias such as `sonnet`, a model the provider
+    /// does not list, or a provider with no models to choose from). `inherit` is the run's.
+    pub fn agent_models(&self, run_model: &Arc<dyn Provider>) -> AgentModels {
+        let mut models = Vec::new();
+        let mut notes = Vec::new();
+        let provider = run_model.name();
+        for file in &self.files.agents {
+            let Some(model) = file.model.as_deref().filter(|m| *m != "inherit") else {
+                continue;
+            };
+            let on_run = |why: String| {
+                format!(
+                    "agent `{}` ({}): `model: {model}` {why}; it runs on the run's model `{}`",
+                    file.name,
+                    file.path.display(),
+                    run_model.model()
+                )
+            };
+            if model == run_model.model() {
+                continue;
+            }
+            if !noeta_builtin_providers::knows_model(provider, model) {
+                let why = format!("is not a model the `{provider}` provider knows");
+                notes.push((file.name.clone(), on_run(why)));
+                continue;
+            }
+            match self.open_model(Some(provider), Some(model)) {
+                Ok(opened) => models.push((file.name.clone(), opened)),
+                Err(err) => {
+                    let why = format!("cannot be opened ({err})");
+                    notes.push((file.name.clone(), on_run(why)));
+                }
+            }
+        }
+        AgentModels { models, notes }
     }
 
     /// The model: `provider`, else `[plugins.providers] provider`, else the first provider

@@ -22,7 +22,8 @@ pub mod user_config;
 
 pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
 pub use assembly::{
-    Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker, store_file,
+    AgentModels, Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker,
+    store_file,
 };
 pub use host::{
     ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,

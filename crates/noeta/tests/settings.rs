@@ -1385,8 +1385,8 @@ fn a_claude_code_agent_file_loads_with_its_tools_and_keeps_what_it_does_not_use(
     );
     let note = agent.note().unwrap();
     assert!(
-        note.contains("`model: sonnet` (agents run on the run's model)"),
-        "{note}"
+        !note.contains("model"),
+        "the model is the run's business: {note}"
     );
     assert!(
         note.contains("`color`, `effort`, `initialPrompt` (kept as metadata)"),
@@ -1416,6 +1416,57 @@ fn a_claude_code_agent_file_loads_with_its_tools_and_keeps_what_it_does_not_use(
     assert!(
         !tools.iter().any(|t| t == "Bash" || t == "Write"),
         "{tools:?}"
+    );
+    // `sonnet` is an alias, no model the provider knows: a note, and the run's model.
+    let scripted: std::sync::Arc<dyn noeta_core::provider::Provider> = std::sync::Arc::new(
+        noeta_core::provider::ScriptedProvider::from_json("{\"turns\": []}", "none").unwrap(),
+    );
+    let noeta::AgentModels { models, notes, .. } = noeta_host.agent_models(&scripted);
+    assert!(models.is_empty());
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].1.contains("`model: sonnet` is not a model the `scripted` provider knows; it runs on the run's model"),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn an_agent_files_model_is_used_when_the_runs_provider_knows_it() {
+    let host = Host::new();
+    host.project_agent(
+        "fast.md",
+        "---\nname: fast\ndescription: Quick answers\nmodel: gpt-4o-mini\n---\nBe quick.\n",
+    );
+    host.project_agent(
+        "same.md",
+        "---\nname: same\ndescription: As the run\nmodel: inherit\n---\nSame.\n",
+    );
+    host.project_agent(
+        "other.md",
+        "---\nname: other\ndescription: Wrong family\nmodel: claude-haiku-4-5\n---\nNo.\n",
+    );
+    // The run's provider, from the settings (no key or network is needed to open one).
+    host.user("[plugins.providers]\nprovider = \"openai\"\napi_key = \"sk-test\"\n");
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let run = noeta_host.open_model(None, Some("gpt-4.1")).unwrap();
+    check_agent_models(&noeta_host, &run);
+}
+
+fn check_agent_models(
+    host: &noeta::Host,
+    run: &std::sync::Arc<dyn noeta_core::provider::Provider>,
+) {
+    let noeta::AgentModels { models, notes, .. } = host.agent_models(run);
+    let opened: Vec<(&str, &str)> = models
+        .iter()
+        .map(|(agent, p)| (agent.as_str(), p.model()))
+        .collect();
+    assert_eq!(opened, [("fast", "gpt-4o-mini")]);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].0, "other");
+    assert!(
+        notes[0].1.contains("`model: claude-haiku-4-5` is not a model the `openai` provider knows; it runs on the run's model `gpt-4.1`"),
+        "{notes:?}"
     );
 }
 

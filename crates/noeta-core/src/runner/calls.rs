@@ -393,7 +393,7 @@ impl Claim<'_> {
             self.rt.progress.clone(),
         )
         .with_spawner(self.spawner(&call.id))
-        .with_model(Arc::clone(&self.rt.provider))
+        .with_model(Arc::clone(self.rt.provider_for(&self.session.spec.name)))
         .with_content(Arc::clone(&self.rt.content))
         .with_inbox(self.rt.inbox.clone())
         .with_keeper(Arc::new(ClaimKeeper(Arc::clone(&self.lease))));

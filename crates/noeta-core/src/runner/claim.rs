@@ -177,7 +177,7 @@ impl Claim<'_> {
             &self.session.spec.spawnable,
             &self.session.extensions,
         )
-        .with_model(&*self.rt.provider)
+        .with_model(&**self.rt.provider_for(&self.session.spec.name))
         .with_exec_env(self.rt.exec.as_ref())
     }
 

@@ -89,7 +89,7 @@ impl Runtime {
         if unborn {
             let view = self
                 .unclaimed_view(session, task, &state)
-                .with_model(&*self.provider);
+                .with_model(&**self.provider_for(&session.spec.name));
             let reply = Hooks(&session.extensions)
                 .run_command(owner, &view, name, args)
                 .await

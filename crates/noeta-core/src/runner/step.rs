@@ -251,14 +251,10 @@ impl Claim<'_> {
             };
             let request = self.attach(request).await?;
             let hashes = self.segment_hashes(&request);
+            let provider = self.rt.provider_for(&self.session.spec.name);
             let answer = match &self.rt.text {
-                Some(sink) => {
-                    self.rt
-                        .provider
-                        .complete_streaming(&request, sink.as_ref())
-                        .await
-                }
-                None => self.rt.provider.complete(&request).await,
+                Some(sink) => provider.complete_streaming(&request, sink.as_ref()).await,
+                None => provider.complete(&request).await,
             };
             let reply = match answer {
                 Ok(reply) => reply,
