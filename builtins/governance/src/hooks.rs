@@ -29,6 +29,7 @@ use noeta_core::store::Event as LogEvent;
 use noeta_core::{ToolOutput, Verdict};
 use regex::Regex;
 
+use crate::rule::Rule;
 use crate::transcript::Transcripts;
 use crate::{Mode, current_mode};
 use serde::Deserialize;
@@ -111,7 +112,7 @@ const NOT_RUN: [&str; 23] = [
 ];
 
 /// The keys of a command hook noeta reads.
-const SPEC_KEYS: [&str; 5] = ["type", "command", "timeout", "fail_closed", "env"];
+const SPEC_KEYS: [&str; 6] = ["type", "command", "timeout", "fail_closed", "env", "if"];
 
 #[derive(Debug, Deserialize)]
 struct CommandSpec {
@@ -126,6 +127,9 @@ struct CommandSpec {
     /// Variables set for the command (a Claude Code plugin's options, secrets resolved).
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// Claude Code's `if`: a permission rule the tool call must match (`Bash(git *)`).
+    #[serde(default, rename = "if")]
+    condition: Option<String>,
     /// Claude Code's other keys (`if`, `async`, `asyncRewake`, `statusMessage`, `once`,
     /// `shell`, …): each is one warning, and the hook runs without it.
     #[serde(flatten)]
@@ -150,11 +154,20 @@ struct Hook {
     timeout: Duration,
     fail_closed: bool,
     env: BTreeMap<String, String>,
+    /// `if`: the rule a tool call must match for the hook to run.
+    condition: Option<Rule>,
 }
 
 impl Hook {
     fn matches(&self, tool: &str) -> bool {
         self.matcher.as_ref().is_none_or(|m| m.is_match(tool))
+    }
+
+    /// Whether the hook runs for `call` (its `if`, when it has one; `cwd`: the workspace).
+    fn applies(&self, call: &ToolCall, cwd: &str) -> bool {
+        self.condition
+            .as_ref()
+            .is_none_or(|rule| rule.matches(&call.name, &call.input, cwd))
     }
 }
 
@@ -257,12 +270,26 @@ pub(crate) fn parse(
                         "{at}: `{key}` is not supported yet; the hook runs without it"
                     ));
                 }
+                let condition =
+                    match spec.condition.as_deref() {
+                        None => None,
+                        Some(_) if !matches!(event, Event::PreToolUse | Event::PostToolUse) => {
+                            ignored.push(format!(
+                                "{at}: `if` applies to tool events only; the hook runs without it"
+                            ));
+                            None
+                        }
+                        Some(text) => Some(Rule::parse(text).map_err(|why| {
+                            format!("settings [plugins.governance] {at}.if: {why}")
+                        })?),
+                    };
                 events.entry(event).or_default().push(Hook {
                     matcher: matcher.clone(),
                     command,
                     timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
                     fail_closed: spec.fail_closed,
                     env: spec.env,
+                    condition,
                 });
             }
         }
@@ -531,7 +558,10 @@ impl Extension for Hooks {
         input.insert("tool_use_id".to_owned(), json!(call.id));
         let input = Value::Object(input);
         let mut verdicts: Vec<Verdict> = Vec::new();
-        for hook in self.for_event(Event::PreToolUse, Some(&call.name)) {
+        for hook in self
+            .for_event(Event::PreToolUse, Some(&call.name))
+            .filter(|h| h.applies(call, &self.cwd))
+        {
             match self.run(hook, &input).await {
                 Ran::Block { stderr } => verdicts.push(Verdict::Deny { reason: stderr }),
                 Ran::Failed { why } if hook.fail_closed => verdicts.push(Verdict::Deny {
@@ -603,7 +633,10 @@ impl Extension for Hooks {
         );
         let input = Value::Object(input);
         let mut output = output;
-        for hook in self.for_event(Event::PostToolUse, Some(&call.name)) {
+        for hook in self
+            .for_event(Event::PostToolUse, Some(&call.name))
+            .filter(|h| h.applies(call, &self.cwd))
+        {
             let feedback = match self.run(hook, &input).await {
                 Ran::Block { stderr } => Some(stderr),
                 Ran::Failed { why } => {

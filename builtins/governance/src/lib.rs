@@ -20,6 +20,7 @@
 mod budget;
 mod hooks;
 mod repetition;
+mod rule;
 mod transcript;
 
 use std::collections::BTreeSet;

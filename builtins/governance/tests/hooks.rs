@@ -398,6 +398,51 @@ fn bad_hook_settings_fail_the_session_naming_the_event_and_field() {
 }
 
 #[test]
+fn a_hooks_if_rule_decides_which_calls_start_it_and_a_bad_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, _runs) = bash();
+    // The hook records each command it saw, and blocks nothing.
+    let seen = dir.path().join("seen.txt");
+    let command = format!("cat >> {}; echo >> {}", seen.display(), seen.display());
+    let hooks = json!({ "PreToolUse": [{ "matcher": "Bash", "hooks": [
+        { "type": "command", "command": command, "if": "Bash(git push *)" }
+    ] }] });
+    let s = with_hooks(hooks, dir.path(), &tools);
+    let inputs = [
+        json!({"command": "git status"}),
+        json!({"command": "cargo test && git push origin main"}),
+        json!({"command": "GIT_TRACE=1 git push"}),
+        json!({"command": "echo git push"}),
+    ];
+    run_bash(&s, &inputs, "conditional");
+    let seen: Vec<Value> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["tool_input"]["command"].clone())
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!("cargo test && git push origin main"),
+            json!("GIT_TRACE=1 git push")
+        ]
+    );
+
+    let bad = json!({ "PreToolUse": [{ "hooks": [
+        { "type": "command", "command": "true", "if": "Bash(git" }
+    ] }] });
+    let err = match session(json!({ "hooks": bad, "hooks_cwd": dir.path() }), &tools) {
+        Ok(_) => panic!("the session should be refused"),
+        Err(err) => err.to_string(),
+    };
+    assert!(
+        err.contains("hooks.PreToolUse[0].hooks[0].if: `Bash(git` is not a permission rule"),
+        "{err}"
+    );
+}
+
+#[test]
 fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
     let (tools, runs) = bash();
@@ -424,7 +469,7 @@ fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure
     assert_eq!(
         results(&rt, &s, &t),
         [format!("no rm -rf in {shown}"), "Bash ran".to_owned()],
-        "the command hook still runs, with CLAUDE_PROJECT_DIR set"
+        "the command hook runs where its `if` matches, with CLAUDE_PROJECT_DIR set"
     );
     assert_eq!(runs.inputs(), [json!({"command": "ls"})]);
     let warnings: Vec<String> = records(&rt, &t, "hooks", "warning")
@@ -437,7 +482,6 @@ fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure
             "hooks.BeforeTool: unknown event (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification); 1 hook(s) ignored",
             "hooks.PreToolUse[0]: key `description` is not used",
             "hooks.PreToolUse[0].hooks[0]: `asyncRewake` is not supported yet; the hook runs without it",
-            "hooks.PreToolUse[0].hooks[0]: `if` is not supported yet; the hook runs without it",
             "hooks.PreToolUse[0].hooks[0]: `statusMessage` is not supported yet; the hook runs without it",
             "hooks.PreToolUse[0].hooks[1]: hook type `prompt` is not supported (only `command`); this hook is ignored",
             "hooks.UserPromptExpansion: noeta does not run `UserPromptExpansion` hooks yet; 1 hook(s) ignored",

@@ -1,0 +1,235 @@
+//! A hook's `if`: a permission rule, as Claude Code writes them, that a tool call must match
+//! for the hook to run at all — `Bash`, `Bash(git *)`, `Bash(npm:*)`, `Edit(src/**)`,
+//! `WebFetch(domain:example.com)`.
+//!
+//! A rule names a tool (`*` for any) and, in parentheses, what of the call it looks at:
+//! - a shell command (`Bash`): a pattern where `*` stands for any text, matched against each
+//!   command of a compound one (`ls && git push` is `ls` and `git push`; `;`, `&&`, `||`, `|`
+//!   and new lines separate them), leading `NAME=value` assignments left out; `git:*` is the
+//!   older spelling of `git *` (`git` alone matches too);
+//! - a file tool (`Read`, `Edit`, `Write`, `MultiEdit`, `NotebookEdit`, `Glob`, `Grep`): a
+//!   path pattern (`*` within a directory, `**` across them) against the file, relative to the
+//!   workspace when it is inside it;
+//! - `WebFetch`: `domain:<host>` against the URL's host;
+//! - any other tool: a pattern against its input's first text value.
+
+use regex::Regex;
+use serde_json::Value;
+
+/// Tools whose rule looks at a path.
+const FILE_TOOLS: [&str; 7] = [
+    "Read",
+    "Edit",
+    "Write",
+    "MultiEdit",
+    "NotebookEdit",
+    "Glob",
+    "Grep",
+];
+
+/// One parsed `if` rule.
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    tool: String,
+    spec: Option<String>,
+}
+
+impl Rule {
+    /// Reads `text`; an error says what is wrong with it.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (tool, spec) = match text.split_once('(') {
+            None => (text, None),
+            Some((tool, rest)) => {
+                let Some(spec) = rest.strip_suffix(')') else {
+                    return Err(format!(
+                        "`{text}` is not a permission rule: `Tool` or `Tool(pattern)`"
+                    ));
+                };
+                (tool.trim(), Some(spec.trim().to_owned()))
+            }
+        };
+        if tool.is_empty()
+            || !tool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*'))
+        {
+            return Err(format!(
+                "`{text}` is not a permission rule: `Tool` or `Tool(pattern)`"
+            ));
+        }
+        Ok(Self {
+            tool: tool.to_owned(),
+            spec: spec.filter(|s| !s.is_empty() && s != "*"),
+        })
+    }
+
+    /// Whether the call of `tool` with `input` matches (`workspace`: where relative paths
+    /// start).
+    pub(crate) fn matches(&self, tool: &str, input: &Value, workspace: &str) -> bool {
+        if self.tool != "*" && self.tool != tool {
+            return false;
+        }
+        let Some(spec) = &self.spec else {
+            return true;
+        };
+        let text = |key: &str| input.get(key).and_then(Value::as_str);
+        if tool == "Bash" {
+            return text("command").is_some_and(|command| command_matches(spec, command));
+        }
+        if FILE_TOOLS.contains(&tool) {
+            let path = text("file_path")
+                .or_else(|| text("notebook_path"))
+                .or_else(|| text("path"));
+            return path.is_some_and(|path| path_matches(spec, path, workspace));
+        }
+        if let Some(domain) = spec.strip_prefix("domain:") {
+            return text("url").is_some_and(|url| host_of(url) == Some(domain));
+        }
+        let first = input
+            .as_object()
+            .and_then(|o| o.values().find_map(Value::as_str));
+        first.is_some_and(|value| glob_matches(spec, false, value))
+    }
+}
+
+/// Whether `text` matches the glob `pattern`: `*` any text (within one directory when
+/// `within_dirs`), `**` any text, `?` one character; the rest as is.
+fn glob_matches(pattern: &str, within_dirs: bool, text: &str) -> bool {
+    let mut regex = String::from("^");
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                // `**/` also matches no directory at all.
+                if chars.peek() == Some(&'/') {
+                    chars.next();
+                    regex.push_str("(?:.*/)?");
+                } else {
+                    regex.push_str(".*");
+                }
+            }
+            '*' if within_dirs => regex.push_str("[^/]*"),
+            '*' => regex.push_str(".*"),
+            '?' => regex.push('.'),
+            other => regex.push_str(&regex::escape(&other.to_string())),
+        }
+    }
+    regex.push('$');
+    Regex::new(&regex).is_ok_and(|regex| regex.is_match(text))
+}
+
+/// Whether any command of `command` matches `spec`.
+fn command_matches(spec: &str, command: &str) -> bool {
+    // `git:*` is the older spelling of `git *`.
+    let pattern = match spec.strip_suffix(":*") {
+        Some(prefix) => format!("{prefix} *"),
+        None => spec.to_owned(),
+    };
+    // `git *` also matches a bare `git`.
+    let bare = pattern.strip_suffix(" *");
+    split_commands(command)
+        .into_iter()
+        .any(|part| glob_matches(&pattern, false, part) || bare == Some(part))
+}
+
+/// The commands of a compound shell command, each without leading variable assignments.
+fn split_commands(command: &str) -> Vec<&str> {
+    command
+        .split(['\n', ';', '|', '&'])
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut rest = part;
+            while let Some((word, tail)) = rest.split_once(char::is_whitespace) {
+                let assignment = word.split_once('=').is_some_and(|(name, _)| {
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if !assignment {
+                    break;
+                }
+                rest = tail.trim_start();
+            }
+            rest
+        })
+        .collect()
+}
+
+/// Whether `path` matches the path pattern `spec`, relative to `workspace` when inside it.
+fn path_matches(spec: &str, path: &str, workspace: &str) -> bool {
+    let relative = path
+        .strip_prefix(workspace)
+        .map(|p| p.trim_start_matches('/'))
+        .unwrap_or(path);
+    let spec = spec.trim_start_matches("./");
+    glob_matches(spec, true, relative) || glob_matches(spec, true, path)
+}
+
+/// The host of an `http(s)` URL.
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    Some(host.split(':').next().unwrap_or(host))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Rule;
+
+    fn matches(rule: &str, tool: &str, input: serde_json::Value) -> bool {
+        Rule::parse(rule)
+            .unwrap()
+            .matches(tool, &input, "/work/app")
+    }
+
+    #[test]
+    fn rules_match_as_claude_codes_permission_rules_do() {
+        let bash = |command: &str| json!({ "command": command });
+        assert!(matches("Bash", "Bash", bash("anything")));
+        assert!(!matches("Bash", "Edit", bash("anything")));
+        assert!(matches("Bash(git *)", "Bash", bash("git push")));
+        assert!(matches("Bash(git *)", "Bash", bash("git")));
+        assert!(matches("Bash(git:*)", "Bash", bash("git log -1")));
+        assert!(!matches("Bash(git *)", "Bash", bash("gitk")));
+        assert!(matches("Bash(rm *)", "Bash", bash("ls; rm -rf build")));
+        assert!(matches(
+            "Bash(rm *)",
+            "Bash",
+            bash("cat x | FOO=1 BAR=2 rm y")
+        ));
+        assert!(!matches("Bash(rm *)", "Bash", bash("echo rm -rf")));
+        assert!(matches(
+            "Edit(src/**)",
+            "Edit",
+            json!({ "file_path": "/work/app/src/a/b.rs" })
+        ));
+        assert!(!matches(
+            "Edit(src/*)",
+            "Edit",
+            json!({ "file_path": "/work/app/src/a/b.rs" })
+        ));
+        assert!(matches(
+            "Edit(**/*.md)",
+            "Edit",
+            json!({ "file_path": "/work/app/README.md" })
+        ));
+        assert!(matches(
+            "WebFetch(domain:example.com)",
+            "WebFetch",
+            json!({ "url": "https://user@example.com:8443/x?y" })
+        ));
+        assert!(!matches(
+            "WebFetch(domain:example.com)",
+            "WebFetch",
+            json!({ "url": "https://example.org/" })
+        ));
+        assert!(matches("*", "Anything", json!({})));
+        for bad in ["Bash(git", "", "Bash git", "(x)"] {
+            assert!(Rule::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
