@@ -29,9 +29,9 @@ use noeta_core::store::Event as LogEvent;
 use noeta_core::{ToolOutput, Verdict};
 use regex::Regex;
 
-use crate::rule::Rule;
 use crate::transcript::Transcripts;
 use crate::{Mode, current_mode};
+use noeta_toolkit::PermissionRule as Rule;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

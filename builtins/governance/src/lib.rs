@@ -20,7 +20,6 @@
 mod budget;
 mod hooks;
 mod repetition;
-mod rule;
 mod transcript;
 
 use std::collections::BTreeSet;

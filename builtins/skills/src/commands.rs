@@ -7,15 +7,18 @@
 //!   a body with neither gets the arguments appended on an `ARGUMENTS:` line;
 //! - `@path` (at the start of a word) is replaced by that workspace file's text, fenced; a
 //!   path that leaves the workspace is refused, one that names no file stays as written;
-//! - `` !`command` `` pre-execution is refused with an error: noeta does not run shell
-//!   commands outside the permission gate.
+//! - `` !`command` `` runs before the message is sent, and what it prints takes its place —
+//!   only when the file's `allowed-tools` grants it and the permission gate does not deny it
+//!   (`pre_execute`).
 //!
 //! Frontmatter (all optional): `description`, `argument-hint`, `allowed-tools`, `model`,
 //! `disable-model-invocation`; other keys are ignored.
 
 use std::path::{Path, PathBuf};
 
-use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
+use noeta_core::extension::{
+    CallVerdict, CommandReply, CommandSpec, Extension, HookError, HookResult, View,
+};
 use yaml_serde::Value;
 
 use crate::settings::PluginCommands;
@@ -46,6 +49,8 @@ struct CommandFile {
     description: String,
     /// `argument-hint`.
     argument_hint: Option<String>,
+    /// `allowed-tools`: the permission rules its `` !`…` `` commands may run under.
+    allowed_tools: Vec<String>,
     /// The body.
     body: String,
 }
@@ -95,6 +100,7 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
     };
     let mut description = None;
     let mut argument_hint = None;
+    let mut allowed_tools = Vec::new();
     if let Some(front) = front {
         let value: Value = yaml_serde::from_str(front)
             .map_err(|e| format!("the frontmatter is not valid YAML: {e}"))?;
@@ -106,6 +112,17 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
         };
         description = text_of("description")?;
         argument_hint = text_of("argument-hint")?;
+        allowed_tools = match value.get("allowed-tools") {
+            None | Some(Value::Null) => Vec::new(),
+            // `Bash(git add:*), Bash(git status:*)`: commas inside parentheses stay.
+            Some(Value::String(list)) => split_rules(list),
+            Some(Value::Sequence(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(|s| s.trim().to_owned()))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("`allowed-tools` must be text or a list of text")?,
+            Some(_) => return Err("`allowed-tools` must be text or a list of text".to_owned()),
+        };
     }
     let name = path
         .file_stem()
@@ -128,8 +145,34 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
         plugin_paths: None,
         description,
         argument_hint,
+        allowed_tools,
         body,
     })
+}
+
+/// A comma-separated list of permission rules, commas inside parentheses kept.
+fn split_rules(list: &str) -> Vec<String> {
+    let mut rules = Vec::new();
+    let mut depth = 0_usize;
+    let mut current = String::new();
+    for c in list.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                rules.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    rules.push(current);
+    rules
+        .into_iter()
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 /// Every command — Claude Code plugins' as `<plugin>:<name>`, then the directories', the later
@@ -189,15 +232,8 @@ fn load(
     (commands, skipped)
 }
 
-/// The body with the arguments and `@` files in place, or why it cannot be sent.
-fn expand(command: &CommandFile, args: &str, workspace: Option<&Path>) -> Result<String, String> {
-    if command.body.contains("!`") {
-        return Err(format!(
-            "{} runs shell commands before it is sent (`!`…``), which noeta does not do \
-             outside the permission gate; ask for them in the message instead",
-            command.path.display()
-        ));
-    }
+/// The body with the plugin's paths and options and the arguments in place.
+fn with_arguments(command: &CommandFile, args: &str) -> String {
     let words = shlex::split(args).unwrap_or_else(|| {
         args.split_whitespace()
             .map(str::to_owned)
@@ -225,7 +261,104 @@ fn expand(command: &CommandFile, args: &str, workspace: Option<&Path>) -> Result
         text.push_str("\n\nARGUMENTS: ");
         text.push_str(args.trim());
     }
-    include_files(&text, workspace)
+    text
+}
+
+/// How long one `` !`…` `` command may run.
+const PRE_EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `text` with each `` !`command` `` replaced by what the command printed. Each one runs only
+/// when the file's `allowed-tools` grants it (`Bash(git status:*)`) and the gate — the
+/// permission policy, deny lists, PreToolUse hooks — does not deny it (an ask is answered by
+/// that grant, as Claude Code's `allowed-tools` does), in the task's execution environment.
+async fn pre_execute(command: &CommandFile, text: &str, view: &View<'_>) -> Result<String, String> {
+    if !text.contains("!`") {
+        return Ok(text.to_owned());
+    }
+    let file = command.path.display();
+    let workspace = view
+        .workspace()
+        .map(|w| w.display().to_string())
+        .unwrap_or_default();
+    let mut rules = Vec::new();
+    for rule in &command.allowed_tools {
+        rules.push(
+            noeta_toolkit::PermissionRule::parse(rule)
+                .map_err(|why| format!("{file}: `allowed-tools`: {why}"))?,
+        );
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut index = 0;
+    while let Some(at) = rest.find("!`") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('`') else {
+            out.push_str(&rest[at..]);
+            rest = "";
+            break;
+        };
+        let shell = &after[..end];
+        rest = &after[end + 1..];
+        index += 1;
+        let call = noeta_core::records::ToolCall {
+            id: format!("{}-pre-{index}", command.name),
+            name: "Bash".to_owned(),
+            input: serde_json::json!({ "command": shell }),
+        };
+        if !rules
+            .iter()
+            .any(|r| r.matches("Bash", &call.input, &workspace))
+        {
+            return Err(format!(
+                "{file}: `!`{shell}`` is not granted by its `allowed-tools` (add a rule such as \
+                 `Bash({shell}:*)` to run it before the command is sent)"
+            ));
+        }
+        match view.ask_gate(&call).await {
+            CallVerdict::Deny(reason) => {
+                return Err(format!("{file}: `!`{shell}`` is denied: {reason}"));
+            }
+            CallVerdict::Rewrite(_) => {
+                return Err(format!(
+                    "{file}: `!`{shell}`` would be rewritten by a hook; it is not run"
+                ));
+            }
+            _ => {}
+        }
+        let env = view
+            .exec_env()
+            .ok_or_else(|| format!("{file}: `!`{shell}``: this host runs no commands"))?;
+        let run = noeta_core::exec::ExecCommand::new("sh", ["-c", shell])
+            .with_timeout(PRE_EXECUTION_TIMEOUT);
+        let ran = env
+            .run(&run)
+            .await
+            .map_err(|err| format!("{file}: `!`{shell}`` cannot run: {err}"))?;
+        if ran.timed_out {
+            return Err(format!(
+                "{file}: `!`{shell}`` gave no result within {} s",
+                PRE_EXECUTION_TIMEOUT.as_secs()
+            ));
+        }
+        let mut printed = String::from_utf8_lossy(&ran.stdout).trim_end().to_owned();
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        if !stderr.trim().is_empty() {
+            if !printed.is_empty() {
+                printed.push('\n');
+            }
+            printed.push_str(stderr.trim_end());
+        }
+        if ran.status != Some(0) {
+            printed.push_str(&format!(
+                "\n(exit status {})",
+                ran.status.map_or("unknown".to_owned(), |s| s.to_string())
+            ));
+        }
+        out.push_str(&printed);
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// `@path` words replaced by the workspace file's text.
@@ -331,7 +464,11 @@ impl Extension for MarkdownCommands {
             .into_iter()
             .find(|c| c.name == name)
             .ok_or_else(|| HookError::new(format!("unknown command `/{name}`")))?;
-        let text = expand(&command, args, view.workspace()).map_err(HookError::new)?;
+        // The commands first, so an included file's text is never run.
+        let text = pre_execute(&command, &with_arguments(&command, args), view)
+            .await
+            .map_err(HookError::new)?;
+        let text = include_files(&text, view.workspace()).map_err(HookError::new)?;
         Ok(CommandReply::Send(text))
     }
 }

@@ -79,7 +79,7 @@ fn a_goal_starting_with_a_slash_that_names_no_command_is_taken_as_written() {
 }
 
 #[test]
-fn files_outside_the_workspace_and_shell_pre_execution_are_refused_and_nothing_starts() {
+fn files_outside_the_workspace_and_ungranted_shell_pre_execution_are_refused_and_nothing_starts() {
     let env = CliEnv::new(NOETA);
     env.write(".noeta/commands/leak.md", "Show @../home/.bashrc please\n");
     env.write(".noeta/commands/shell.md", "Status: !`git status`\n");
@@ -95,11 +95,46 @@ fn files_outside_the_workspace_and_shell_pre_execution_are_refused_and_nothing_s
     let out = env.run(&["run", "--provider", &provider, "/shell"]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("runs shell commands before it is sent"),
+        stderr(&out).contains(
+            "shell.md: `!`git status`` is not granted by its `allowed-tools` (add a rule such as `Bash(git status:*)`"
+        ),
         "{}",
         stderr(&out)
     );
     assert!(stdout(&env.run(&["tasks", "--json"])).trim().is_empty());
+}
+
+#[test]
+fn a_granted_pre_execution_runs_and_its_output_is_in_the_message_unless_the_gate_denies_it() {
+    let env = CliEnv::new(NOETA);
+    env.write("notes.txt", "! `not run` @ from a file\n");
+    env.write(
+        ".claude/commands/commit.md",
+        "---\ndescription: Commit the work\nallowed-tools: Bash(printf:*), Bash(echo:*)\n---\n\
+         Branch: !`printf main`\nStatus: !`echo \"$1 changed\"`\nNotes: @notes.txt\n",
+    );
+    let provider = env.script(json!([{ "text": "committed" }]));
+    let out = env.run(&["run", "--provider", &provider, "/commit parser.rs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        first_message(&env),
+        "Branch: main\nStatus: parser.rs changed\nNotes: notes.txt:\n```\n! `not run` @ from a file\n```"
+    );
+
+    // The permission settings' deny list still holds.
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.permissions]\ndeny = [\"Bash\"]\n",
+    );
+    let out = env.run(&["run", "--provider", &provider, "/commit x"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "commit.md: `!`printf main`` is denied: `Bash` is denied by the permission settings"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

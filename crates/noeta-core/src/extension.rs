@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::contrib::Verdict;
 use crate::fold::{CoreState, Message, TaskState};
 /// The model wire types hooks see, defined with the others.
+pub use crate::hooks::CallVerdict;
 pub use crate::model::{ModelReply, ModelRequest, Purpose};
 use crate::provider::Provider;
 use crate::records::ToolCall;
@@ -371,6 +372,16 @@ impl<'a> View<'a> {
     /// skipped and logged.
     pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
         crate::hooks::Hooks(self.peers).lead_residents(self, asking)
+    }
+
+    /// Passes `call` through the gate — every extension's `before_tool`, combined as for a
+    /// model's call — without running it: for a frontend or a command that runs something on
+    /// the task's behalf outside a model turn (a markdown command's `` !`…` ``). A failing
+    /// check is a deny.
+    pub async fn ask_gate(&self, call: &ToolCall) -> CallVerdict {
+        crate::hooks::Hooks(self.peers)
+            .before_tool(self, call)
+            .await
     }
 }
 

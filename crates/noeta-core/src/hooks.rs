@@ -173,7 +173,9 @@ impl ToolOffer {
 }
 
 /// One pass of the gate over a call: what every `before_tool` said, combined.
-pub(crate) enum CallVerdict {
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CallVerdict {
     /// Some extension denied it (or a check failed).
     Deny(String),
     /// The first rewrite: the call's new input, to be gated again.

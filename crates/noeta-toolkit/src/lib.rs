@@ -6,13 +6,15 @@
 //! typed schemas and readers of plugins' public records ([`todos`],
 //! [`compaction`]), calendar dates of Unix times ([`dates`]), and the reader of a
 //! plugin's settings table, [`SettingsTable`], whose errors all name the plugin,
-//! the key and the value.
+//! the key and the value, and Claude Code's permission rules, [`PermissionRule`].
 
 pub mod compaction;
 pub mod dates;
 mod fn_tool;
+mod rule;
 mod settings;
 pub mod todos;
 
 pub use fn_tool::{FnTool, ToolFuture};
+pub use rule::PermissionRule;
 pub use settings::{SettingsError, SettingsTable, TimeUnit, WholeNumber};

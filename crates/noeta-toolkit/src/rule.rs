@@ -1,6 +1,6 @@
-//! A hook's `if`: a permission rule, as Claude Code writes them, that a tool call must match
-//! for the hook to run at all — `Bash`, `Bash(git *)`, `Bash(npm:*)`, `Edit(src/**)`,
-//! `WebFetch(domain:example.com)`.
+//! Permission rules as Claude Code writes them — `Bash`, `Bash(git *)`, `Bash(npm:*)`,
+//! `Edit(src/**)`, `WebFetch(domain:example.com)` — and whether a tool call matches one: a
+//! hook's `if`, a command file's `allowed-tools`.
 //!
 //! A rule names a tool (`*` for any) and, in parentheses, what of the call it looks at:
 //! - a shell command (`Bash`): a pattern where `*` stands for any text, matched against each
@@ -27,16 +27,19 @@ const FILE_TOOLS: [&str; 7] = [
     "Grep",
 ];
 
-/// One parsed `if` rule.
-#[derive(Debug, Clone)]
-pub(crate) struct Rule {
+/// One parsed permission rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRule {
     tool: String,
     spec: Option<String>,
 }
 
-impl Rule {
+impl PermissionRule {
     /// Reads `text`; an error says what is wrong with it.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    ///
+    /// # Errors
+    /// `text` is not `Tool` or `Tool(pattern)`.
+    pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         let (tool, spec) = match text.split_once('(') {
             None => (text, None),
@@ -66,7 +69,7 @@ impl Rule {
 
     /// Whether the call of `tool` with `input` matches (`workspace`: where relative paths
     /// start).
-    pub(crate) fn matches(&self, tool: &str, input: &Value, workspace: &str) -> bool {
+    pub fn matches(&self, tool: &str, input: &Value, workspace: &str) -> bool {
         if self.tool != "*" && self.tool != tool {
             return false;
         }
@@ -178,10 +181,10 @@ fn host_of(url: &str) -> Option<&str> {
 mod tests {
     use serde_json::json;
 
-    use super::Rule;
+    use super::PermissionRule;
 
     fn matches(rule: &str, tool: &str, input: serde_json::Value) -> bool {
-        Rule::parse(rule)
+        PermissionRule::parse(rule)
             .unwrap()
             .matches(tool, &input, "/work/app")
     }
@@ -229,7 +232,7 @@ mod tests {
         ));
         assert!(matches("*", "Anything", json!({})));
         for bad in ["Bash(git", "", "Bash git", "(x)"] {
-            assert!(Rule::parse(bad).is_err(), "{bad}");
+            assert!(PermissionRule::parse(bad).is_err(), "{bad}");
         }
     }
 }
