@@ -8,6 +8,7 @@ mod doctor;
 mod interact;
 mod mcp;
 mod output;
+mod plugin;
 mod serve;
 mod skills;
 mod stdio;
@@ -155,6 +156,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Install, list, update and remove plugins (`plugins` shows what is loaded)
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// List and check plugins
     Plugins {
         #[command(subcommand)]
@@ -280,6 +286,59 @@ enum SkillsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Install a plugin into ~/.noeta/plugins (running nothing in it): `<git-url>@<commit>`,
+    /// a local directory or manifest file, or `<plugin>@<marketplace>`
+    Add {
+        /// Where the plugin comes from
+        source: String,
+        /// Into the workspace's .noeta/plugins instead (loaded once the workspace is trusted)
+        #[arg(long)]
+        project: bool,
+    },
+    /// The plugins installed with `plugin add`: source, commit, version and content hash
+    List {
+        /// One JSON object per plugin
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take an installed plugin out
+    Remove {
+        /// The plugin's name
+        name: String,
+        /// From the workspace's .noeta/plugins
+        #[arg(long)]
+        project: bool,
+    },
+    /// Move a plugin installed from git to another commit
+    Update {
+        /// The plugin's name
+        name: String,
+        /// The commit to check out
+        commit: String,
+        /// In the workspace's .noeta/plugins
+        #[arg(long)]
+        project: bool,
+    },
+    /// Claude Code marketplaces (`.claude-plugin/marketplace.json`), only read
+    Marketplace {
+        #[command(subcommand)]
+        command: MarketplaceCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MarketplaceCommand {
+    /// Add a marketplace: a directory, or `<git-url>@<commit>`
+    Add {
+        /// Where the marketplace comes from
+        source: String,
+    },
+    /// The added marketplaces and their plugins
+    List,
 }
 
 #[derive(Subcommand)]
@@ -414,6 +473,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let args = agent_args(flags, dirs)?;
             block(tasks::answer(&paths, &args, &task, allow, deny, answer))
         }
+        Command::Plugin { command } => match command {
+            PluginCommand::Add { source, project } => plugin::add(&paths, &source, project),
+            PluginCommand::List { json } => plugin::list(&paths, json),
+            PluginCommand::Remove { name, project } => plugin::remove(&paths, &name, project),
+            PluginCommand::Update {
+                name,
+                commit,
+                project,
+            } => plugin::update(&paths, &name, &commit, project),
+            PluginCommand::Marketplace { command } => match command {
+                MarketplaceCommand::Add { source } => plugin::add_marketplace(&paths, &source),
+                MarketplaceCommand::List => plugin::list_marketplaces(&paths),
+            },
+        },
         Command::Mcp { command } => match command {
             McpCommand::List { json } => mcp::list(&paths, dirs, json),
             McpCommand::Add { server, scope } => mcp::add(&paths, &server, &scope),

@@ -36,7 +36,7 @@ fn shot(env: &CliEnv, args: &[&str]) -> String {
 #[test]
 fn help_of_every_command() {
     let env = env();
-    let commands: [&[&str]; 21] = [
+    let commands: [&[&str]; 25] = [
         &["--help"],
         &["run", "--help"],
         &["chat", "--help"],
@@ -49,6 +49,10 @@ fn help_of_every_command() {
         &["plugins", "--help"],
         &["plugins", "list", "--help"],
         &["plugins", "check", "--help"],
+        &["plugin", "--help"],
+        &["plugin", "add", "--help"],
+        &["plugin", "update", "--help"],
+        &["plugin", "marketplace", "--help"],
         &["skills", "--help"],
         &["skills", "list", "--help"],
         &["mcp", "--help"],

@@ -12,6 +12,7 @@ pub mod backends;
 pub mod builtins;
 pub mod claude_plugins;
 mod host;
+pub mod install;
 pub mod listing;
 pub mod mcp_json;
 pub mod named;
