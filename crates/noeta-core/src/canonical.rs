@@ -22,6 +22,49 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// A 32-byte digest kept as bytes; it serialises (and displays) as lowercase hex. Used with
+/// SHA-256 over the files under `dir` (`.git` left out): for each, in the order of their
+/// relative paths (`/`-separated), the path, a NUL, the SHA-256 hex of its bytes and a new
+/// line. What an on-disk plugin is pinned by, and what `noeta plugin list` shows.
+///
+/// # Errors
+/// A file or directory under `dir` cannot be read.
+pub fn tree_sha256(dir: &std::path::Path) -> std::io::Result<String> {
+    fn walk(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut Vec<(String, std::path::PathBuf)>,
+    ) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                if entry.file_name() != ".git" {
+                    walk(root, &path, out)?;
+                }
+            } else {
+                let relative = path
+                    .strip_prefix(root)
+                    .map(|p| p.to_string_lossy().replace('\\', "/"))
+                    .unwrap_or_default();
+                out.push((relative, path));
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files)?;
+    files.sort();
+    let mut all = Vec::new();
+    for (relative, path) in files {
+        let body = std::fs::read(&path)?;
+        all.extend_from_slice(relative.as_bytes());
+        all.push(0);
+        all.extend_from_slice(sha256_hex(&body).as_bytes());
+        all.push(b'\n');
+    }
+    Ok(sha256_hex(&all))
+}
+
 /// BLAKE3 for the kernel's internal hashes (per-message hashes and the conversation chain),
 /// which every fold from scratch recomputes and which need speed, not interoperability;
 /// identities and content refs use SHA-256.

@@ -50,7 +50,8 @@ pub struct PluginPin {
     pub name: String,
     /// `builtin`, `crate` or `file`.
     pub source: String,
-    /// Its version, or a hash of its manifest for on-disk plugins.
+    /// Its version; for an on-disk plugin `sha256:` and the hash of every file of its directory
+    /// (`canonical::tree_sha256`; its manifest alone for a manifest given by itself).
     pub version: String,
     /// SHA-256 of its params in canonical form (secret references hashed as written).
     pub params: String,

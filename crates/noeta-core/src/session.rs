@@ -378,13 +378,25 @@ fn pin_for(set: &PluginSet, name: &str, config: &BTreeMap<String, Value>) -> Opt
     };
     let version = match (&plugin.manifest.version, plugin.source.is_linked()) {
         (Some(v), true) => v.clone(),
-        // An on-disk plugin is pinned by its manifest's content, so an edit is noticed.
+        // An on-disk plugin is pinned by the content of every file in its directory (its
+        // manifest's alone for a manifest given by itself), so any edit is noticed.
         _ => {
-            let manifest = serde_json::to_value(&plugin.manifest).unwrap_or(Value::Null);
-            format!(
-                "sha256:{}",
+            let tree = match &plugin.origin {
+                crate::manifest::Origin::File(path)
+                    if path
+                        .file_name()
+                        .is_some_and(|n| n == crate::manifest::MANIFEST_FILE) =>
+                {
+                    path.parent()
+                        .and_then(|dir| canonical::tree_sha256(dir).ok())
+                }
+                _ => None,
+            };
+            let hash = tree.unwrap_or_else(|| {
+                let manifest = serde_json::to_value(&plugin.manifest).unwrap_or(Value::Null);
                 canonical::sha256_hex(&canonical::to_bytes(&manifest))
-            )
+            });
+            format!("sha256:{hash}")
         }
     };
     // Params are hashed as written: a secret reference such as `{env:NAME}` is never resolved here.

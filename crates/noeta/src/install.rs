@@ -302,36 +302,14 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), InstallError> {
     Ok(())
 }
 
-/// SHA-256 over the files under `dir`: each one's relative path and contents, in path order.
+/// SHA-256 over the files under `dir` ([`noeta_core::canonical::tree_sha256`]): the version
+/// an on-disk plugin is pinned by.
+///
+/// # Errors
+/// A file under `dir` cannot be read.
 pub fn tree_hash(dir: &Path) -> Result<String, InstallError> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(root, &path, out)?;
-            } else {
-                let relative = path
-                    .strip_prefix(root)
-                    .map(|p| p.to_string_lossy().replace('\\', "/"))
-                    .unwrap_or_default();
-                out.push((relative, path));
-            }
-        }
-        Ok(())
-    }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files).map_err(|e| InstallError(format!("{}: {e}", dir.display())))?;
-    files.sort();
-    let mut all = Vec::new();
-    for (relative, path) in files {
-        let body =
-            std::fs::read(&path).map_err(|e| InstallError(format!("{}: {e}", path.display())))?;
-        all.extend_from_slice(relative.as_bytes());
-        all.push(0);
-        all.extend_from_slice(noeta_core::canonical::sha256_hex(&body).as_bytes());
-        all.push(b'\n');
-    }
-    Ok(noeta_core::canonical::sha256_hex(&all))
+    noeta_core::canonical::tree_sha256(dir)
+        .map_err(|e| InstallError(format!("{}: {e}", dir.display())))
 }
 
 /// A plugin directory's name, version and kind: its `noeta-plugin.toml`'s, else its

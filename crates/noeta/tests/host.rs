@@ -253,3 +253,41 @@ fn the_hosts_mcp_server_resolver_is_asked_for_host_resolved_servers() {
     assert!(!tools.iter().any(|t| t.name().starts_with("mcp__crm__")));
     assert_eq!(*asked.0.lock().unwrap(), ["crm"]);
 }
+
+#[test]
+fn an_on_disk_plugin_is_pinned_by_every_file_of_its_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let paths = paths(&root);
+    let dir = paths.home.as_ref().unwrap().join(".noeta/plugins/house");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("noeta-plugin.toml"),
+        "name = \"house\"\nversion = \"1.0.0\"\ncontributions = []\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("helper.py"), "print('one')\n").unwrap();
+    let mut flags = Settings::default();
+    flags.add_plugin("main", "house");
+    let pin = |flags: &Settings| {
+        let mut config = HostConfig::new(paths.clone());
+        config.flags = flags.clone();
+        let host = Host::open(config).unwrap();
+        let session = host.session("main").unwrap();
+        session
+            .pins
+            .iter()
+            .find(|p| p.name == "house")
+            .cloned()
+            .unwrap_or_else(|| panic!("house is not pinned: {:?}", session.pins))
+    };
+    let first = pin(&flags);
+    assert_eq!(first.source, "file");
+    assert_eq!(
+        first.version,
+        format!("sha256:{}", noeta::install::tree_hash(&dir).unwrap())
+    );
+    // A changed script — not the manifest — changes the pin.
+    std::fs::write(dir.join("helper.py"), "print('two')\n").unwrap();
+    let second = pin(&flags);
+    assert_ne!(first.version, second.version);
+}
