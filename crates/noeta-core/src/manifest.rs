@@ -126,6 +126,10 @@ pub struct PluginManifest {
     /// of it; without it a directory with a manifest is a noeta plugin only.
     #[serde(rename = "claude-code", skip_serializing_if = "std::ops::Not::not")]
     pub claude_code: bool,
+    /// `add-to`: the agents an on-disk plugin joins by itself (`"*"`: every agent). A linked
+    /// crate's has no effect: installing a dependency must not change anyone's agents.
+    #[serde(rename = "add-to", skip_serializing_if = "Vec::is_empty")]
+    pub add_to: Vec<String>,
     /// Its contributions, in manifest order.
     pub contributions: Vec<ManifestContribution>,
 }
@@ -176,7 +180,7 @@ pub enum ManifestError {
     },
     /// A top-level field the format does not know (usually a typo).
     #[error(
-        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, claude-code, contributions)"
+        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, claude-code, add-to, contributions)"
     )]
     UnknownField {
         /// The manifest's origin.
@@ -354,7 +358,7 @@ pub(crate) fn peek_name(path: &Path) -> Option<String> {
 }
 
 /// The top-level fields a manifest may have, in both spellings.
-const KNOWN_FIELDS: [&str; 9] = [
+const KNOWN_FIELDS: [&str; 11] = [
     "name",
     "version",
     "requires-noeta",
@@ -363,6 +367,8 @@ const KNOWN_FIELDS: [&str; 9] = [
     "config_schema",
     "claude-code",
     "claude_code",
+    "add-to",
+    "add_to",
     "contributions",
 ];
 
@@ -512,6 +518,24 @@ pub fn parse_manifest(
         Some(_) => return Err(field_error(plugin, "claude-code", "must be true or false")),
         None => false,
     };
+    let add_to = match field(table, "add-to") {
+        None => Vec::new(),
+        Some(toml::Value::String(agent)) => vec![agent.clone()],
+        Some(toml::Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                field_error(plugin, "add-to", "must be an agent name or a list of them")
+            })?,
+        Some(_) => {
+            return Err(field_error(
+                plugin,
+                "add-to",
+                "must be an agent name or a list of them",
+            ));
+        }
+    };
     let entries: &[toml::Value] = match table.get("contributions") {
         Some(toml::Value::Array(items)) => items,
         Some(_) => {
@@ -550,6 +574,7 @@ pub fn parse_manifest(
         requires_noeta,
         config_schema,
         claude_code,
+        add_to,
         contributions,
     })
 }

@@ -301,6 +301,15 @@ impl Host {
                 }
             }
         }
+        // On-disk plugins join the agents their manifest's `add-to` names (a linked crate's
+        // `add-to` does nothing: a dependency never changes anyone's agents by itself).
+        for plugin in self.set.plugins() {
+            let joins = !plugin.source.is_linked()
+                && plugin.manifest.add_to.iter().any(|a| a == "*" || a == name);
+            if joins && !agent.plugins.iter().any(|p| p == plugin.name()) {
+                agent.plugins.push(plugin.name().to_owned());
+            }
+        }
         for dropped in self.settings.apply_to(&mut agent) {
             if warn {
                 (self.warn)(&format!(

@@ -291,3 +291,57 @@ fn an_on_disk_plugin_is_pinned_by_every_file_of_its_directory() {
     let second = pin(&flags);
     assert_ne!(first.version, second.version);
 }
+
+#[test]
+fn an_on_disk_plugins_add_to_joins_it_to_those_agents_and_a_linked_crates_does_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let paths = paths(&root);
+    let write = |dir: &str, manifest: &str| {
+        let dir = paths
+            .home
+            .as_ref()
+            .unwrap()
+            .join(".noeta/plugins")
+            .join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("noeta-plugin.toml"), manifest).unwrap();
+    };
+    write(
+        "everywhere",
+        "name = \"everywhere\"\nadd-to = \"*\"\ncontributions = []\n",
+    );
+    write(
+        "reviewers-only",
+        "name = \"reviewers-only\"\nadd_to = [\"reviewer\"]\ncontributions = []\n",
+    );
+    let mut config = HostConfig::new(paths.clone());
+    config.options.linked = vec![noeta_testkit::fixtures::linked(
+        "dependency",
+        "name = \"dependency\"\nadd-to = \"*\"\ncontributions = []\n",
+        noeta_core::RefTable::new(),
+    )];
+    let host = Host::open(config).unwrap();
+    let main = host.session("main").unwrap();
+    assert!(
+        main.spec.plugins.contains(&"everywhere".to_owned()),
+        "{:?}",
+        main.spec.plugins
+    );
+    assert!(!main.spec.plugins.contains(&"reviewers-only".to_owned()));
+    assert!(!main.spec.plugins.contains(&"dependency".to_owned()));
+
+    write("bad", "name = \"bad\"\nadd-to = 3\ncontributions = []\n");
+    let host = Host::open(HostConfig::new(paths.clone())).unwrap();
+    let problems: Vec<String> = host
+        .plugins()
+        .problems()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`add-to`") && p.contains("an agent name or a list of them")),
+        "{problems:?}"
+    );
+}
