@@ -65,6 +65,8 @@ pub(crate) struct AgentHost {
     pub(crate) sessions: Arc<Host>,
     /// The store's events (for listings).
     pub(crate) log: Arc<dyn EventLog>,
+    /// The open store, kept across `/reload-plugins` (an in-memory one included).
+    stores: noeta::backends::Stores,
     /// Prints what happens.
     pub(crate) printer: Arc<Printer>,
     /// Wait for another process running a task instead of refusing (`--wait`).
@@ -201,6 +203,22 @@ impl AgentHost {
     /// Opens the host (settings, plugins, agent files), builds the agent's session, opens the
     /// store and the model.
     pub(crate) fn open(paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
+        Self::open_over(paths, args, None)
+    }
+
+    /// `/reload-plugins`: the plugins, plugin files, agent files and settings read again and
+    /// the agent rebuilt over the same store (a task in an in-memory store goes on). The
+    /// running turn has finished; the task's next turn runs on the new code and records the
+    /// new pins.
+    pub(crate) fn reload(&self, paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
+        Self::open_over(paths, args, Some(self.stores.clone()))
+    }
+
+    fn open_over(
+        paths: &HostPaths,
+        args: &AgentArgs,
+        stores: Option<noeta::backends::Stores>,
+    ) -> Result<Self> {
         let printer = Arc::new(Printer::new(args.json));
         let host = Host::open(config(paths, args)?)?
             .with_extension(printer.clone())
@@ -213,7 +231,10 @@ impl AgentHost {
         }
         let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
         skipped_warnings(&host, &session);
-        let stores = host.open_store(args.store.as_deref())?;
+        let stores = match stores {
+            Some(stores) => stores,
+            None => host.open_store(args.store.as_deref())?,
+        };
         let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let sink = printer.clone();
         let text = printer.clone();
@@ -237,7 +258,8 @@ impl AgentHost {
             runtime,
             session,
             sessions: Arc::new(host),
-            log: stores.log,
+            log: Arc::clone(&stores.log),
+            stores,
             printer,
             wait: args.wait,
             exec,

@@ -311,7 +311,7 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                         eoutln!("error: {err:#}");
                     }
                 }
-                "reload-plugins" => match AgentHost::open(paths, args) {
+                "reload-plugins" => match host.reload(paths, args) {
                     Ok(reloaded) => {
                         host = reloaded;
                         eoutln!("plugins reloaded");

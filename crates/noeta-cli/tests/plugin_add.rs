@@ -251,3 +251,69 @@ fn a_local_plugin_and_a_marketplace_entry_install_into_the_right_place() {
     assert_eq!(names, [("linter", "user"), ("house-style", "project")]);
     assert_eq!(records[0]["marketplace"], "house");
 }
+
+#[test]
+fn reload_plugins_keeps_an_in_memory_task_and_its_next_turn_records_the_new_pins() {
+    let env = CliEnv::new(NOETA);
+    let plugin = env.home.join(".noeta/plugins/house");
+    env.write(
+        plugin.join("noeta-plugin.toml").to_str().unwrap(),
+        "name = \"house\"\nadd-to = \"*\"\ncontributions = []\n",
+    );
+    env.write(plugin.join("helper.py").to_str().unwrap(), "print(1)\n");
+    let edit = format!(
+        "printf 'print(2)\\n' > {}",
+        plugin.join("helper.py").display()
+    );
+    let provider = env.script(json!([
+        { "text": "first" },
+        { "calls": [{ "id": "e1", "name": "Bash", "input": { "command": edit } }] },
+        { "text": "edited" },
+        { "text": "second" }
+    ]));
+    let out = env.run_with(
+        &[
+            "chat",
+            "--json",
+            "--store",
+            "memory:",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+        ],
+        Some("hi\nedit the helper\n/reload-plugins\nagain\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plugins reloaded"),
+        "{}",
+        stderr(&out)
+    );
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let pins: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "plugins_pinned")
+        .map(|e| {
+            e["data"]["pins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "house")
+                .map(|p| p["version"].as_str().unwrap().to_owned())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(pins.len(), 2, "{pins:?}");
+    assert_ne!(pins[0], pins[1]);
+    let replies: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "assistant_reply")
+        .filter_map(|e| e["data"]["text"].as_str())
+        .collect();
+    assert_eq!(replies, ["first", "", "edited", "second"]);
+}
