@@ -12,4 +12,7 @@ provider=()
 if [[ -z "${ANTHROPIC_API_KEY:-}" && -z "${OPENAI_API_KEY:-}" ]]; then
   provider=(--provider "scripted:$here/script.json")
 fi
-exec cargo run --quiet -p noeta-cli -- run "${provider[@]}" --store memory: "$@" "$goal"
+# Cargo shows its progress: the first run compiles noeta, which takes a few minutes.
+echo "building noeta (the first run takes a few minutes)…" >&2
+cargo build --locked -p noeta-cli
+exec "${CARGO_TARGET_DIR:-$root/target}/debug/noeta" run "${provider[@]}" --store memory: "$@" "$goal"

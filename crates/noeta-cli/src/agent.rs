@@ -251,7 +251,13 @@ impl AgentHost {
         for (agent, provider) in agent_models.models {
             runtime = runtime.with_agent_model(agent, provider);
         }
+        // Each task keeps the model it was made with, so `resume` and `answer` need no flags.
+        let facts = serde_json::json!({
+            "provider": args.provider.clone().unwrap_or_else(|| runtime.provider().name().to_owned()),
+            "model": runtime.provider().model(),
+        });
         let runtime = runtime
+            .with_host_facts(facts)
             .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
             .with_progress(Arc::new(move |call, text| sink.progress(call, text)));
         Ok(Self {

@@ -224,11 +224,28 @@ async fn pick_task(log: &dyn EventLog, id: Option<&str>, last: bool) -> Result<T
 /// `args` for running `task` on: the agent the task was started with (`--agent` may only
 /// repeat it).
 async fn for_task(log: &dyn EventLog, task: &TaskId, args: &AgentArgs) -> Result<AgentArgs> {
-    let started = log.read(task, 0).await?.into_iter().next();
-    let recorded = started
-        .filter(|e| e.record.extension == "core" && e.record.kind == "task_started")
-        .and_then(|e| e.record.data["agent"].as_str().map(str::to_owned));
+    let started = log
+        .read(task, 0)
+        .await?
+        .into_iter()
+        .next()
+        .filter(|e| e.record.extension == "core" && e.record.kind == "task_started");
+    let data: Value = started
+        .map(|e| e.record.data.clone())
+        .unwrap_or_default();
+    let recorded = data["agent"].as_str().map(str::to_owned);
     let mut args = args.clone();
+    // The model the task was made with, unless the flags name another: the recorded model
+    // only with the recorded provider.
+    let provider = data["host"]["provider"].as_str();
+    if args.provider.is_none() {
+        args.provider = provider.map(str::to_owned);
+        if args.model.is_none() {
+            args.model = data["host"]["model"].as_str().map(str::to_owned);
+        }
+    } else if args.model.is_none() && args.provider.as_deref() == provider {
+        args.model = data["host"]["model"].as_str().map(str::to_owned);
+    }
     match (&args.agent, recorded) {
         (Some(given), Some(recorded)) if *given != recorded => bail!(
             "task {task} was started with agent `{recorded}`, not `{given}`: leave out --agent to carry on with it"

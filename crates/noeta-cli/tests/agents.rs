@@ -132,61 +132,6 @@ fn run_names_the_tools_an_agent_file_lists_that_no_plugin_offers_and_runs_withou
     );
 }
 
-/// A one-shot OpenAI-compatible server on the loopback interface: answers each request with a
-/// streamed text reply and keeps the `model` each asked for.
-fn openai_server(replies: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    let handle = std::thread::spawn(move || {
-        let mut models = Vec::new();
-        for _ in 0..replies {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut buffer = Vec::new();
-            let mut chunk = [0u8; 8192];
-            let body = loop {
-                let n = stream.read(&mut chunk).unwrap();
-                buffer.extend_from_slice(&chunk[..n]);
-                let text = String::from_utf8_lossy(&buffer).into_owned();
-                if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse().unwrap())
-                        })
-                        .unwrap_or(0);
-                    if body.len() >= length {
-                        break body.to_owned();
-                    }
-                }
-                assert!(n > 0, "the client hung up");
-            };
-            let request: Value = serde_json::from_str(&body).unwrap();
-            models.push(request["model"].as_str().unwrap_or_default().to_owned());
-            let chunk = |delta: Value, finish: Value| {
-                json!({ "id": "c", "object": "chat.completion.chunk", "model": "m",
-                        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
-            };
-            let mut reply = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
-            );
-            for event in [
-                chunk(json!({ "role": "assistant", "content": "" }), Value::Null),
-                chunk(json!({ "content": "done" }), Value::Null),
-                chunk(json!({}), json!("stop")),
-            ] {
-                reply.push_str(&format!("data: {event}\n\n"));
-            }
-            reply.push_str("data: [DONE]\n\n");
-            stream.write_all(reply.as_bytes()).unwrap();
-        }
-        models
-    });
-    (base, handle)
-}
-
 #[test]
 fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
     let env = CliEnv::new(NOETA);
@@ -198,7 +143,7 @@ fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
         ".noeta/agents/aliased.md",
         "---\nname: aliased\ndescription: Claude Code alias\nmodel: haiku\n---\nHi.\n",
     );
-    let (base, server) = openai_server(2);
+    let (base, server) = noeta_testkit::http::openai_text_server(2, "done");
     let vars = [
         ("OPENAI_API_KEY", "sk-test"),
         ("OPENAI_BASE_URL", base.as_str()),
@@ -239,5 +184,11 @@ fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(server.join().unwrap(), ["gpt-4o-mini", "gpt-4.1"]);
+    let models: Vec<Value> = server
+        .join()
+        .unwrap()
+        .iter()
+        .map(|b| b["model"].clone())
+        .collect();
+    assert_eq!(models, [json!("gpt-4o-mini"), json!("gpt-4.1")]);
 }

@@ -1127,3 +1127,55 @@ fn main_hands_work_to_a_claude_code_agent_file_through_task() {
     let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
     assert!(log.contains("Subagent `note-reader`"), "{log}");
 }
+
+#[test]
+fn a_task_remembers_its_provider_and_model_so_answer_and_resume_need_no_flags() {
+    let env = new_env();
+    let (base, server) = noeta_testkit::http::openai_text_server(1, "Going on.");
+    let vars = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    // A scripted task parks on a question; `answer` and `resume` find its provider.
+    let provider = env.script(json!([
+        call("AskUserQuestion", json!({ "questions": [{
+            "question": "Go on?", "header": "Go", "multiSelect": false,
+            "options": [
+                { "label": "Yes", "description": "go on" },
+                { "label": "No", "description": "stop" }
+            ]
+        }]})),
+        { "text": "Carried on." }
+    ]));
+    let out = env.run_with(&["run", "--provider", &provider, "ask me"], None, &vars);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let task = task_of(&out);
+    let answered = env.run_with(&["answer", &task, "Yes"], None, &vars);
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+
+    let out = env.run_with(
+        &["run", "--provider", "openai", "--model", "gpt-4.1", "hello"],
+        None,
+        &vars,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bodies = server.join().unwrap();
+    assert_eq!(bodies[0]["model"], "gpt-4.1");
+    let listed = text(&env.run(&["tasks", "--json"]).stdout);
+    let last: Value = serde_json::from_str(listed.lines().last().unwrap()).unwrap();
+    let log = text(
+        &env.run(&["log", last["id"].as_str().unwrap(), "--json"])
+            .stdout,
+    );
+    let started: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        started["data"]["host"],
+        json!({ "provider": "openai", "model": "gpt-4.1" })
+    );
+    assert!(!log.contains("sk-test"), "{log}");
+
+    // The scripted task resumes on its own provider with no flags.
+    let resumed = env.run_with(&["resume", &task], None, &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert_eq!(text(&resumed.stdout), "Carried on.\n");
+}

@@ -151,6 +151,9 @@ pub struct CoreState {
     pub depth: u32,
     /// What the parent's extensions handed this task, by extension name.
     pub inherited: BTreeMap<String, Value>,
+    /// What the host that made the task kept with it (its model), when it kept anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Value>,
     /// Calls parked by their tools, by call id.
     pub parked: BTreeMap<String, ParkedCall>,
     /// Background children whose results were not delivered yet, in the order they started.
@@ -510,11 +513,13 @@ fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64>
             parent,
             depth,
             inherited,
+            host,
         } => {
             core.agent = Some(agent.clone());
             core.parent.clone_from(parent);
             core.depth = *depth;
             core.inherited.clone_from(inherited);
+            core.host.clone_from(host);
         }
         CoreRecord::ToolParked {
             call_id,

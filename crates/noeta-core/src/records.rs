@@ -121,6 +121,10 @@ pub enum CoreRecord {
         /// What each of the parent's extensions handed it (`inherit`), by extension name.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         inherited: BTreeMap<String, Value>,
+        /// What the host that made the task keeps with it (`Runtime::with_host_facts`: the
+        /// model it runs on, as the host names it — never a secret).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<Value>,
     },
     /// The plugins and identity the task runs with (first start, and whenever they change).
     PluginsPinned {

@@ -178,6 +178,8 @@ pub struct Runtime {
     provider: Arc<dyn Provider>,
     /// Agents that run on a model of their own, by agent name (the others on `provider`).
     agent_models: BTreeMap<String, Arc<dyn Provider>>,
+    /// What the host keeps with each task it makes (`TaskStarted::host`).
+    host_facts: Option<Value>,
     worker: String,
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
@@ -249,6 +251,7 @@ impl Runtime {
             content,
             provider,
             agent_models: BTreeMap::new(),
+            host_facts: None,
             worker: "local".to_owned(),
             lease_ttl_ms: 60_000,
             progress: None,
@@ -361,6 +364,20 @@ impl Runtime {
         self
     }
 
+    /// The same runtime, keeping `facts` with every task it makes (recorded in the task's
+    /// `task_started`, folded into `CoreState::host`): the host's model, so a later process
+    /// carries the task on with it. Never a secret: the log keeps it.
+    #[must_use]
+    pub fn with_host_facts(mut self, facts: Value) -> Self {
+        self.host_facts = Some(facts);
+        self
+    }
+
+    /// The runtime's own provider (what agents without a model of their own run on).
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
     /// The provider agent `agent`'s tasks run on.
     pub fn provider_for(&self, agent: &str) -> &Arc<dyn Provider> {
         self.agent_models.get(agent).unwrap_or(&self.provider)
@@ -403,6 +420,7 @@ impl Runtime {
             parent: None,
             depth: 0,
             inherited: BTreeMap::new(),
+            host: self.host_facts.clone(),
         };
         let pins = CoreRecord::PluginsPinned {
             identity: session.spec.identity_hash(),
@@ -556,6 +574,7 @@ impl Runtime {
             parent: None,
             depth: 0,
             inherited: BTreeMap::new(),
+            host: self.host_facts.clone(),
         };
         let continued = CoreRecord::Continued {
             from: from.as_str().to_owned(),

@@ -40,6 +40,7 @@ pub(super) async fn create_child(
         parent: Some(parent.as_str().to_owned()),
         depth: depth + 1,
         inherited: order.inherited.clone(),
+        host: None,
     };
     let goal = CoreRecord::UserMessage {
         text: order.goal.clone(),

@@ -60,6 +60,7 @@ fn every_kind() -> Vec<Record> {
             parent: Some("root".into()),
             depth: 1,
             inherited: BTreeMap::from([("plan".into(), json!({"on": true}))]),
+            host: None,
         }
         .to_record(),
         CoreRecord::PluginsPinned {
