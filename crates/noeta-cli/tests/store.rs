@@ -18,9 +18,14 @@ use serde_json::{Value, json};
 /// A workspace with two finished tasks whose goals (each about two kilobytes: recorded in the
 /// log itself, not spilled to the content store) carry a marker; their ids.
 fn two_tasks() -> (CliEnv, Vec<String>) {
+    tasks(&["FIRST", "SECOND"])
+}
+
+/// A store with one finished task per goal, in order; their ids in that order.
+fn tasks(goals: &[&str]) -> (CliEnv, Vec<String>) {
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
     let provider = env.script(json!([{ "text": "Done." }]));
-    for goal in ["FIRST", "SECOND"] {
+    for goal in goals {
         let goal = format!("GOAL-{goal}-{}", "y".repeat(2_000));
         let out = env.run(&["run", "--provider", &provider, &goal]);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -61,7 +66,9 @@ fn a_sound_store_checks_clean_in_text_and_json() {
 
 #[test]
 fn a_damaged_store_is_named_checked_and_salvaged_without_touching_it() {
-    let (env, ids) = two_tasks();
+    // A task between the damaged one and the one read back, so the page zeroed cannot hold
+    // rows of the last, whatever the rows' sizes.
+    let (env, ids) = tasks(&["FIRST", "MIDDLE", "SECOND"]);
     noeta_testkit::damage::zero_page_holding(&db(&env), "GOAL-FIRST-");
     let before = std::fs::read(db(&env)).unwrap();
 
@@ -95,10 +102,10 @@ fn a_damaged_store_is_named_checked_and_salvaged_without_touching_it() {
         "the damaged store was changed"
     );
 
-    // The copy is sound, and the second task reads back whole from it.
+    // The copy is sound, and the last task reads back whole from it.
     let out = env.run(&["store", "check", "--store", "sqlite:saved.db"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let out = env.run(&["log", &ids[1], "--store", "sqlite:saved.db"]);
+    let out = env.run(&["log", &ids[2], "--store", "sqlite:saved.db"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("GOAL-SECOND-"), "{}", stdout(&out));
 
