@@ -119,14 +119,7 @@ impl Skills {
 
     /// Indexes the tiers now and records the index when it differs from the folded one.
     fn index(&self, view: &View<'_>, state: &State) -> HookResult<()> {
-        let dirs = index::tier_dirs(
-            &self.settings,
-            view.workspace(),
-            self.home.as_deref(),
-            &self.plugin_dirs,
-        )
-        .map_err(HookError::new)?;
-        let skills: Vec<IndexedSkill> = index::build(dirs).skills.into_values().collect();
+        let skills = self.tiers_now(view)?;
         if state.indexed && state.skills == skills {
             return Ok(());
         }
@@ -142,6 +135,11 @@ impl Skills {
         if state.indexed {
             return Ok(state.skills);
         }
+        self.tiers_now(view)
+    }
+
+    /// The skills the tiers hold now.
+    fn tiers_now(&self, view: &View<'_>) -> HookResult<Vec<IndexedSkill>> {
         let dirs = index::tier_dirs(
             &self.settings,
             view.workspace(),

@@ -230,9 +230,7 @@ async fn for_task(log: &dyn EventLog, task: &TaskId, args: &AgentArgs) -> Result
         .into_iter()
         .next()
         .filter(|e| e.record.extension == "core" && e.record.kind == "task_started");
-    let data: Value = started
-        .map(|e| e.record.data.clone())
-        .unwrap_or_default();
+    let data: Value = started.map(|e| e.record.data.clone()).unwrap_or_default();
     let recorded = data["agent"].as_str().map(str::to_owned);
     let mut args = args.clone();
     // The model the task was made with, unless the flags name another: the recorded model

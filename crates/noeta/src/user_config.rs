@@ -261,21 +261,14 @@ impl UserValues {
             .into_iter()
             .flat_map(|m| m.values_mut())
         {
-            for group in groups.as_array_mut().into_iter().flatten() {
-                for hook in group
-                    .get_mut("hooks")
-                    .and_then(Value::as_array_mut)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(Value::String(command)) = hook.get_mut("command") {
-                        *command = self.in_command(command);
-                    }
-                    if let Value::Object(hook) = hook {
-                        hook.insert("env".to_owned(), Value::Object(env.clone()));
-                    }
+            crate::claude_plugins::for_each_hook(groups, &mut |hook| {
+                if let Some(Value::String(command)) = hook.get_mut("command") {
+                    *command = self.in_command(command);
                 }
-            }
+                if let Value::Object(hook) = hook {
+                    hook.insert("env".to_owned(), Value::Object(env.clone()));
+                }
+            });
         }
         hooks
     }
