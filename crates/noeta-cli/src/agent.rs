@@ -231,11 +231,12 @@ impl AgentHost {
         }
         let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
         skipped_warnings(&host, &session);
+        // The model first: a run that cannot have one leaves no store behind.
+        let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let stores = match stores {
             Some(stores) => stores,
             None => host.open_store(args.store.as_deref())?,
         };
-        let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
         let sink = printer.clone();
         let text = printer.clone();
         let exec = Arc::clone(host.exec_env());

@@ -77,6 +77,12 @@ enum Command {
         #[command(flatten)]
         flags: RunFlags,
     },
+    /// Run a short task here with a bundled scripted model: no key needed, nothing left behind
+    Demo {
+        /// Events as JSON lines
+        #[arg(long)]
+        json: bool,
+    },
     /// A conversation: one task, one turn per message, with slash commands
     Chat {
         #[command(flatten)]
@@ -473,6 +479,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let args = agent_args(flags, dirs)?;
             block(tasks::answer(&paths, &args, &task, allow, deny, answer))
         }
+        Command::Demo { json } => block(tasks::demo(&paths, json)),
         Command::Plugin { command } => match command {
             PluginCommand::Add { source, project } => plugin::add(&paths, &source, project),
             PluginCommand::List { json } => plugin::list(&paths, json),

@@ -148,6 +148,27 @@ fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitC
     code
 }
 
+/// The offline demo's scripted model session (`noeta demo`).
+const DEMO_SCRIPT: &str = include_str!("demo/script.json");
+
+/// `noeta demo`: a task in this directory with the bundled scripted model (real Glob calls, a
+/// fixed answer), kept in memory: noeta at work with no key and nothing left behind.
+pub(crate) async fn demo(paths: &HostPaths, json: bool) -> Result<ExitCode> {
+    let file = std::env::temp_dir().join(format!("noeta-demo-{}.json", std::process::id()));
+    std::fs::write(&file, DEMO_SCRIPT)
+        .with_context(|| format!("cannot write the demo's script to {}", file.display()))?;
+    let args = AgentArgs {
+        provider: Some(format!("scripted:{}", file.display())),
+        store: Some("memory:".to_owned()),
+        json,
+        ..AgentArgs::default()
+    };
+    let goal = "Show me what this directory holds.".to_owned();
+    let result = run(paths, &args, Some(goal)).await;
+    let _ = std::fs::remove_file(&file);
+    result
+}
+
 /// `noeta run [GOAL]`.
 pub(crate) async fn run(
     paths: &HostPaths,
@@ -160,6 +181,42 @@ pub(crate) async fn run(
             "give the task's goal: `noeta run \"fix the failing test\"` (or `noeta chat` for a conversation)"
         ),
     };
+    // No store until there is a task: a store file this run made and left without one (it
+    // failed before its task was created, or the goal was a command that only shows text) is
+    // taken away again.
+    let fresh = noeta::store_file(paths, args.store.as_deref())
+        .ok()
+        .filter(|file| !file.exists());
+    let result = run_new(paths, args, goal).await;
+    if let Some(file) = fresh.filter(|file| file.exists()) {
+        remove_if_empty(paths, args, &file).await;
+    }
+    result
+}
+
+/// The store file `file` (with its SQLite companions, and the `.noeta` directory when that is
+/// left empty) removed when it holds no task.
+async fn remove_if_empty(paths: &HostPaths, args: &AgentArgs, file: &std::path::Path) {
+    let empty = match open_store(paths, args.store.as_deref()) {
+        Ok((log, _)) => log.tasks().await.is_ok_and(|tasks| tasks.is_empty()),
+        Err(_) => false,
+    };
+    if !empty {
+        return;
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(std::path::PathBuf::from(name));
+    }
+    if let Some(dir) = file.parent() {
+        // Only when empty: the directory may hold settings, skills, plugins.
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// [`run`] once the goal is known: the task made and run.
+async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<ExitCode> {
     let host = AgentHost::open(paths, args)?;
     let task = new_task_id()?;
     host.warn_unoffered_tools(&task).await;

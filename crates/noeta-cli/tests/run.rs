@@ -49,7 +49,53 @@ fn without_a_key_or_a_provider_one_message_says_how_to_configure_a_model() {
         err.starts_with("error: no model is configured: set ANTHROPIC_API_KEY"),
         "{err}"
     );
+    assert!(
+        err.contains("`noeta demo` shows noeta at work offline"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
+    // No store until there is a task.
+    assert!(
+        !env.workspace.join(".noeta").exists(),
+        "a failed run left .noeta behind"
+    );
+}
+
+#[test]
+fn the_demo_runs_anywhere_offline_and_leaves_nothing_behind() {
+    let env = new_env();
+    std::fs::write(env.workspace.join("notes.txt"), "a file to find\n").unwrap();
+    let out = env.run_with(&["demo"], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("That was noeta's offline demo"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("● Glob(*)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!env.workspace.join(".noeta").exists());
+}
+
+#[test]
+fn a_run_that_fails_before_its_task_leaves_no_store_but_keeps_a_settings_directory() {
+    let env = new_env();
+    std::fs::create_dir_all(env.workspace.join(".noeta/commands")).unwrap();
+    std::fs::write(
+        env.workspace.parent().unwrap().join("outside.txt"),
+        "secret\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.workspace.join(".noeta/commands/leak.md"),
+        "Show @../outside.txt\n",
+    )
+    .unwrap();
+    let provider = env.script(json!([{ "text": "never" }]));
+    let out = env.run_with(&["run", "--provider", &provider, "/leak"], None, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(!env.workspace.join(".noeta/noeta.db").exists());
+    assert!(env.workspace.join(".noeta/commands/leak.md").exists());
 }
 
 #[test]
