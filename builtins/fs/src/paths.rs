@@ -162,7 +162,13 @@ impl Workspace {
             return Err(fail(tool, "the path is empty"));
         }
         let outside = || fail(tool, format!("`{input}` is outside {}", self.allowed()));
-        let path = Path::new(input);
+        // A name that is not UTF-8 is shown with its odd bytes as `\xNN` (see `shown`); such a
+        // path, given back, names the file — unless a file of that very name exists.
+        let unescaped = unescape(input).filter(|raw| {
+            let literal = self.root.join(input);
+            literal.symlink_metadata().is_err() && self.root.join(raw).symlink_metadata().is_ok()
+        });
+        let path = unescaped.as_deref().unwrap_or_else(|| Path::new(input));
         let joined = if path.is_absolute() {
             path.to_path_buf()
         } else {
@@ -219,15 +225,83 @@ impl Workspace {
         let Ok(rest) = path.strip_prefix(&self.root) else {
             return path.display().to_string();
         };
-        let parts: Vec<String> = rest
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
+        let parts: Vec<String> = rest.components().map(|c| shown(c.as_os_str())).collect();
         if parts.is_empty() {
             ".".to_owned()
         } else {
             parts.join("/")
         }
+    }
+}
+
+/// A file name as the tools show it: UTF-8 as it is, each byte that is not UTF-8 as `\xNN`,
+/// so a name is never shown with a replacement character and can be given back (`unescape`).
+pub(crate) fn shown(name: &std::ffi::OsStr) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let mut bytes = name.as_bytes();
+        let mut out = String::with_capacity(bytes.len());
+        loop {
+            match std::str::from_utf8(bytes) {
+                Ok(text) => {
+                    out.push_str(text);
+                    return out;
+                }
+                Err(err) => {
+                    let (good, rest) = bytes.split_at(err.valid_up_to());
+                    out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                    let bad = err.error_len().unwrap_or(rest.len());
+                    for byte in &rest[..bad] {
+                        out.push_str(&format!("\\x{byte:02x}"));
+                    }
+                    bytes = &rest[bad..];
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        name.to_string_lossy().into_owned()
+    }
+}
+
+/// `input` with each `\xNN` turned back into its byte, when it has any: the path a name shown
+/// by [`shown`] stands for.
+fn unescape(input: &str) -> Option<PathBuf> {
+    if !input.contains("\\x") {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = input.as_bytes();
+        let mut out = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let hex = raw
+                .get(i + 2..i + 4)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match (
+                raw[i],
+                raw.get(i + 1),
+                hex.and_then(|h| u8::from_str_radix(h, 16).ok()),
+            ) {
+                (b'\\', Some(b'x'), Some(byte)) => {
+                    out.push(byte);
+                    i += 4;
+                }
+                (byte, _, _) => {
+                    out.push(byte);
+                    i += 1;
+                }
+            }
+        }
+        Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+    }
+    #[cfg(not(unix))]
+    {
+        None
     }
 }
 

@@ -102,3 +102,49 @@ fn absolute_and_climbing_patterns_bad_globs_and_file_paths_are_refused() {
     let text = err(&ws, "Glob", json!({ "pattern": "*", "path": ".." }));
     assert!(text.contains("is outside the workspace"), "{text}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_name_that_is_not_utf8_is_shown_escaped_and_opens_read_edits_and_searches_like_any() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = Ws::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(ws.root().join(name), "one\ntwo words\n").unwrap();
+    ws.put("plain.txt", "plain\n");
+
+    let listed = ok(&ws, "Glob", json!({ "pattern": "*.txt" }));
+    assert!(listed.contains("caf\\xe9.txt"), "{listed}");
+    assert!(!listed.contains('\u{fffd}'), "{listed}");
+
+    let read = ok(&ws, "Read", json!({ "file_path": "caf\\xe9.txt" }));
+    assert!(read.contains("two words"), "{read}");
+
+    let found = ok(
+        &ws,
+        "Grep",
+        json!({ "pattern": "two", "output_mode": "files_with_matches" }),
+    );
+    assert!(found.contains("caf\\xe9.txt"), "{found}");
+
+    // Edited in place, under its own name (no second file).
+    let run = crate::common::apply(
+        &ws,
+        &[
+            crate::common::call("Read", json!({ "file_path": "caf\\xe9.txt" })),
+            crate::common::call(
+                "Edit",
+                json!({ "file_path": "caf\\xe9.txt", "old_string": "two", "new_string": "2" }),
+            ),
+        ],
+    );
+    let (text, is_error) = run.last();
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(name)).unwrap(),
+        "one\n2 words\n"
+    );
+    assert_eq!(std::fs::read_dir(ws.root()).unwrap().count(), 2);
+    // A missing escaped name is named as given.
+    let missing = err(&ws, "Read", json!({ "file_path": "no\\xffne.txt" }));
+    assert!(missing.contains("no\\xffne.txt"), "{missing}");
+}
