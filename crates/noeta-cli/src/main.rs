@@ -39,8 +39,21 @@ struct Cli {
     plugin_dirs: Vec<PathBuf>,
 
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
+
+/// What `noeta` with no command prints: where to start.
+const GETTING_STARTED: &str = "\
+noeta — a durable agent runtime whose every capability is a plugin
+
+Getting started:
+  noeta demo                          a short task here with a bundled scripted model (no key)
+  noeta doctor                        what is configured and what is missing
+  noeta run \"fix the failing test\"    run a task here (set ANTHROPIC_API_KEY or OPENAI_API_KEY)
+  noeta chat                          a conversation: one task, one turn per message
+  noeta resume --last                 carry on with the latest task
+
+Every command has --help with examples; `noeta --help` lists them all.";
 
 /// The flags every task-running command takes.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -71,6 +84,9 @@ struct RunFlags {
 #[derive(Subcommand)]
 enum Command {
     /// Start a task in the current directory and run it, showing what the agent does
+    #[command(
+        after_help = "Examples:\n  noeta run \"fix the failing test\"\n  noeta run --permission-mode plan \"how would you split parser.rs?\"\n  noeta run \"/review src/lexer.rs\"          # a slash command as the goal"
+    )]
     Run {
         /// What the agent is to do
         goal: Option<String>,
@@ -78,17 +94,20 @@ enum Command {
         flags: RunFlags,
     },
     /// Run a short task here with a bundled scripted model: no key needed, nothing left behind
+    #[command(after_help = "Examples:\n  noeta demo\n  noeta demo --json")]
     Demo {
         /// Events as JSON lines
         #[arg(long)]
         json: bool,
     },
     /// A conversation: one task, one turn per message, with slash commands
+    #[command(after_help = "Examples:\n  noeta chat\n  noeta chat --agent explore --store memory:")]
     Chat {
         #[command(flatten)]
         flags: RunFlags,
     },
     /// Carry on with a task that was interrupted or waits for an answer
+    #[command(after_help = "Examples:\n  noeta resume --last\n  noeta resume 20261204-175533-0f23")]
     Resume {
         /// The task's id
         task: Option<String>,
@@ -99,6 +118,7 @@ enum Command {
         flags: RunFlags,
     },
     /// The tasks in the store
+    #[command(after_help = "Examples:\n  noeta tasks\n  noeta tasks --json")]
     Tasks {
         /// The store (default `.noeta/noeta.db` in the workspace)
         #[arg(long)]
@@ -108,6 +128,9 @@ enum Command {
         json: bool,
     },
     /// A task's events, readable (or as JSON lines)
+    #[command(
+        after_help = "Examples:\n  noeta log 20261204-175533-0f23\n  noeta log 20261204-175533-0f23 --json"
+    )]
     Log {
         /// The task's id
         task: String,
@@ -125,6 +148,9 @@ enum Command {
     /// `{"answers": {"<question>": "<label or own words>", ...}}` (a list of labels for a
     /// question that allows several). The waiting tool checks it before it is recorded: an
     /// answer that does not fit is refused, and the question stays open.
+    #[command(
+        after_help = "Examples:\n  noeta answer 20261204-175533-0f23 --allow\n  noeta answer 20261204-175533-0f23 \"Postgres\""
+    )]
     Answer {
         /// The task's id
         task: String,
@@ -140,16 +166,19 @@ enum Command {
         flags: RunFlags,
     },
     /// MCP: the servers agents use (each connected, with its tools or its error), and serving an agent's tools
+    #[command(after_help = "Examples:\n  noeta mcp list\n  noeta mcp add git -- git-mcp --repo .")]
     Mcp {
         #[command(subcommand)]
         command: McpCommand,
     },
     /// Check the store file, or copy what is readable of a damaged one into a new file
+    #[command(after_help = "Examples:\n  noeta store check\n  noeta store salvage rescued.db")]
     Store {
         #[command(subcommand)]
         command: StoreCommand,
     },
     /// What is configured, what is missing, and every plugin that failed to load
+    #[command(after_help = "Examples:\n  noeta doctor\n  noeta doctor --online")]
     Doctor {
         /// Also ask the model's endpoint whether it answers and takes the key (lists its
         /// models: no model call, nothing billed)
@@ -157,32 +186,40 @@ enum Command {
         online: bool,
     },
     /// Print the surface registry: every surface with its plane, scope, collision key, ordering and binding
+    #[command(after_help = "Examples:\n  noeta surfaces\n  noeta surfaces --json")]
     Surfaces {
         /// Print JSON on stdout
         #[arg(long)]
         json: bool,
     },
     /// Install, list, update and remove plugins (`plugins` shows what is loaded)
+    #[command(
+        after_help = "Examples:\n  noeta plugin add https://git.example.com/team/kit.git@4e1c2a9\n  noeta plugin list"
+    )]
     Plugin {
         #[command(subcommand)]
         command: PluginCommand,
     },
     /// List and check plugins
+    #[command(after_help = "Examples:\n  noeta plugins list\n  noeta plugins check --strict")]
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
     },
     /// List the agents: each with where it is defined, its tools, or why it cannot be used
+    #[command(after_help = "Examples:\n  noeta agents list")]
     Agents {
         #[command(subcommand)]
         command: AgentsCommand,
     },
     /// List the skills: every indexed skill with its tier and source, every skipped one with the reason
+    #[command(after_help = "Examples:\n  noeta skills list")]
     Skills {
         #[command(subcommand)]
         command: SkillsCommand,
     },
     /// Trust a workspace plugin directory (or a workspace) so its plugins load; never prompts
+    #[command(after_help = "Examples:\n  noeta trust .")]
     Trust {
         /// The directory to trust
         dir: PathBuf,
@@ -193,6 +230,7 @@ enum Command {
 enum McpCommand {
     /// Start every configured server (settings and `.mcp.json`) and list its tools by the names
     /// the model sees, or why it is down; exit 1 when one is down
+    #[command(after_help = "Examples:\n  noeta mcp list\n  noeta mcp list --json")]
     List {
         /// One JSON object per server
         #[arg(long)]
@@ -203,6 +241,9 @@ enum McpCommand {
     /// `noeta mcp add git -- git-mcp --repo .` adds a command spoken to over stdio;
     /// `noeta mcp add docs https://example.com/mcp` a streamable-HTTP endpoint. The file's
     /// comments and layout are kept.
+    #[command(
+        after_help = "Examples:\n  noeta mcp add git -- git-mcp --repo .\n  noeta mcp add -H 'Authorization: {env:DOCS_TOKEN}' docs https://example.com/mcp"
+    )]
     Add {
         #[command(flatten)]
         server: mcp::NewServer,
@@ -211,6 +252,7 @@ enum McpCommand {
         scope: String,
     },
     /// Remove an MCP server from the user's settings or the project's
+    #[command(after_help = "Examples:\n  noeta mcp remove git")]
     Remove {
         /// The server's alias
         alias: String,
@@ -223,6 +265,9 @@ enum McpCommand {
     /// The tools keep the names the agent's model sees and go through the same permission
     /// policy as `noeta run`: a call that would ask a person is refused, unless
     /// --permission-mode allows it. Every call is recorded in one task of the store.
+    #[command(
+        after_help = "Examples:\n  noeta mcp serve\n  noeta mcp serve --http 127.0.0.1:8765 --tools Read,Grep"
+    )]
     Serve {
         /// The agent whose tools are served (default `main`, serving its file tools)
         #[arg(long)]
@@ -250,6 +295,7 @@ enum StoreCommand {
     /// Runs SQLite's integrity and foreign-key checks, then reads every task's log (numbered
     /// from 1 with no gap, data that parses), the snapshots, and every content body against its
     /// address and the logs that refer to it. Each problem is one line.
+    #[command(after_help = "Examples:\n  noeta store check\n  noeta store check --json")]
     Check {
         /// The store (default `.noeta/noeta.db` in the workspace)
         #[arg(long)]
@@ -264,6 +310,7 @@ enum StoreCommand {
     /// that is missing or damaged; content bodies are copied when their bytes match their
     /// address; leases are not copied. Exit 0 when everything was copied, 1 when something was
     /// lost (the new file holds the rest). NEW must not exist.
+    #[command(after_help = "Examples:\n  noeta store salvage rescued.db")]
     Salvage {
         /// The new store file to write
         new: PathBuf,
@@ -277,6 +324,7 @@ enum StoreCommand {
 enum AgentsCommand {
     /// Every agent `run --agent` and `Task` may start: the presets, plugins' agents and agent
     /// files (and the files that do not load); exit 1 when one cannot be used
+    #[command(after_help = "Examples:\n  noeta agents list\n  noeta agents list --json")]
     List {
         /// One JSON object per agent
         #[arg(long)]
@@ -287,6 +335,7 @@ enum AgentsCommand {
 #[derive(Subcommand)]
 enum SkillsCommand {
     /// Every skill of every tier, indexed or skipped
+    #[command(after_help = "Examples:\n  noeta skills list\n  noeta skills list --json")]
     List {
         /// Print JSON on stdout
         #[arg(long)]
@@ -298,6 +347,9 @@ enum SkillsCommand {
 enum PluginCommand {
     /// Install a plugin into ~/.noeta/plugins (running nothing in it): `<git-url>@<commit>`,
     /// a local directory or manifest file, or `<plugin>@<marketplace>`
+    #[command(
+        after_help = "Examples:\n  noeta plugin add https://git.example.com/team/kit.git@4e1c2a9\n  noeta plugin add ./my-plugin --project\n  noeta plugin add linter@house"
+    )]
     Add {
         /// Where the plugin comes from
         source: String,
@@ -306,12 +358,14 @@ enum PluginCommand {
         project: bool,
     },
     /// The plugins installed with `plugin add`: source, commit, version and content hash
+    #[command(after_help = "Examples:\n  noeta plugin list\n  noeta plugin list --json")]
     List {
         /// One JSON object per plugin
         #[arg(long)]
         json: bool,
     },
     /// Take an installed plugin out
+    #[command(after_help = "Examples:\n  noeta plugin remove kit")]
     Remove {
         /// The plugin's name
         name: String,
@@ -320,6 +374,7 @@ enum PluginCommand {
         project: bool,
     },
     /// Move a plugin installed from git to another commit
+    #[command(after_help = "Examples:\n  noeta plugin update kit 9f3b0c7")]
     Update {
         /// The plugin's name
         name: String,
@@ -330,6 +385,9 @@ enum PluginCommand {
         project: bool,
     },
     /// Claude Code marketplaces (`.claude-plugin/marketplace.json`), only read
+    #[command(
+        after_help = "Examples:\n  noeta plugin marketplace add ./marketplace\n  noeta plugin marketplace list"
+    )]
     Marketplace {
         #[command(subcommand)]
         command: MarketplaceCommand,
@@ -339,23 +397,31 @@ enum PluginCommand {
 #[derive(Subcommand)]
 enum MarketplaceCommand {
     /// Add a marketplace: a directory, or `<git-url>@<commit>`
+    #[command(
+        after_help = "Examples:\n  noeta plugin marketplace add https://git.example.com/team/market.git@1a2b3c4"
+    )]
     Add {
         /// Where the marketplace comes from
         source: String,
     },
     /// The added marketplaces and their plugins
+    #[command(after_help = "Examples:\n  noeta plugin marketplace list")]
     List,
 }
 
 #[derive(Subcommand)]
 enum PluginsCommand {
     /// Every loaded plugin with its source, version and contributions by surface
+    #[command(after_help = "Examples:\n  noeta plugins list\n  noeta plugins list --json")]
     List {
         /// Print JSON on stdout
         #[arg(long)]
         json: bool,
     },
     /// Load and merge plugins (plus the given manifests) without running them; exit 1 on any problem
+    #[command(
+        after_help = "Examples:\n  noeta plugins check\n  noeta plugins check --resolve ./my-plugin/noeta-plugin.toml"
+    )]
     Check {
         /// Refuse plugins whose requires-noeta excludes this kernel, and fail on any warning
         #[arg(long)]
@@ -452,7 +518,11 @@ fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<E
 fn run(cli: Cli) -> Result<ExitCode> {
     let paths = HostPaths::from_env().context("cannot determine the current directory")?;
     let dirs = cli.plugin_dirs;
-    match cli.command {
+    let Some(command) = cli.command else {
+        outln!("{GETTING_STARTED}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    match command {
         Command::Run { goal, flags } => {
             let args = agent_args(flags, dirs)?;
             block(tasks::run(&paths, &args, goal))

@@ -142,3 +142,26 @@ fn trusting_a_directory_that_does_not_exist_names_it() {
     let missing = env.workspace.join("no-such-dir");
     insta::assert_snapshot!(shot(&env, &["trust", missing.to_str().unwrap()]));
 }
+
+#[test]
+fn noeta_alone_prints_where_to_start_and_every_command_help_has_examples() {
+    let env = env();
+    let out = env.run(&[]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("noeta — a durable agent runtime"),
+        "{text}"
+    );
+    assert!(text.contains("noeta demo"), "{text}");
+    for command in [
+        "run", "demo", "chat", "resume", "tasks", "log", "answer", "mcp", "store", "doctor",
+        "surfaces", "plugin", "plugins", "agents", "skills", "trust",
+    ] {
+        let help = stdout(&env.run(&[command, "--help"]));
+        assert!(
+            help.contains("Examples:\n  noeta "),
+            "`noeta {command} --help`: {help}"
+        );
+    }
+}
