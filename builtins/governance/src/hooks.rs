@@ -112,7 +112,15 @@ const NOT_RUN: [&str; 23] = [
 ];
 
 /// The keys of a command hook noeta reads.
-const SPEC_KEYS: [&str; 6] = ["type", "command", "timeout", "fail_closed", "env", "if"];
+const SPEC_KEYS: [&str; 7] = [
+    "type",
+    "command",
+    "timeout",
+    "fail_closed",
+    "env",
+    "if",
+    "async",
+];
 
 #[derive(Debug, Deserialize)]
 struct CommandSpec {
@@ -130,6 +138,9 @@ struct CommandSpec {
     /// Claude Code's `if`: a permission rule the tool call must match (`Bash(git *)`).
     #[serde(default, rename = "if")]
     condition: Option<String>,
+    /// Claude Code's `async`: the hook runs in the background and never blocks.
+    #[serde(default, rename = "async")]
+    background: bool,
     /// Claude Code's other keys (`if`, `async`, `asyncRewake`, `statusMessage`, `once`,
     /// `shell`, …): each is one warning, and the hook runs without it.
     #[serde(flatten)]
@@ -156,6 +167,8 @@ struct Hook {
     env: BTreeMap<String, String>,
     /// `if`: the rule a tool call must match for the hook to run.
     condition: Option<Rule>,
+    /// `async`: started in the background; nothing waits for it, and it cannot block.
+    background: bool,
 }
 
 impl Hook {
@@ -290,6 +303,7 @@ pub(crate) fn parse(
                     fail_closed: spec.fail_closed,
                     env: spec.env,
                     condition,
+                    background: spec.background,
                 });
             }
         }
@@ -388,11 +402,31 @@ impl Hooks {
         );
     }
 
-    /// Runs a Notification hook in the background: nothing waits for it and it cannot block.
-    fn notify(&self, hook: &Hook, input: String) {
+    /// The hooks of `event` that run now, once the `async` ones among `hooks` are started in
+    /// the background.
+    fn now<'h>(
+        &'h self,
+        event: Event,
+        hooks: impl Iterator<Item = &'h Hook>,
+        input: &Value,
+    ) -> Vec<&'h Hook> {
+        hooks
+            .filter(|hook| {
+                if hook.background {
+                    self.in_background(event, hook, input.to_string());
+                }
+                !hook.background
+            })
+            .collect()
+    }
+
+    /// Runs a hook in the background (a Notification hook, an `async` one): nothing waits for
+    /// it and it cannot block; a failure is logged.
+    fn in_background(&self, event: Event, hook: &Hook, input: String) {
+        let event = event.name();
         if self.notifying.fetch_add(1, Ordering::SeqCst) >= MAX_NOTIFICATIONS_IN_FLIGHT {
             self.notifying.fetch_sub(1, Ordering::SeqCst);
-            tracing::warn!(command = %hook.command, "Notification hook dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} still running");
+            tracing::warn!(command = %hook.command, "{event} hook dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} still running in the background");
             return;
         }
         let mut command = ExecCommand::new("sh", ["-c", hook.command.as_str()])
@@ -411,15 +445,15 @@ impl Hooks {
             match result {
                 Ok(out) if out.status == Some(0) => {}
                 Ok(out) if out.timed_out => {
-                    tracing::warn!(command = %shown, "Notification hook timed out");
+                    tracing::warn!(command = %shown, "{event} hook timed out");
                 }
                 Ok(out) => tracing::warn!(
                     command = %shown,
                     status = ?out.status,
                     stderr = %String::from_utf8_lossy(&out.stderr).trim(),
-                    "Notification hook failed"
+                    "{event} hook failed"
                 ),
-                Err(err) => tracing::warn!(command = %shown, "Notification hook failed: {err}"),
+                Err(err) => tracing::warn!(command = %shown, "{event} hook failed: {err}"),
             }
         });
     }
@@ -558,10 +592,10 @@ impl Extension for Hooks {
         input.insert("tool_use_id".to_owned(), json!(call.id));
         let input = Value::Object(input);
         let mut verdicts: Vec<Verdict> = Vec::new();
-        for hook in self
+        let hooks = self
             .for_event(Event::PreToolUse, Some(&call.name))
-            .filter(|h| h.applies(call, &self.cwd))
-        {
+            .filter(|h| h.applies(call, &self.cwd));
+        for hook in self.now(Event::PreToolUse, hooks, &input) {
             match self.run(hook, &input).await {
                 Ran::Block { stderr } => verdicts.push(Verdict::Deny { reason: stderr }),
                 Ran::Failed { why } if hook.fail_closed => verdicts.push(Verdict::Deny {
@@ -633,10 +667,10 @@ impl Extension for Hooks {
         );
         let input = Value::Object(input);
         let mut output = output;
-        for hook in self
+        let hooks = self
             .for_event(Event::PostToolUse, Some(&call.name))
-            .filter(|h| h.applies(call, &self.cwd))
-        {
+            .filter(|h| h.applies(call, &self.cwd));
+        for hook in self.now(Event::PostToolUse, hooks, &input) {
             let feedback = match self.run(hook, &input).await {
                 Ran::Block { stderr } => Some(stderr),
                 Ran::Failed { why } => {
@@ -685,7 +719,7 @@ impl Extension for Hooks {
             json!(refused.is_some() && refused == turn),
         );
         let input = Value::Object(input);
-        for hook in self.for_event(Event::Stop, None) {
+        for hook in self.now(Event::Stop, self.for_event(Event::Stop, None), &input) {
             let refusal = match self.run(hook, &input).await {
                 Ran::Block { stderr } => Some(stderr),
                 Ran::Failed { why } if hook.fail_closed => {
@@ -722,7 +756,8 @@ impl Extension for Hooks {
         let mut input = self.base(view, Event::UserPromptSubmit);
         input.insert("prompt".to_owned(), json!(message));
         let input = Value::Object(input);
-        for hook in self.for_event(Event::UserPromptSubmit, None) {
+        let hooks = self.for_event(Event::UserPromptSubmit, None);
+        for hook in self.now(Event::UserPromptSubmit, hooks, &input) {
             match self.run(hook, &input).await {
                 Ran::Block { stderr } => {
                     return Err(HookError::new(format!(
@@ -787,7 +822,7 @@ impl Extension for Hooks {
         // compact — do not start a noeta task's session again).
         input.insert("source".to_owned(), json!("startup"));
         let input = Value::Object(input);
-        for hook in hooks {
+        for hook in self.now(Event::SessionStart, hooks.into_iter(), &input) {
             match self.run(hook, &input).await {
                 Ran::Ok { stdout, json } => {
                     self.add_context(view, Event::SessionStart, hook, stdout, json.as_ref());
@@ -821,7 +856,7 @@ impl Extension for Hooks {
         input.insert("notification_type".to_owned(), json!(kind));
         let input = Value::Object(input).to_string();
         for hook in self.for_event(Event::Notification, Some(kind)) {
-            self.notify(hook, input.clone());
+            self.in_background(Event::Notification, hook, input.clone());
         }
         Ok(())
     }

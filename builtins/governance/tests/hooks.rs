@@ -488,3 +488,20 @@ fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure
         ]
     );
 }
+
+#[test]
+fn an_async_hook_runs_in_the_background_and_never_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = bash();
+    let heard = dir.path().join("heard.json");
+    // It would block (exit 2) if anything waited for it.
+    let command = format!("cat > {}; echo 'too late' >&2; exit 2", heard.display());
+    let hooks = hook("PreToolUse", "Bash", &command, json!({ "async": true }));
+    let s = with_hooks(hooks, dir.path(), &tools);
+    let (rt, t, _) = run_bash(&s, &[json!({"command": "ls"})], "background");
+    assert_eq!(results(&rt, &s, &t), ["Bash ran".to_owned()]);
+    assert_eq!(runs.inputs(), [json!({"command": "ls"})]);
+    let input = wait_for_json(&heard);
+    assert_eq!(input["tool_input"]["command"], "ls");
+    assert!(records(&rt, &t, "hooks", "warning").is_empty());
+}
