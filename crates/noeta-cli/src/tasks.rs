@@ -108,13 +108,68 @@ fn held_elsewhere(
 /// ends — its turn over, a question parked, Ctrl-C, an error — every command it started is
 /// ended first, the background shells too (they would outlive the process otherwise).
 async fn run_to_exit(host: &AgentHost, task: &TaskId) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
     let outcome = interruptible(drive(host, task)).await;
     host.stop_commands(true);
-    Ok(report(host, task, outcome.transpose()?))
+    let outcome = outcome.transpose()?;
+    let summary = match &outcome {
+        Some(_) => summary(host, task, started.elapsed()).await,
+        None => None,
+    };
+    Ok(report(host, task, outcome, summary))
 }
 
-/// Prints how a run ended and turns it into an exit code.
-fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitCode {
+/// What the task has cost so far, in one line: model and tool calls, tokens, the price when
+/// every call had one, and this run's time.
+async fn summary(host: &AgentHost, task: &TaskId, took: std::time::Duration) -> Option<String> {
+    let state = host.runtime.load(&host.session, task).await.ok()?;
+    let core = &state.core;
+    let plural = |n: u64, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+    let mut parts = vec![
+        plural(core.model_calls, "model call"),
+        plural(core.tool_calls, "tool call"),
+    ];
+    let usage = &core.usage;
+    if usage.input_tokens + usage.output_tokens + usage.cache_read_tokens > 0 {
+        let cached = if usage.cache_read_tokens > 0 {
+            format!(" ({} cached)", grouped(usage.cache_read_tokens))
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{} tokens in{cached}, {} out",
+            grouped(usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens),
+            grouped(usage.output_tokens)
+        ));
+    }
+    if let Some(micros) = usage.cost_micros.filter(|_| core.unpriced_calls == 0) {
+        parts.push(format!("${:.4}", micros as f64 / 1_000_000.0));
+    }
+    parts.push(format!("{:.1} s", took.as_secs_f64()));
+    Some(parts.join(", "))
+}
+
+/// `n` with thousands separated by commas.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Prints how a run ended (with the task's summary, on a terminal-readable line) and turns it
+/// into an exit code.
+fn report(
+    host: &AgentHost,
+    task: &TaskId,
+    outcome: Option<RunOutcome>,
+    summary: Option<String>,
+) -> ExitCode {
     let Some(outcome) = outcome else {
         host.printer.reset();
         host.printer.note(&format!(
@@ -144,6 +199,9 @@ fn report(host: &AgentHost, task: &TaskId, outcome: Option<RunOutcome>) -> ExitC
         host.printer.note(&note);
     } else {
         eoutln!("{note}");
+        if let Some(summary) = summary {
+            eoutln!("  {summary}");
+        }
     }
     code
 }
@@ -462,7 +520,7 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
         match interruptible(drive(&host, &current)).await {
             Some(Ok(RunOutcome::Ended { .. } | RunOutcome::Idle)) => {}
             Some(Ok(other)) => {
-                report(&host, &current, Some(other));
+                report(&host, &current, Some(other), None);
             }
             Some(Err(err)) => eoutln!("error: {err:#}"),
             None => {

@@ -69,11 +69,19 @@ fn the_demo_runs_anywhere_offline_and_leaves_nothing_behind() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("That was noeta's offline demo"), "{stdout}");
+    let err = text(&out.stderr);
+    assert!(err.contains("● Glob(*)"), "{err}");
+    // The end of the task, summed up: calls, and the run's time.
+    let summary = err
+        .lines()
+        .skip_while(|l| !l.contains(": turn ended"))
+        .nth(1)
+        .unwrap_or_default();
     assert!(
-        text(&out.stderr).contains("● Glob(*)"),
-        "{}",
-        text(&out.stderr)
+        summary.starts_with("  3 model calls, 2 tool calls, "),
+        "{err}"
     );
+    assert!(summary.ends_with(" s"), "{err}");
     assert!(!env.workspace.join(".noeta").exists());
 }
 
