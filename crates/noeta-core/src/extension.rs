@@ -319,6 +319,11 @@ impl<'a> View<'a> {
         self.roster
     }
 
+    /// The sequence number of the last event folded into the state.
+    pub fn seq(&self) -> u64 {
+        self.state.seq
+    }
+
     /// The kernel's folded state.
     pub fn core(&self) -> &CoreState {
         &self.state.core

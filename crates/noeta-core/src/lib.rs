@@ -25,6 +25,7 @@ pub mod loader;
 pub mod manifest;
 pub mod merge;
 pub mod model;
+pub mod plugin_command;
 pub mod policy;
 pub mod provider;
 pub mod records;

@@ -204,7 +204,7 @@ impl fmt::Display for SourceKind {
 }
 
 /// Gates and context for [`load_plugins`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LoadOptions {
     /// The surfaces manifests are checked against.
     pub registry: SurfaceRegistry,
@@ -223,6 +223,22 @@ pub struct LoadOptions {
     pub trust: TrustStore,
     /// The kernel version ranges are checked against.
     pub kernel_version: Version,
+    /// The host's runner of plugin programs: it gives each on-disk plugin with an
+    /// `[extension]` table its resolver. Without one, such a plugin's refs stay unresolvable.
+    pub command_plugins: Option<Arc<dyn crate::plugin_command::CommandPlugins>>,
+}
+
+impl fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("enabled", &self.enabled)
+            .field("disabled", &self.disabled)
+            .field("disabled_builtins", &self.disabled_builtins)
+            .field("strict", &self.strict)
+            .field("kernel_version", &self.kernel_version)
+            .field("command_plugins", &self.command_plugins.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoadOptions {
@@ -237,6 +253,7 @@ impl LoadOptions {
             strict: false,
             trust: TrustStore::empty(),
             kernel_version: kernel_version(),
+            command_plugins: None,
         }
     }
 }
@@ -703,11 +720,18 @@ fn read_all(
         match read_manifest(&path, &options.registry) {
             Ok(manifest) => {
                 if enabled(&manifest.name) {
+                    let resolver = match (&manifest.extension, &options.command_plugins) {
+                        (Some(_), Some(programs)) => {
+                            let dir = path.parent().unwrap_or(Path::new("."));
+                            Some(programs.resolver(&manifest, dir))
+                        }
+                        _ => None,
+                    };
                     candidates.push(Candidate {
                         manifest,
                         origin: Origin::File(path),
                         source,
-                        resolver: None,
+                        resolver,
                     });
                 }
             }

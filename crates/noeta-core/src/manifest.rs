@@ -130,6 +130,10 @@ pub struct PluginManifest {
     /// crate's has no effect: installing a dependency must not change anyone's agents.
     #[serde(rename = "add-to", skip_serializing_if = "Vec::is_empty")]
     pub add_to: Vec<String>,
+    /// `[extension]`: the program an on-disk plugin's code runs as (see
+    /// [`crate::plugin_command`]); its refs are `command:<export>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extension: Option<crate::plugin_command::ExtensionCommand>,
     /// Its contributions, in manifest order.
     pub contributions: Vec<ManifestContribution>,
 }
@@ -180,7 +184,7 @@ pub enum ManifestError {
     },
     /// A top-level field the format does not know (usually a typo).
     #[error(
-        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, claude-code, add-to, contributions)"
+        "manifest {origin} (plugin `{plugin}`): unknown field `{field}` (known: name, version, requires-noeta, config-schema, claude-code, add-to, extension, contributions)"
     )]
     UnknownField {
         /// The manifest's origin.
@@ -358,7 +362,7 @@ pub(crate) fn peek_name(path: &Path) -> Option<String> {
 }
 
 /// The top-level fields a manifest may have, in both spellings.
-const KNOWN_FIELDS: [&str; 11] = [
+const KNOWN_FIELDS: [&str; 12] = [
     "name",
     "version",
     "requires-noeta",
@@ -369,6 +373,7 @@ const KNOWN_FIELDS: [&str; 11] = [
     "claude_code",
     "add-to",
     "add_to",
+    "extension",
     "contributions",
 ];
 
@@ -536,6 +541,13 @@ pub fn parse_manifest(
             ));
         }
     };
+    let extension = match table.get("extension") {
+        None => None,
+        Some(value) => Some(
+            crate::plugin_command::parse_extension(value)
+                .map_err(|problem| field_error(plugin, "extension", &problem))?,
+        ),
+    };
     let entries: &[toml::Value] = match table.get("contributions") {
         Some(toml::Value::Array(items)) => items,
         Some(_) => {
@@ -568,6 +580,7 @@ pub fn parse_manifest(
         contributions.push(contribution);
     }
     check_mounting_packs(&contributions, origin, &name)?;
+    check_command_refs(&contributions, extension.is_some(), origin, &name)?;
     Ok(PluginManifest {
         name,
         version,
@@ -575,8 +588,52 @@ pub fn parse_manifest(
         config_schema,
         claude_code,
         add_to,
+        extension,
         contributions,
     })
+}
+
+/// A `command:<export>` ref needs the `[extension]` table that says which program exports it,
+/// names an export, and sits on a session pack (whose extension and tools the program serves).
+fn check_command_refs(
+    contributions: &[ManifestContribution],
+    has_extension: bool,
+    origin: &Origin,
+    plugin: &str,
+) -> Result<(), ManifestError> {
+    for c in contributions {
+        let Some(export) = c
+            .reference
+            .as_deref()
+            .and_then(crate::plugin_command::command_export)
+        else {
+            continue;
+        };
+        let problem = if !has_extension {
+            Some(format!(
+                "has ref `command:{export}` but the manifest has no `[extension]` table naming the program that exports it"
+            ))
+        } else if export.is_empty() {
+            Some("has ref `command:` without an export name".to_owned())
+        } else if c.surface != names::SESSION_PACK {
+            Some(format!(
+                "has ref `command:{export}` on surface `{}`; a plugin program's exports are session packs (declare its tools with `pack`, and use hooks for checks and observers)",
+                c.surface
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(ManifestError::Contribution {
+                origin: origin.clone(),
+                plugin: plugin.to_owned(),
+                index: c.index,
+                entry: format!(" (surface `{}`, name `{}`)", c.surface, c.name),
+                problem,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Every declared tool's `pack` is a session pack the same manifest declares.

@@ -136,7 +136,11 @@ impl Host {
     /// loader's warnings are in [`plugins`](Self::plugins)`.warnings()`.
     pub fn open(config: HostConfig) -> Result<Self, HostError> {
         let settings = config.settings()?;
-        let set = settings.load_host(&config.paths, &config.options)?;
+        let mut options = config.options.clone();
+        if options.programs.is_none() {
+            options.programs = Some(crate::host::program_plugins(Arc::clone(&config.secrets)));
+        }
+        let set = settings.load_host(&config.paths, &options)?;
         let merged = set.merged()?;
         let mut files = read_agent_files(&config.paths);
         let claude = crate::claude_plugins::discover(&config.paths, &config.options.paths);

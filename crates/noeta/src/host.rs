@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use noeta_core::{
     ActivationRules, AgentOptions, LinkedPlugin, LoadError, LoadOptions, MergeError, PluginSet,
@@ -105,6 +106,23 @@ pub struct HostOptions {
     pub strict: bool,
     /// Load the built-ins (on by default).
     pub builtins: bool,
+    /// The runner of plugin programs (plugins with an `[extension]` table); unset, one whose
+    /// `env` secret references resolve from the environment.
+    pub programs: Option<noeta_extproc::ProgramPlugins>,
+}
+
+/// The runner of plugin programs whose `[extension] env` secret references resolve through
+/// `secrets`.
+pub(crate) fn program_plugins(
+    secrets: Arc<dyn crate::secrets::SecretStore>,
+) -> noeta_extproc::ProgramPlugins {
+    noeta_extproc::ProgramPlugins::new(Arc::new(move |value: &str| {
+        match crate::secrets::resolve_secrets(&serde_json::Value::from(value), secrets.as_ref()) {
+            Ok(serde_json::Value::String(text)) => Ok(text),
+            Ok(other) => Ok(other.to_string()),
+            Err(err) => Err(err.to_string()),
+        }
+    }))
 }
 
 impl Default for HostOptions {
@@ -118,6 +136,7 @@ impl Default for HostOptions {
             disabled_builtins: BTreeSet::new(),
             strict: false,
             builtins: true,
+            programs: None,
         }
     }
 }
@@ -213,6 +232,11 @@ pub fn load(paths: &HostPaths, options: &HostOptions) -> Result<PluginSet, HostE
     load_options.non_removable = non_removable();
     load_options.strict = options.strict;
     load_options.trust = paths.trust_store()?;
+    let programs = options
+        .programs
+        .clone()
+        .unwrap_or_else(|| program_plugins(Arc::new(crate::secrets::EnvSecrets::new())));
+    load_options.command_plugins = Some(Arc::new(programs));
     Ok(load_plugins(&sources(paths, options), &load_options)?)
 }
 
