@@ -218,9 +218,19 @@ pub(crate) fn view_json(view: &View<'_>, extension: &str) -> Value {
 
 /// Answers a program's `view/…` request from `view`.
 pub(crate) fn serve_view(view: &View<'_>, method: &str, params: &Value) -> Result<Value, String> {
+    serve(view.messages(), view, method, params)
+}
+
+/// Answers a program's `view/…` request from a conversation and the folded states (a hook's
+/// view, or a tool call's context).
+pub(crate) fn serve(
+    messages: &[noeta_core::fold::Message],
+    states: &dyn noeta_core::StateView,
+    method: &str,
+    params: &Value,
+) -> Result<Value, String> {
     match method {
         "view/messages" => {
-            let messages = view.messages();
             let from = params.get("from").and_then(Value::as_u64).unwrap_or(0);
             let from = usize::try_from(from)
                 .unwrap_or(usize::MAX)
@@ -237,7 +247,7 @@ pub(crate) fn serve_view(view: &View<'_>, method: &str, params: &Value) -> Resul
             let Some(name) = params.get("extension").and_then(Value::as_str) else {
                 return Err("`view/state` needs `extension`".to_owned());
             };
-            Ok(view.ext_state(name).cloned().unwrap_or(Value::Null))
+            Ok(states.ext_state(name).cloned().unwrap_or(Value::Null))
         }
         other => Err(format!("unknown method `{other}`")),
     }

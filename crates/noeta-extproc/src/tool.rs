@@ -48,7 +48,9 @@ impl ProcessTool {
         params["export"] = Value::from(self.export.clone());
         params["tool"] = Value::from(self.spec.name.clone());
         params["context"] = self.context(ctx);
-        let serve = |method: &str, params: &Value| serve_context(ctx, method, params);
+        let serve = |method: &str, params: &Value| {
+            protocol::serve(&ctx.core().messages, ctx, method, params)
+        };
         let notices = |method: &str, params: &Value| {
             if method == "tool/progress"
                 && let Some(text) = params.get("text").and_then(Value::as_str)
@@ -82,32 +84,6 @@ impl ProcessTool {
                 self.spec.name
             ))
         })
-    }
-}
-
-/// Answers a program's `view/…` request made during a tool call, from the call's context.
-fn serve_context(ctx: &ToolContext, method: &str, params: &Value) -> Result<Value, String> {
-    match method {
-        "view/messages" => {
-            let messages = &ctx.core().messages;
-            let from = params.get("from").and_then(Value::as_u64).unwrap_or(0);
-            let from = usize::try_from(from)
-                .unwrap_or(usize::MAX)
-                .min(messages.len());
-            let limit = params
-                .get("limit")
-                .and_then(Value::as_u64)
-                .map_or(messages.len(), |l| usize::try_from(l).unwrap_or(usize::MAX));
-            let slice: Vec<_> = messages.iter().skip(from).take(limit).collect();
-            Ok(json!({"messages": slice, "total": messages.len()}))
-        }
-        "view/state" => {
-            let Some(name) = params.get("extension").and_then(Value::as_str) else {
-                return Err("`view/state` needs `extension`".to_owned());
-            };
-            Ok(ctx.state(name).cloned().unwrap_or(Value::Null))
-        }
-        other => Err(format!("unknown method `{other}`")),
     }
 }
 
