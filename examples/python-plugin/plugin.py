@@ -16,7 +16,9 @@ SCHEMA = {
 def word_count(call, text):
     count = len(text.split())
     call.record("counted", {"words": count})
-    return f"words: {count}"
+    # The state folded from this task's earlier `counted` records, by `reduce` below.
+    before = call.state or {"texts": 0, "words": 0}
+    return f"words: {count} ({before['words'] + count} in {before['texts'] + 1} texts so far)"
 
 
 @words.hook("before_tool")

@@ -21,6 +21,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
         ("noeta-builtin-mcp", "call"),
+        ("noeta-extproc", "roundtrip"),
     ] {
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])

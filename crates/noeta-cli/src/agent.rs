@@ -73,6 +73,9 @@ pub(crate) struct AgentHost {
     pub(crate) wait: bool,
     /// Where commands run, so an interrupt can end them.
     exec: Arc<noeta_core::exec::LocalExecEnv>,
+    /// The `[plugins.providers]` settings the model was opened with: a reload keeps the model
+    /// and says so when they changed.
+    model_settings: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl AgentHost {
@@ -203,21 +206,38 @@ impl AgentHost {
     /// Opens the host (settings, plugins, agent files), builds the agent's session, opens the
     /// store and the model.
     pub(crate) fn open(paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
-        Self::open_over(paths, args, None)
+        Self::open_over(paths, args, None, None)
     }
 
     /// `/reload-plugins`: the plugins, plugin files, agent files and settings read again and
     /// the agent rebuilt over the same store (a task in an in-memory store goes on). The
     /// running turn has finished; the task's next turn runs on the new code and records the
-    /// new pins.
-    pub(crate) fn reload(&self, paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
-        Self::open_over(paths, args, Some(self.stores.clone()))
+    /// new pins. The model is kept (a task keeps the model it was made with): the second value
+    /// names the settings that changed and need a restart to take effect.
+    pub(crate) fn reload(
+        &self,
+        paths: &HostPaths,
+        args: &AgentArgs,
+    ) -> Result<(Self, Option<String>)> {
+        let reloaded = Self::open_over(
+            paths,
+            args,
+            Some(self.stores.clone()),
+            Some(Arc::clone(self.runtime.provider())),
+        )?;
+        let restart = (reloaded.model_settings != self.model_settings).then(|| {
+            "the model settings (`[plugins.providers]`) changed: this chat keeps its model; \
+             restart noeta to use the new ones"
+                .to_owned()
+        });
+        Ok((reloaded, restart))
     }
 
     fn open_over(
         paths: &HostPaths,
         args: &AgentArgs,
         stores: Option<noeta::backends::Stores>,
+        model: Option<Arc<dyn noeta_core::provider::Provider>>,
     ) -> Result<Self> {
         let printer = Arc::new(Printer::new(args.json));
         let host = Host::open(config(paths, args)?)?
@@ -232,7 +252,11 @@ impl AgentHost {
         let session = host.session(args.agent.as_deref().unwrap_or("main"))?;
         skipped_warnings(&host, &session);
         // The model first: a run that cannot have one leaves no store behind.
-        let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
+        let model_settings = host.settings().params("providers").cloned();
+        let model = match model {
+            Some(model) => model,
+            None => host.open_model(args.provider.as_deref(), args.model.as_deref())?,
+        };
         let stores = match stores {
             Some(stores) => stores,
             None => host.open_store(args.store.as_deref())?,
@@ -270,6 +294,7 @@ impl AgentHost {
             printer,
             wait: args.wait,
             exec,
+            model_settings,
         })
     }
 }

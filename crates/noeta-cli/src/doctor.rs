@@ -258,6 +258,30 @@ pub(crate) fn unknown_tables(host: &noeta::Host, extensions: &[String]) -> Vec<S
 
 /// The problems of the settings as `noeta plugins check` reports them: settings that do not
 /// load, and `[plugins.<name>]` tables naming nothing (the default agent's extensions known).
+/// Starts every plugin program in `set` for its handshake (`plugins check --resolve`), with the
+/// settings' plugin parameters and secrets.
+pub(crate) fn program_checks(
+    paths: &HostPaths,
+    set: &noeta_core::PluginSet,
+    dirs: Vec<PathBuf>,
+) -> Vec<noeta::programs::ProgramCheck> {
+    let args = agent::AgentArgs {
+        plugin_dirs: dirs,
+        ..agent::AgentArgs::default()
+    };
+    let (config, secrets) = match agent::config(paths, &args) {
+        Ok(host) => (
+            host.settings().map(|s| s.config()).unwrap_or_default(),
+            host.secrets,
+        ),
+        Err(_) => (
+            std::collections::BTreeMap::new(),
+            std::sync::Arc::new(noeta::EnvSecrets::new()) as _,
+        ),
+    };
+    noeta::programs::check(set, &config, secrets)
+}
+
 pub(crate) fn settings_problems(paths: &HostPaths, dirs: Vec<PathBuf>) -> Vec<String> {
     let args = agent::AgentArgs {
         plugin_dirs: dirs,

@@ -673,7 +673,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             extra_problems.extend(doctor::settings_problems(&paths, options.paths.clone()));
-            check(&set, &claude, extra_problems, strict, resolve, json)
+            let programs = if resolve {
+                doctor::program_checks(&paths, &set, options.paths.clone())
+            } else {
+                Vec::new()
+            };
+            check(
+                &set,
+                &claude,
+                extra_problems,
+                &programs,
+                strict,
+                resolve,
+                json,
+            )
         }
         Command::Skills {
             command: SkillsCommand::List { json },
@@ -693,6 +706,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 store.path().display()
             );
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A plugin program's handshake as `plugins check --resolve --json` shows it.
+fn program_json(check: &noeta::programs::ProgramCheck) -> Value {
+    match &check.handshake {
+        Err(why) => json!({ "ok": false, "error": why }),
+        Ok(handshake) => {
+            let exports: serde_json::Map<String, Value> = handshake
+                .exports
+                .iter()
+                .map(|(name, export)| {
+                    let tools: Vec<&str> = export.tools.iter().map(|t| t.name.as_str()).collect();
+                    (
+                        name.clone(),
+                        json!({ "hooks": export.hooks, "folds": export.folds, "tools": tools }),
+                    )
+                })
+                .collect();
+            json!({ "ok": check.unlisted.is_empty(), "exports": exports })
         }
     }
 }
@@ -762,6 +796,7 @@ fn check(
     set: &PluginSet,
     claude: &noeta::claude_plugins::ClaudePlugins,
     extra_problems: Vec<String>,
+    programs: &[noeta::programs::ProgramCheck],
     strict: bool,
     resolve: bool,
     json: bool,
@@ -769,6 +804,11 @@ fn check(
     let merged: Result<Merged, MergeError> = set.merged();
     let mut problems: Vec<String> = set.problems().iter().map(ToString::to_string).collect();
     problems.extend(extra_problems);
+    problems.extend(
+        programs
+            .iter()
+            .flat_map(noeta::programs::ProgramCheck::problems),
+    );
     match &merged {
         Ok(merged) if resolve => {
             problems.extend(
@@ -793,6 +833,10 @@ fn check(
                     "source": p.source.as_str(),
                     "origin": listing::origin_json(&p.origin),
                     "contributions": surface_counts(set, p.name()),
+                    "program": programs
+                        .iter()
+                        .find(|c| c.plugin == p.name())
+                        .map(program_json),
                 })
             })
             .collect();
@@ -823,6 +867,11 @@ fn check(
                 p.source,
                 p.origin
             );
+            for check in programs.iter().filter(|c| c.plugin == p.name()) {
+                for line in check.summary() {
+                    outln!("  {line}");
+                }
+            }
         }
         for plugin in &claude.plugins {
             outln!(

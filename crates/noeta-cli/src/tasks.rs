@@ -442,9 +442,12 @@ pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode
                     }
                 }
                 "reload-plugins" => match host.reload(paths, args) {
-                    Ok(reloaded) => {
+                    Ok((reloaded, restart)) => {
                         host = reloaded;
                         eoutln!("plugins reloaded");
+                        if let Some(restart) = restart {
+                            eoutln!("note: {restart}");
+                        }
                     }
                     Err(err) => eoutln!("error: {err:#} (the plugins loaded before stay)"),
                 },

@@ -74,8 +74,15 @@ fn the_python_example_counts_words_guards_bash_and_folds_its_state() {
     let log = env.run(&["log", "--json", &task_of(&out)]);
     let log_text = stdout(&log);
     assert!(log.status.success(), "{}", stderr(&log));
-    assert!(log_text.contains("words: 3"), "{log_text}");
-    assert!(log_text.contains("words: 2"), "{log_text}");
+    assert!(
+        log_text.contains("words: 3 (3 in 1 texts so far)"),
+        "{log_text}"
+    );
+    // The second call saw the state `reduce` folded from the first one's record.
+    assert!(
+        log_text.contains("words: 2 (5 in 2 texts so far)"),
+        "{log_text}"
+    );
     assert!(
         log_text.contains("py-words refuses `rm -rf`"),
         "the guard denies the Bash call: {log_text}"
@@ -111,6 +118,84 @@ fn the_node_example_upper_cases_and_marks_its_results() {
     assert!(log_text.contains("\"uppered\""), "{log_text}");
 }
 
+/// Kill `noeta` while a step runs (a shell command in flight) with the Python example loaded,
+/// then resume: a new worker starts a new program, whose tool sees the state `reduce` folds
+/// from the records made before the kill.
+#[test]
+fn killed_mid_step_and_resumed_the_plugin_state_is_the_same() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([
+        {"text": "Counting.", "calls": [{"name": "py_word_count", "input": {"text": "one two three"}}]},
+        {"text": "Waiting.", "calls": [{"name": "Bash", "input": {"command": "touch started; sleep 30"}}]},
+        {"text": "Again.", "calls": [{"name": "py_word_count", "input": {"text": "four five"}}]},
+        {"text": "Done."}
+    ]));
+    let dir = example("python-plugin");
+    let mut child = env
+        .command(&[
+            "run",
+            "--plugin-dir",
+            dir.to_str().unwrap(),
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "bypassPermissions",
+            "count",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = env.root().join("workspace/started");
+    let start = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the shell command never started"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "noeta ended before the step"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = env.run(&[
+        "resume",
+        "--last",
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+        "--provider",
+        &provider,
+        "--permission-mode",
+        "bypassPermissions",
+    ]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    let tasks = env.run(&["tasks", "--json"]);
+    let listed: Value = serde_json::from_str(stdout(&tasks).lines().last().unwrap()).unwrap();
+    let task = listed["id"].as_str().unwrap().to_owned();
+    let log = env.run(&["log", "--json", &task]);
+    let log_text = stdout(&log);
+    assert!(
+        log_text.contains("words: 3 (3 in 1 texts so far)"),
+        "{log_text}"
+    );
+    assert!(
+        log_text.contains("words: 2 (5 in 2 texts so far)"),
+        "the state folded after the kill is the one before it: {log_text}"
+    );
+    let seqs: Vec<u64> = events(&log_text)
+        .iter()
+        .filter_map(|e| e.get("seq").and_then(Value::as_u64))
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+}
+
 fn broken_plugin(env: &CliEnv, behaviour: &str, hook: &str) -> PathBuf {
     let dir = env.root().join(format!("broken-{behaviour}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -129,10 +214,21 @@ fn broken_plugin(env: &CliEnv, behaviour: &str, hook: &str) -> PathBuf {
         "hang" => "time.sleep(60)",
         _ => "sys.stdout.write('this is not json\\n'); sys.stdout.flush(); time.sleep(60)",
     };
+    // `tool`: a tool that breaks; `reduce`: a tool that records, folded by a `reduce` that
+    // breaks; any other name: that hook breaks.
+    let body = match hook {
+        "tool" => format!(
+            "@export.tool('broken_tool', 'Breaks.')\ndef broken(call, **args):\n    {act}\n"
+        ),
+        "reduce" => format!(
+            "@export.tool('note', 'Notes.')\ndef note(call, **args):\n    call.record('noted', {{}})\n    return 'noted'\n\n@export.hook('reduce')\ndef broken(state, kind, data):\n    {act}\n"
+        ),
+        _ => format!("@export.hook('{hook}')\ndef broken(call, **args):\n    {act}\n"),
+    };
     std::fs::write(
         dir.join("plugin.py"),
         format!(
-            "import os, sys, time\nfrom noeta_plugin import Plugin\nplugin = Plugin()\nexport = plugin.export('broken')\n\n@export.hook('{hook}')\ndef broken(call, **args):\n    {act}\n\nplugin.run()\n"
+            "import os, sys, time\nfrom noeta_plugin import Plugin\nplugin = Plugin()\nexport = plugin.export('broken')\n\n{body}\nplugin.run()\n"
         ),
     )
     .unwrap();
@@ -217,4 +313,298 @@ fn a_command_ref_without_an_extension_table_names_the_plugin_and_entry() {
         text.contains("plugin `noprog`") && text.contains("no `[extension]` table"),
         "{text}"
     );
+}
+
+/// The task's events, read back with `noeta log --json`, checked gapless.
+fn gapless_log(env: &CliEnv, out: &std::process::Output) -> String {
+    let log = env.run(&["log", "--json", &task_of(out)]);
+    assert!(log.status.success(), "{}", stderr(&log));
+    let text = stdout(&log);
+    let seqs: Vec<u64> = events(&text)
+        .iter()
+        .filter_map(|e| e.get("seq").and_then(Value::as_u64))
+        .collect();
+    assert!(
+        !seqs.is_empty() && seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "the log is gapless: {seqs:?}"
+    );
+    text
+}
+
+/// A broken step hook (`context`) fails the turn with `internal_error`, naming the plugin.
+#[test]
+fn a_crashing_step_hook_fails_the_turn() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let dir = broken_plugin(&env, "crash", "context");
+    let provider = env.script(json!([{"text": "Hello."}]));
+    let out = env.run(&[
+        "run",
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+        "--provider",
+        &provider,
+        "hi",
+    ]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("internal_error"), "{text}");
+    assert!(text.contains("plugin `broken`"), "{text}");
+    assert!(!text.contains("Hello."), "no model call was made: {text}");
+    gapless_log(&env, &out);
+}
+
+/// A tool whose program crashes gives the model an error result; the turn goes on.
+#[test]
+fn a_crashing_tool_is_an_error_result_for_the_model() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let dir = broken_plugin(&env, "crash", "tool");
+    let provider = env.script(json!([
+        {"text": "Trying.", "calls": [{"name": "broken_tool", "input": {}}]},
+        {"text": "Done."}
+    ]));
+    let out = env.run(&[
+        "run",
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+        "--provider",
+        &provider,
+        "go",
+    ]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Done."), "{text}");
+    let log = gapless_log(&env, &out);
+    let result = events(&log)
+        .into_iter()
+        .find(|e| e["kind"] == "call_finished")
+        .unwrap_or_else(|| panic!("no finished call in {log}"));
+    assert_eq!(result["data"]["outcome"], "error", "{result}");
+    assert!(
+        result.to_string().contains("plugin `broken`"),
+        "the error names the plugin: {result}"
+    );
+}
+
+/// A `reduce` that crashes is a fold error: the task fails, naming the plugin, and the records
+/// already made stay in the log.
+#[test]
+fn a_crashing_reduce_fails_the_fold() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let dir = broken_plugin(&env, "crash", "reduce");
+    let provider = env.script(json!([
+        {"text": "Noting.", "calls": [{"name": "note", "input": {}}]},
+        {"text": "Done."}
+    ]));
+    let out = env.run(&[
+        "run",
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+        "--provider",
+        &provider,
+        "go",
+    ]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("plugin `broken`"), "{text}");
+    assert!(text.contains("reduce"), "{text}");
+    let log = gapless_log(&env, &out);
+    assert!(log.contains("\"noted\""), "the record stays: {log}");
+}
+
+/// `plugins check --resolve` starts each program, performs the handshake and lists what it
+/// offers; a ref the handshake does not list, or a program that gives no handshake, is a
+/// problem naming the plugin.
+#[test]
+fn check_resolve_performs_the_handshake_and_reports_the_exports() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let dir = example("python-plugin");
+    let out = env.run(&["plugins", "check", "--resolve", dir.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "export py-words: hooks [before_tool, commands, reduce, run_command], tools [py_word_count]"
+        ),
+        "{text}"
+    );
+    let json_out = env.run(&[
+        "plugins",
+        "check",
+        "--resolve",
+        "--json",
+        dir.to_str().unwrap(),
+    ]);
+    let report: Value = serde_json::from_str(&stdout(&json_out)).unwrap();
+    let plugin = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "py-words")
+        .unwrap();
+    assert_eq!(
+        plugin["program"]["exports"]["py-words"]["tools"],
+        json!(["py_word_count"]),
+        "{plugin}"
+    );
+
+    // A ref naming an export the program does not offer.
+    let other = env.root().join("unlisted");
+    std::fs::create_dir_all(&other).unwrap();
+    for file in ["noeta_plugin.py", "plugin.py"] {
+        std::fs::copy(dir.join(file), other.join(file)).unwrap();
+    }
+    std::fs::write(
+        other.join("noeta-plugin.toml"),
+        "name = \"unlisted\"\n[extension]\ncommand = \"python3\"\nargs = [\"plugin.py\"]\n\n[[contributions]]\nsurface = \"session_pack\"\nname = \"gone\"\nref = \"command:gone\"\n",
+    )
+    .unwrap();
+    let out = env.run(&["plugins", "check", "--resolve", other.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("plugin `unlisted`: contribution 1 refs `command:gone`, which the program's handshake does not list (it lists: py-words)"),
+        "{text}"
+    );
+
+    // A program that exits before its handshake.
+    let dead = env.root().join("dead");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(
+        dead.join("noeta-plugin.toml"),
+        "name = \"dead\"\n[extension]\ncommand = \"python3\"\nargs = [\"-c\", \"raise SystemExit(4)\"]\n\n[[contributions]]\nsurface = \"session_pack\"\nname = \"dead\"\nref = \"command:dead\"\n",
+    )
+    .unwrap();
+    let out = env.run(&["plugins", "check", "--resolve", dead.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("plugin `dead`: its program gave no handshake:"),
+        "{text}"
+    );
+}
+
+/// The chat's events (`--json`) from its standard output.
+fn chat_events(out: &std::process::Output) -> Vec<Value> {
+    events(&stdout(out))
+}
+
+/// `/reload-plugins` mid-chat after the plugin's program was edited: the old program is ended,
+/// the next turn runs the new code (over the state folded so far) and records the new pin.
+#[test]
+fn reload_plugins_mid_chat_runs_the_edited_program_from_the_next_turn() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let plugin = env.home.join(".noeta/plugins/py-words");
+    std::fs::create_dir_all(&plugin).unwrap();
+    for file in ["noeta-plugin.toml", "noeta_plugin.py", "plugin.py"] {
+        std::fs::copy(example("python-plugin").join(file), plugin.join(file)).unwrap();
+    }
+    let edit = format!(
+        "sed -i 's/return f\"words: /return f\"WORDS: /' {}",
+        plugin.join("plugin.py").display()
+    );
+    let provider = env.script(json!([
+        { "calls": [{ "id": "c1", "name": "py_word_count", "input": { "text": "one two three" } }] },
+        { "text": "counted" },
+        { "calls": [{ "id": "e1", "name": "Bash", "input": { "command": edit } }] },
+        { "text": "edited" },
+        { "calls": [{ "id": "c2", "name": "py_word_count", "input": { "text": "four five" } }] },
+        { "text": "counted again" }
+    ]));
+    let out = env.run_with(
+        &[
+            "chat",
+            "--json",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+        ],
+        Some("count\nedit the plugin\n/reload-plugins\ncount again\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plugins reloaded"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("restart"),
+        "nothing here needs a restart: {}",
+        stderr(&out)
+    );
+    let events = chat_events(&out);
+    let results: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "call_finished" && e["data"]["tool"] == "py_word_count")
+        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "words: 3 (3 in 1 texts so far)",
+            "WORDS: 2 (5 in 2 texts so far)"
+        ],
+        "{events:?}"
+    );
+    let pins: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "plugins_pinned")
+        .filter_map(|e| {
+            e["data"]["pins"]
+                .as_array()?
+                .iter()
+                .find(|p| p["name"] == "py-words")
+                .map(|p| p["version"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(pins.len(), 2, "{pins:?}");
+    assert_ne!(pins[0], pins[1], "the edited program is a new pin");
+}
+
+/// A reload after the model settings changed keeps the chat's model and says a restart is
+/// needed for them.
+#[test]
+fn reload_plugins_says_a_restart_is_needed_when_the_model_settings_changed() {
+    let env = CliEnv::new(NOETA);
+    let config = env.workspace.join(".noeta/config.toml");
+    env.write(
+        config.to_str().unwrap(),
+        "[plugins.providers]\nmax_retries = 2\n",
+    );
+    let edit = format!(
+        "printf '[plugins.providers]\\nmax_retries = 5\\n' > {}",
+        config.display()
+    );
+    let provider = env.script(json!([
+        { "calls": [{ "id": "e1", "name": "Bash", "input": { "command": edit } }] },
+        { "text": "edited" },
+        { "text": "still here" }
+    ]));
+    let out = env.run_with(
+        &[
+            "chat",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+        ],
+        Some("edit the settings\n/reload-plugins\nagain\n/exit\n"),
+        &[],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("plugins reloaded"), "{err}");
+    assert!(
+        err.contains(
+            "the model settings (`[plugins.providers]`) changed: this chat keeps its model; restart noeta to use the new ones"
+        ),
+        "{err}"
+    );
+    assert!(stdout(&out).contains("still here"), "{}", stdout(&out));
 }

@@ -40,6 +40,26 @@ pub struct ResolveRequest<'a> {
     pub params: &'a BTreeMap<String, Value>,
 }
 
+impl<'a> ResolveRequest<'a> {
+    /// A request for `reference`, declared by `plugin` on `surface` as `name`, with `params`
+    /// (for hosts and benchmarks that resolve one contribution outside the loader).
+    pub fn new(
+        plugin: &'a str,
+        surface: &'a str,
+        name: &'a str,
+        reference: &'a str,
+        params: &'a BTreeMap<String, Value>,
+    ) -> Self {
+        Self {
+            plugin,
+            surface,
+            name,
+            reference,
+            params,
+        }
+    }
+}
+
 /// Maps a plugin's ref strings to typed values. Each compiled plugin exposes exactly one.
 pub trait Resolver: Send + Sync {
     /// The value behind `request.reference`, or why there is none.

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc as async_mpsc;
-use futures::future::Either;
 use serde_json::{Value, json};
+
+use crate::watchdog::Watchdog;
 
 /// The longest line a program may write (a message); longer is a broken program.
 const MAX_LINE: u64 = 64 * 1024 * 1024;
@@ -91,6 +92,7 @@ struct Shared {
     child: Mutex<Child>,
     pending: Mutex<HashMap<u64, Waiter>>,
     broken: Mutex<Option<String>>,
+    deadlines: Watchdog,
 }
 
 impl Shared {
@@ -103,6 +105,7 @@ impl Shared {
                 *broken = Some(reason);
             }
         }
+        self.deadlines.stop();
         self.stdin
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -248,6 +251,14 @@ impl Shared {
     }
 }
 
+/// Why a call that missed its deadline failed.
+fn missed_reason(method: &str, deadline: Duration) -> String {
+    format!(
+        "it did not answer `{method}` within {} ms",
+        deadline.as_millis()
+    )
+}
+
 /// A running plugin program.
 pub(crate) struct Connection {
     shared: Arc<Shared>,
@@ -273,7 +284,26 @@ impl Connection {
             child: Mutex::new(child),
             pending: Mutex::new(HashMap::new()),
             broken: Mutex::new(None),
+            deadlines: Watchdog::default(),
         });
+        let watched = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("noeta-extproc-deadlines".to_owned())
+            .spawn(move || {
+                watched.deadlines.run(|id, reason| {
+                    // A call still waiting past its deadline: the program is ended (a hook that
+                    // hangs must not hold the worker), which answers every waiter.
+                    let waiting = watched
+                        .pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .contains_key(&id);
+                    if waiting {
+                        watched.fail(reason);
+                    }
+                });
+            })
+            .map_err(|err| format!("cannot start its deadline thread: {err}"))?;
         let reader = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("noeta-extproc-read".to_owned())
@@ -346,10 +376,7 @@ impl Connection {
     }
 
     fn missed(&self, method: &str, deadline: Duration) -> CallError {
-        let reason = format!(
-            "it did not answer `{method}` within {} ms",
-            deadline.as_millis()
-        );
+        let reason = missed_reason(method, deadline);
         self.break_with(reason.clone());
         CallError::Broken(reason)
     }
@@ -428,29 +455,23 @@ impl Connection {
             id,
             armed: true,
         };
+        if let Some(deadline) = deadline {
+            self.shared
+                .deadlines
+                .arm(id, deadline, missed_reason(method, deadline));
+        }
         self.send_request(id, method, params)?;
-        let mut timer =
-            futures_timer::Delay::new(deadline.unwrap_or(Duration::from_secs(u64::from(u32::MAX))));
         loop {
-            match futures::future::select(rx.next(), &mut timer).await {
-                Either::Left((incoming, _)) => {
-                    let Some(incoming) = incoming else {
-                        guard.armed = false;
-                        return Err(CallError::Broken(
-                            self.broken()
-                                .unwrap_or_else(|| "the connection closed".to_owned()),
-                        ));
-                    };
-                    if let Some(done) = self.handle(incoming, serve, notices) {
-                        guard.armed = false;
-                        return done;
-                    }
-                }
-                Either::Right(((), _)) => {
-                    guard.armed = false;
-                    self.forget(id);
-                    return Err(self.missed(method, deadline.unwrap_or_default()));
-                }
+            let Some(incoming) = rx.next().await else {
+                guard.armed = false;
+                return Err(CallError::Broken(
+                    self.broken()
+                        .unwrap_or_else(|| "the connection closed".to_owned()),
+                ));
+            };
+            if let Some(done) = self.handle(incoming, serve, notices) {
+                guard.armed = false;
+                return done;
             }
         }
     }
@@ -465,6 +486,7 @@ struct CancelGuard<'a> {
 
 impl Drop for CancelGuard<'_> {
     fn drop(&mut self) {
+        self.connection.shared.deadlines.disarm(self.id);
         if self.armed && self.connection.forget(self.id) {
             let notice = json!({"jsonrpc": "2.0", "method": "$/cancel", "params": {"id": self.id}});
             drop(self.connection.shared.write(&notice));

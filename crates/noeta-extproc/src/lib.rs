@@ -15,6 +15,7 @@ mod extension;
 pub mod protocol;
 mod supervisor;
 mod tool;
+mod watchdog;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -116,13 +116,20 @@ pub struct HostOptions {
 pub(crate) fn program_plugins(
     secrets: Arc<dyn crate::secrets::SecretStore>,
 ) -> noeta_extproc::ProgramPlugins {
-    noeta_extproc::ProgramPlugins::new(Arc::new(move |value: &str| {
+    noeta_extproc::ProgramPlugins::new(program_env(secrets))
+}
+
+/// Resolves an `[extension] env` value (a secret reference or plain text) through `secrets`.
+pub(crate) fn program_env(
+    secrets: Arc<dyn crate::secrets::SecretStore>,
+) -> noeta_extproc::EnvResolver {
+    Arc::new(move |value: &str| {
         match crate::secrets::resolve_secrets(&serde_json::Value::from(value), secrets.as_ref()) {
             Ok(serde_json::Value::String(text)) => Ok(text),
             Ok(other) => Ok(other.to_string()),
             Err(err) => Err(err.to_string()),
         }
-    }))
+    })
 }
 
 impl Default for HostOptions {

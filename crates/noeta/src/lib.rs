@@ -16,6 +16,7 @@ pub mod install;
 pub mod listing;
 pub mod mcp_json;
 pub mod named;
+pub mod programs;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
