@@ -101,8 +101,13 @@ enum Command {
         json: bool,
     },
     /// A conversation: one task, one turn per message, with slash commands
-    #[command(after_help = "Examples:\n  noeta chat\n  noeta chat --agent explore --store memory:")]
+    #[command(
+        after_help = "Examples:\n  noeta chat\n  noeta chat --agent explore --store memory:\n  noeta chat --task 20261204-175533-0f23"
+    )]
     Chat {
+        /// Carry on with this task (its agent, provider and model unless the flags name others)
+        #[arg(long, value_name = "ID")]
+        task: Option<String>,
         #[command(flatten)]
         flags: RunFlags,
     },
@@ -527,9 +532,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let args = agent_args(flags, dirs)?;
             block(tasks::run(&paths, &args, goal))
         }
-        Command::Chat { flags } => {
+        Command::Chat { task, flags } => {
             let args = agent_args(flags, dirs)?;
-            block(tasks::chat(&paths, &args))
+            block(tasks::chat(&paths, &args, task.as_deref()))
         }
         Command::Resume { task, last, flags } => {
             let args = agent_args(flags, dirs)?;

@@ -398,11 +398,30 @@ async fn prompt_line(prompt: &str) -> Option<String> {
 const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
 
 /// `noeta chat`: one task, many turns.
-pub(crate) async fn chat(paths: &HostPaths, args: &AgentArgs) -> Result<ExitCode> {
+pub(crate) async fn chat(
+    paths: &HostPaths,
+    args: &AgentArgs,
+    carry_on: Option<&str>,
+) -> Result<ExitCode> {
+    // `--task ID`: the task's own agent, provider and model, unless the flags name others.
+    let (args, mut task) = match carry_on {
+        Some(id) => {
+            let (log, _) = open_store(paths, args.store.as_deref())?;
+            let task = pick_task(log.as_ref(), Some(id), false).await?;
+            if log.info(&task).await?.head == 0 {
+                bail!("task {task} was {NEVER_STARTED}: start a new chat instead");
+            }
+            (for_task(log.as_ref(), &task, args).await?, Some(task))
+        }
+        None => (args.clone(), None),
+    };
+    let args = &args;
     let mut host = AgentHost::open(paths, args)?;
     host.warn_unoffered_tools(&new_task_id()?).await;
-    let mut task: Option<TaskId> = None;
     eoutln!("noeta chat — {CHAT_HELP}");
+    if let Some(task) = &task {
+        eoutln!("carrying on with task {task}");
+    }
     loop {
         let Some(line) = prompt_line("› ").await else {
             eoutln!();

@@ -223,6 +223,9 @@ fn broken_plugin(env: &CliEnv, behaviour: &str, hook: &str) -> PathBuf {
         "reduce" => format!(
             "@export.tool('note', 'Notes.')\ndef note(call, **args):\n    call.record('noted', {{}})\n    return 'noted'\n\n@export.hook('reduce')\ndef broken(state, kind, data):\n    {act}\n"
         ),
+        "run_command" => format!(
+            "@export.hook('commands')\ndef commands(call, **args):\n    return {{'commands': [{{'name': 'breaks', 'description': 'Breaks.'}}]}}\n\n@export.hook('run_command')\ndef broken(call, **args):\n    {act}\n"
+        ),
         _ => format!("@export.hook('{hook}')\ndef broken(call, **args):\n    {act}\n"),
     };
     std::fs::write(
@@ -607,4 +610,31 @@ fn reload_plugins_says_a_restart_is_needed_when_the_model_settings_changed() {
         "{err}"
     );
     assert!(stdout(&out).contains("still here"), "{}", stdout(&out));
+}
+
+/// A command whose program crashes is the command's error, shown to the user; the chat goes on.
+#[test]
+fn a_crashing_command_is_its_error_and_the_chat_goes_on() {
+    require("python3");
+    let env = CliEnv::new(NOETA);
+    let dir = broken_plugin(&env, "crash", "run_command");
+    let provider = env.script(json!([{ "text": "still here" }]));
+    let out = env.run_with(
+        &[
+            "chat",
+            "--plugin-dir",
+            dir.to_str().unwrap(),
+            "--provider",
+            &provider,
+        ],
+        Some("/breaks\nhello\n/exit\n"),
+        &[],
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("plugin `broken` (export `broken`): hook `run_command` failed"),
+        "{text}"
+    );
+    assert!(text.contains("still here"), "{text}");
 }

@@ -1233,3 +1233,41 @@ fn a_task_remembers_its_provider_and_model_so_answer_and_resume_need_no_flags() 
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     assert_eq!(text(&resumed.stdout), "Carried on.\n");
 }
+
+#[test]
+fn chat_task_carries_on_with_a_task_on_its_own_provider() {
+    let env = new_env();
+    let provider = env.script(json!([
+        { "text": "First answer." },
+        { "text": "Second answer." }
+    ]));
+    let out = env.run(&["run", "--provider", &provider, "first question"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let task = task_of(&out);
+    // No provider flag: the task's own is used.
+    let chat = env.run_with(
+        &["chat", "--task", &task],
+        Some("second question\n/exit\n"),
+        &[],
+    );
+    let err = text(&chat.stderr);
+    assert!(chat.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("carrying on with task {task}")),
+        "{err}"
+    );
+    assert_eq!(text(&chat.stdout), "Second answer.\n");
+    let log = text(&env.run(&["log", &task, "--json"]).stdout);
+    assert!(
+        log.contains("first question") && log.contains("second question"),
+        "{log}"
+    );
+    // A task that is not in the store is named.
+    let missing = env.run_with(&["chat", "--task", "20990101-000000-dead"], Some(""), &[]);
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing.stderr).contains("no task `20990101-000000-dead` in this store"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
