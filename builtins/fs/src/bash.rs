@@ -449,12 +449,21 @@ impl Tool for Bash {
             }
             Planned::Run(command) => command,
         };
-        let command = self
+        let mut command = self
             .shell
             .environment(command)
             .in_dir(&cwd)
             .with_timeout(Duration::from_millis(timeout_ms))
             .with_output_cap(CAPTURE_CAP);
+        // Each line as it is printed is live progress (not the result; the shell's own
+        // directory mark is left out).
+        if let Some(progress) = ctx.progress_sink() {
+            command = command.with_line_sink(std::sync::Arc::new(move |line: &str| {
+                if !line.trim().is_empty() && !line.starts_with(CWD_MARK) {
+                    progress(line);
+                }
+            }));
+        }
         let out = env
             .run(&command)
             .await

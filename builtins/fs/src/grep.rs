@@ -206,6 +206,7 @@ impl Tool for Grep {
             multiline,
             timeout: TIMEOUT,
             capture_cap: MAX_CAPTURE_BYTES,
+            progress: ctx.progress_sink(),
         };
         let single = base.abs.clone();
         let outcome = off_thread(NAME, move |cancelled| {
@@ -245,7 +246,12 @@ struct Search {
     timeout: Duration,
     /// Bytes of output after which the search stops.
     capture_cap: usize,
+    /// Told how far the search got, a few times a second (live progress).
+    progress: Option<noeta_core::exec::LineFn>,
 }
+
+/// How often a long search reports how far it got.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// `bytes` for people: whole MiB when it is a whole number of them.
 fn size(bytes: usize) -> String {
@@ -278,9 +284,20 @@ impl Search {
         let started = Instant::now();
         let mut outcome = Outcome::default();
         let mut captured = 0usize;
-        for (rel, path) in paths {
+        let mut reported = started;
+        for (searched, (rel, path)) in paths.iter().enumerate() {
             if cancelled.is_set() {
                 break;
+            }
+            if let Some(progress) = &self.progress
+                && reported.elapsed() >= PROGRESS_EVERY
+            {
+                reported = Instant::now();
+                progress(&format!(
+                    "{searched} of {} files searched, {} matches",
+                    paths.len(),
+                    outcome.matches
+                ));
             }
             if started.elapsed() >= self.timeout {
                 outcome.stopped = Some(format!(
@@ -497,6 +514,7 @@ mod tests {
             multiline: false,
             timeout,
             capture_cap,
+            progress: None,
         }
     }
 

@@ -49,6 +49,10 @@ pub(crate) struct AgentArgs {
     pub(crate) store: Option<String>,
     /// `--json`: events as JSON lines.
     pub(crate) json: bool,
+    /// `--verbose`: results and diffs in full.
+    pub(crate) verbose: bool,
+    /// A chat (hidden result lines are named by `/show N`).
+    pub(crate) chat: bool,
     /// `--wait`: wait for another process running the task instead of refusing.
     pub(crate) wait: bool,
     /// `--plugin-dir`.
@@ -239,7 +243,7 @@ impl AgentHost {
         stores: Option<noeta::backends::Stores>,
         model: Option<Arc<dyn noeta_core::provider::Provider>>,
     ) -> Result<Self> {
-        let printer = Arc::new(Printer::new(args.json));
+        let printer = Arc::new(Printer::new(args.json, args.verbose, args.chat));
         let host = Host::open(config(paths, args)?)?
             .with_extension(printer.clone())
             .with_extension(Arc::new(Approver::new(printer.clone())))

@@ -56,6 +56,7 @@ pub(crate) async fn read_line() -> Option<String> {
 /// Shows `prompt` (on a terminal) and reads the answer.
 pub(crate) async fn ask(prompt: &str) -> Option<String> {
     if std::io::stdin().is_terminal() {
+        crate::status::stop();
         eout!("{prompt}");
         let _ = std::io::stderr().flush();
     }

@@ -4,6 +4,7 @@
 
 mod agent;
 mod agents;
+mod diff;
 mod doctor;
 mod interact;
 mod mcp;
@@ -11,8 +12,10 @@ mod output;
 mod plugin;
 mod serve;
 mod skills;
+mod status;
 mod stdio;
 mod store;
+mod style;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -76,6 +79,9 @@ struct RunFlags {
     /// Print events as JSON lines on stdout
     #[arg(long)]
     json: bool,
+    /// Show tool results and diffs in full, not as a preview
+    #[arg(long, short = 'v')]
+    verbose: bool,
     /// When another process runs the task, wait for it to let go instead of refusing
     #[arg(long)]
     wait: bool,
@@ -506,6 +512,8 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
             .transpose()?,
         store: flags.store,
         json: flags.json,
+        verbose: flags.verbose,
+        chat: false,
         wait: flags.wait,
         plugin_dirs,
     })

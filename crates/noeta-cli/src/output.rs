@@ -1,19 +1,22 @@
-//! What a run shows as it happens: the assistant's text, each tool call and its outcome, live
-//! tool output, and a ticking indicator while a call takes long. With `--json`, every event as
-//! one JSON line on stdout instead.
+//! What a run shows as it happens: the assistant's text, each tool call and a preview of its
+//! result (in full with `--verbose`, or later with `/show N` in chat), what an `Edit` or a
+//! `Write` changed as a coloured diff, live tool output, and the status line while the model
+//! works or a tool runs (`status.rs`). With `--json`, every event as one JSON line on stdout
+//! instead.
 //!
 //! The printer is an extension the command line appends to the agent's session: its
 //! `on_event` sees each event right after it is committed, so what is printed is what the log
 //! holds.
 
-use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 
-use crate::stdio::{eout, eoutln, out, outln};
+use crate::stdio::{eoutln, out, outln};
+use crate::style::{CALL, DIM, ERROR, NOTICE, paint};
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
-use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::contrib::Verdict;
+use noeta_core::extension::{Extension, HookResult, ModelRequest, StepSignal, View};
 use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
 use noeta_core::store::Event;
 use serde_json::{Value, json};
@@ -21,43 +24,47 @@ use serde_json::{Value, json};
 /// The extension's name.
 pub(crate) const PRINTER: &str = "cli_printer";
 
-/// A call running long enough to show a ticker for.
-const TICK_AFTER: Duration = Duration::from_secs(2);
-
-/// The call in flight, for the ticker.
-#[derive(Default)]
-struct InFlight {
-    call: Option<(String, Instant)>,
-    ticking: bool,
-}
+/// Lines of a result shown without `--verbose`.
+const PREVIEW_LINES: usize = 4;
+/// Diff lines shown without `--verbose`.
+const DIFF_LINES: usize = 40;
+/// The largest file whose old text is kept to show a `Write`'s diff.
+const DIFF_MAX_BYTES: u64 = 1024 * 1024;
 
 /// Prints a task's events as they are committed.
 pub(crate) struct Printer {
     json: bool,
-    tty: bool,
-    in_flight: Arc<Mutex<InFlight>>,
+    /// Results in full, not previewed.
+    verbose: bool,
+    /// In chat: a hidden result is named by `/show N`.
+    chat: bool,
     /// The text of the reply streaming in now, as printed so far.
     streamed: Mutex<String>,
     /// Calls whose result was shown when the call finished (`after_tool`), before its
     /// record is written (a retry-safe call's goes with the next reply).
     shown: Mutex<std::collections::BTreeSet<String>>,
+    /// Every result shown this session, in order, for `/show N`: the tool and its text.
+    results: Mutex<Vec<(String, String)>>,
+    /// The text a file had before an `Edit` or a `Write` call changed it, by call id.
+    before_write: Mutex<BTreeMap<String, String>>,
 }
 
 impl Printer {
-    /// A printer; `json` prints events as JSON lines.
-    pub(crate) fn new(json: bool) -> Self {
-        let printer = Self {
+    /// A printer; `json` prints events as JSON lines, `verbose` shows results in full, `chat`
+    /// names hidden lines by `/show N`.
+    pub(crate) fn new(json: bool, verbose: bool, chat: bool) -> Self {
+        if !json {
+            crate::status::enable();
+        }
+        Self {
             json,
-            tty: std::io::stderr().is_terminal(),
-            in_flight: Arc::new(Mutex::new(InFlight::default())),
+            verbose,
+            chat,
             streamed: Mutex::new(String::new()),
             shown: Mutex::new(std::collections::BTreeSet::new()),
-        };
-        if printer.tty && !json {
-            let in_flight = Arc::clone(&printer.in_flight);
-            std::thread::spawn(move || tick(&in_flight));
+            results: Mutex::new(Vec::new()),
+            before_write: Mutex::new(BTreeMap::new()),
         }
-        printer
     }
 
     /// Whether events go out as JSON lines.
@@ -71,7 +78,7 @@ impl Printer {
             line(&json!({ "text_delta": piece }).to_string());
             return;
         }
-        self.clear_tick();
+        crate::status::stop();
         self.streamed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -80,13 +87,13 @@ impl Printer {
         crate::stdio::flush_out();
     }
 
-    /// A line of live tool output (not recorded).
+    /// A line of live tool output (not recorded): the status line's detail on a terminal (the
+    /// result follows when the call ends), a JSON line with `--json`.
     pub(crate) fn progress(&self, _call: &str, text: &str) {
         if self.json {
             line(&json!({ "progress": text }).to_string());
         } else {
-            self.clear_tick();
-            eoutln!("    {}", text.trim_end());
+            crate::status::detail(text);
         }
     }
 
@@ -95,21 +102,14 @@ impl Printer {
         if self.json {
             line(&json!({ "note": text }).to_string());
         } else {
-            self.clear_tick();
             eoutln!("{text}");
         }
     }
 
-    /// Stops the ticker while a person is asked something (its call is parked or not started).
+    /// Clears the status line while a person is asked something (its call is parked or not
+    /// started).
     pub(crate) fn pause_ticker(&self) {
-        {
-            let mut flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            flight.call = None;
-        }
-        self.clear_tick();
+        crate::status::stop();
     }
 
     /// Forgets a reply's partial text (an interrupted or failed step) and the call in flight;
@@ -127,34 +127,94 @@ impl Printer {
         eoutln!("  (the reply above stopped before it was whole and was not recorded)");
     }
 
-    /// A call's result in one line: its first line (clipped) and how many follow.
-    fn result(&self, tool: &str, text: &str, ok: bool) {
-        self.pause_ticker();
-        let mut lines = text.lines();
-        let first = lines.next().unwrap_or("").trim_end();
-        let more = lines.count();
-        let more = if more > 0 {
-            format!(" (+{more} lines)")
-        } else {
-            String::new()
-        };
-        let first = clip(first, 160);
-        if ok {
-            eoutln!("  ⎿ {first}{more}");
-        } else {
-            eoutln!("  ⎿ {tool} failed: {first}{more}");
+    /// `/show N` in chat (`None`: the last): that result in full.
+    pub(crate) fn show(&self, n: Option<usize>) {
+        let results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        if results.is_empty() {
+            eoutln!("no tool result yet in this chat");
+            return;
+        }
+        let n = n.unwrap_or(results.len());
+        match n.checked_sub(1).and_then(|i| results.get(i)) {
+            Some((tool, text)) => {
+                eoutln!("{}", paint(DIM, format!("result {n} ({tool}):")));
+                outln!("{}", text.trim_end());
+            }
+            None => eoutln!(
+                "no result {n}: this chat has shown results 1 to {}",
+                results.len()
+            ),
         }
     }
 
-    fn clear_tick(&self) {
-        let mut flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if flight.ticking {
-            eout!("\r\x1b[2K");
-            flight.ticking = false;
+    /// A call's result: a preview of its first lines (all with `--verbose`) and how to see the
+    /// rest.
+    fn result(&self, tool: &str, text: &str, ok: bool, preview: usize) {
+        crate::status::stop();
+        let n = {
+            let mut results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+            results.push((tool.to_owned(), text.to_owned()));
+            results.len()
+        };
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        let keep = if self.verbose {
+            lines.len()
+        } else {
+            preview.min(lines.len())
+        };
+        for (i, line) in lines.iter().take(keep.max(1)).enumerate() {
+            let line = if self.verbose {
+                (*line).trim_end().to_owned()
+            } else {
+                clip(line.trim_end(), 160)
+            };
+            match (i, ok) {
+                (0, true) => eoutln!("  {} {}", paint(DIM, "⎿"), line),
+                (0, false) => eoutln!(
+                    "  {} {}",
+                    paint(DIM, "⎿"),
+                    paint(ERROR, format!("{tool} failed: {line}"))
+                ),
+                _ => eoutln!("    {line}"),
+            }
         }
+        let hidden = lines.len().saturating_sub(keep.max(1));
+        if hidden > 0 {
+            let how = if self.chat {
+                format!("/show {n} shows them")
+            } else {
+                "--verbose shows them".to_owned()
+            };
+            eoutln!("    {}", paint(DIM, format!("… +{hidden} lines ({how})")));
+        }
+    }
+
+    /// What an `Edit` or a `Write` changed, as diff lines to show below its result.
+    fn diff(&self, call: &ToolCall) -> Vec<String> {
+        let path = call
+            .input
+            .get("file_path")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(old) = self
+            .before_write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&call.id)
+        else {
+            return Vec::new();
+        };
+        // The file as the call left it.
+        let Some(new) = read_small(std::path::Path::new(path)) else {
+            return Vec::new();
+        };
+        // Named as the tools name it: relative to the workspace when inside it.
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let shown = std::path::Path::new(path)
+            .strip_prefix(&cwd)
+            .map_or_else(|_| path.to_owned(), |p| p.display().to_string());
+        let limit = (!self.verbose).then_some(DIFF_LINES);
+        crate::diff::render(&shown, &old, &new, limit)
     }
 
     fn human(&self, event: &Event) {
@@ -163,8 +223,10 @@ impl Printer {
         if record.kind == "notice"
             && let Some(text) = record.data.get("text").and_then(Value::as_str)
         {
-            self.clear_tick();
-            eoutln!("⚑ {}: {text}", record.extension);
+            eoutln!(
+                "{}",
+                paint(NOTICE, format!("⚑ {}: {text}", record.extension))
+            );
             return;
         }
         if record.extension != "core" {
@@ -175,7 +237,7 @@ impl Printer {
         };
         match parsed {
             CoreRecord::AssistantReply { text, calls, .. } => {
-                self.clear_tick();
+                crate::status::stop();
                 let streamed = std::mem::take(
                     &mut *self.streamed.lock().unwrap_or_else(PoisonError::into_inner),
                 );
@@ -187,15 +249,11 @@ impl Printer {
                     outln!();
                 }
                 for call in calls {
-                    eoutln!("● {}({})", call.name, summary(&call.input));
+                    eoutln!("● {}({})", paint(CALL, &call.name), summary(&call.input));
                 }
             }
-            CoreRecord::CallStarted { call_id, tool, .. } => {
-                let mut flight = self
-                    .in_flight
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                flight.call = Some((format!("{tool} {call_id}"), Instant::now()));
+            CoreRecord::CallStarted { tool, input, .. } => {
+                crate::status::start(format!("{tool}({})", summary(&input)));
             }
             CoreRecord::CallFinished {
                 call_id,
@@ -210,21 +268,36 @@ impl Printer {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&call_id);
                 if !shown {
-                    self.result(&tool, &text, outcome == CallOutcome::Ok);
+                    self.result(&tool, &text, outcome == CallOutcome::Ok, PREVIEW_LINES);
                 }
             }
             CoreRecord::ToolParked { .. } | CoreRecord::CallParked { .. } => self.pause_ticker(),
             CoreRecord::TurnFailed { reason } => {
                 self.reset();
-                eoutln!("✗ the turn failed: {reason}");
+                eoutln!("{}", paint(ERROR, format!("✗ the turn failed: {reason}")));
             }
             CoreRecord::TaskFailed { reason } => {
-                self.clear_tick();
-                eoutln!("✗ the task failed: {reason}");
+                crate::status::stop();
+                eoutln!("{}", paint(ERROR, format!("✗ the task failed: {reason}")));
+            }
+            CoreRecord::TurnEnded { .. } => {
+                crate::status::stop();
+                self.before_write
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clear();
             }
             _ => {}
         }
     }
+}
+
+/// A file's text when it is a regular file of at most `DIFF_MAX_BYTES` in UTF-8.
+fn read_small(path: &std::path::Path) -> Option<String> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file() && m.len() <= DIFF_MAX_BYTES)?;
+    std::fs::read_to_string(path).ok()
 }
 
 fn line(text: &str) {
@@ -268,38 +341,50 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// Shows the call in flight, with its time, once it has run for a while.
-fn tick(in_flight: &Mutex<InFlight>) {
-    const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-    let mut frame = 0;
-    loop {
-        std::thread::sleep(Duration::from_millis(120));
-        let mut flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((label, started)) = flight.call.clone() else {
-            continue;
-        };
-        let elapsed = started.elapsed();
-        if elapsed < TICK_AFTER {
-            continue;
-        }
-        frame = (frame + 1) % FRAMES.len();
-        eout!(
-            "\r\x1b[2K{} {label} ({}s)",
-            FRAMES[frame],
-            elapsed.as_secs()
-        );
-        let _ = std::io::stderr().flush();
-        flight.ticking = true;
-    }
-}
-
 #[async_trait]
 impl Extension for Printer {
     fn name(&self) -> &str {
         PRINTER
     }
 
-    /// Shows a result as the call finishes, whenever its record is written.
+    /// The model is about to be called: the status line says so until its reply streams in.
+    async fn before_model(
+        &self,
+        _view: &View<'_>,
+        request: ModelRequest,
+    ) -> Result<ModelRequest, StepSignal> {
+        if !self.json {
+            crate::status::start("thinking");
+        }
+        Ok(request)
+    }
+
+    /// Keeps the text a file has before a `Write` replaces it, for the diff. Never a verdict.
+    async fn before_tool(&self, _view: &View<'_>, call: &ToolCall) -> HookResult<Option<Verdict>> {
+        if !self.json
+            && matches!(call.name.as_str(), "Edit" | "Write")
+            && let Some(path) = call.input.get("file_path").and_then(Value::as_str)
+        {
+            let path = std::path::Path::new(path);
+            // A file that is not there yet is empty; one too big for a diff gets none.
+            let old = if path.exists() {
+                let Some(old) = read_small(path) else {
+                    return Ok(None);
+                };
+                old
+            } else {
+                String::new()
+            };
+            self.before_write
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(call.id.clone(), old);
+        }
+        Ok(None)
+    }
+
+    /// Shows a result (and an edit's diff) as the call finishes, whenever its record is
+    /// written.
     async fn after_tool(
         &self,
         _view: &View<'_>,
@@ -307,7 +392,17 @@ impl Extension for Printer {
         output: ToolOutput,
     ) -> HookResult<ToolOutput> {
         if !self.json {
-            self.result(&call.name, &output.text, !output.is_error);
+            let diff = if output.is_error {
+                Vec::new()
+            } else {
+                self.diff(call)
+            };
+            // With a diff below it, the result's first line says enough.
+            let preview = if diff.is_empty() { PREVIEW_LINES } else { 1 };
+            self.result(&call.name, &output.text, !output.is_error, preview);
+            for line in diff {
+                eoutln!("    {line}");
+            }
             self.shown
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

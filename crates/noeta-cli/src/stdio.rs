@@ -9,6 +9,10 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::OnceLock;
+
+use anstream::AutoStream;
+use anstream::ColorChoice;
 
 /// The status of a command whose standard output was closed under it.
 pub(crate) const CLOSED_PIPE: u8 = 141;
@@ -16,10 +20,34 @@ pub(crate) const CLOSED_PIPE: u8 = 141;
 /// The status of a command that could not write its output for another reason.
 pub(crate) const IO_ERROR: u8 = 74;
 
-/// Writes to standard output; a failure ends the process (see the module docs).
+/// Whether standard output and standard error take colour, decided once: `NO_COLOR`,
+/// `CLICOLOR_FORCE`, `CLICOLOR`, `TERM` and whether each is a terminal.
+fn choices() -> (ColorChoice, ColorChoice) {
+    static CHOICES: OnceLock<(ColorChoice, ColorChoice)> = OnceLock::new();
+    *CHOICES.get_or_init(|| {
+        (
+            AutoStream::choice(&io::stdout()),
+            AutoStream::choice(&io::stderr()),
+        )
+    })
+}
+
+fn stdout_is_terminal() -> bool {
+    static TERMINAL: OnceLock<bool> = OnceLock::new();
+    *TERMINAL.get_or_init(|| io::IsTerminal::is_terminal(&io::stdout()))
+}
+
+/// Writes to standard output (styles stripped where colour is off, the status line cleared
+/// first); a failure ends the process (see the module docs).
 pub(crate) fn write_out(args: fmt::Arguments<'_>) {
-    let mut out = io::stdout().lock();
-    if let Err(err) = out.write_fmt(args) {
+    let text = fmt::format(args);
+    // Only a terminal's cursor matters to the status line.
+    let ends_line = (stdout_is_terminal() && !text.is_empty()).then(|| text.ends_with('\n'));
+    let written = crate::status::clear_for(ends_line, || {
+        let mut out = AutoStream::new(io::stdout().lock(), choices().0);
+        out.write_all(text.as_bytes())
+    });
+    if let Err(err) = written {
         gone(&err);
     }
 }
@@ -31,9 +59,15 @@ pub(crate) fn flush_out() {
     }
 }
 
-/// Writes to standard error; a failure is ignored.
+/// Writes to standard error (styles stripped where colour is off, the status line cleared
+/// first); a failure is ignored.
 pub(crate) fn write_err(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
+    let text = fmt::format(args);
+    crate::status::clear_for((!text.is_empty()).then(|| text.ends_with('\n')), || {
+        let mut err = AutoStream::new(io::stderr().lock(), choices().1);
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+    });
 }
 
 /// Ends the process after standard output failed with `err` (see the module docs).

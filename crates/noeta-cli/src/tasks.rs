@@ -395,7 +395,7 @@ async fn prompt_line(prompt: &str) -> Option<String> {
     interruptible(crate::interact::ask(prompt)).await.flatten()
 }
 
-const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
+const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
 
 /// `noeta chat`: one task, many turns.
 pub(crate) async fn chat(
@@ -415,7 +415,7 @@ pub(crate) async fn chat(
         }
         None => (args.clone(), None),
     };
-    let args = &args;
+    let args = &AgentArgs { chat: true, ..args };
     let mut host = AgentHost::open(paths, args)?;
     host.warn_unoffered_tools(&new_task_id()?).await;
     eoutln!("noeta chat — {CHAT_HELP}");
@@ -455,6 +455,13 @@ pub(crate) async fn chat(
                     host.stop_commands(true);
                     return Ok(ExitCode::SUCCESS);
                 }
+                "show" | "last" => match rest.trim() {
+                    "" => host.printer.show(None),
+                    n => match n.parse::<usize>() {
+                        Ok(n) => host.printer.show(Some(n)),
+                        Err(_) => eoutln!("/show takes a result's number (`/show 3`), not `{n}`"),
+                    },
+                },
                 "tasks" => {
                     if let Err(err) = print_tasks(host.log.as_ref()).await {
                         eoutln!("error: {err:#}");

@@ -123,7 +123,7 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
     assert_eq!(text(&out.stdout), "The notes say alpha and beta.\n");
     let err = text(&out.stderr);
     assert!(err.contains("● Read(notes.txt)"), "{err}");
-    assert!(err.contains("⎿      1\talpha (+1 lines)"), "{err}");
+    assert!(err.contains("⎿      1\talpha\n         2\tbeta\n"), "{err}");
     assert!(env.workspace.join(".noeta/noeta.db").exists());
 
     let task = task_of(&out);

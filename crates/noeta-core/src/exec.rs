@@ -35,7 +35,34 @@ pub struct ExecCommand {
     pub clear_env: bool,
     /// Bytes kept of each of standard output and error; the rest is read and dropped.
     pub output_cap: Option<usize>,
+    /// Told each line the command prints, as it prints it (live progress; not its output).
+    pub on_line: Option<LineSink>,
 }
+
+/// A function told one line of text at a time (live progress).
+pub type LineFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Receives a running command's lines as they come (standard output and error alike).
+#[derive(Clone)]
+pub struct LineSink(pub LineFn);
+
+impl std::fmt::Debug for LineSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineSink")
+    }
+}
+
+/// Sinks compare equal: a command is the same command whoever watches it.
+impl PartialEq for LineSink {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LineSink {}
+
+/// The longest piece of a line a [`LineSink`] is told at once.
+const LINE_PIECE: usize = 4096;
 
 impl ExecCommand {
     /// Runs `program` with `args`.
@@ -83,6 +110,12 @@ impl ExecCommand {
     /// Keeps at most `bytes` of each output stream (the command still runs to its end).
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = Some(bytes);
+        self
+    }
+
+    /// Tells `sink` each line the command prints, as it prints it.
+    pub fn with_line_sink(mut self, sink: LineFn) -> Self {
+        self.on_line = Some(LineSink(sink));
         self
     }
 }
@@ -463,15 +496,25 @@ fn start(
     let pipe = |stream: Option<Box<dyn Read + Send>>, err: bool| {
         let job = Arc::clone(&job);
         let done = done.clone();
+        let sink = command.on_line.clone();
         std::thread::spawn(move || {
             if let Some(mut stream) = stream {
                 let mut chunk = [0u8; 8192];
+                let mut line = Vec::new();
                 loop {
                     match stream.read(&mut chunk) {
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Ok(0) | Err(_) => break,
-                        Ok(n) => job.append(err, &chunk[..n]),
+                        Ok(n) => {
+                            job.append(err, &chunk[..n]);
+                            if let Some(LineSink(sink)) = &sink {
+                                tell_lines(&mut line, &chunk[..n], sink.as_ref());
+                            }
+                        }
                     }
+                }
+                if let (Some(LineSink(sink)), false) = (&sink, line.is_empty()) {
+                    sink(&String::from_utf8_lossy(&line));
                 }
             }
             let _ = done.send(());
@@ -498,6 +541,23 @@ fn start(
         });
     }
     Ok((child, job, finished))
+}
+
+/// Adds `bytes` to the unfinished `line` and tells `sink` every line that is now whole (or a
+/// piece of [`LINE_PIECE`] bytes of a longer one).
+fn tell_lines(line: &mut Vec<u8>, bytes: &[u8], sink: &(dyn Fn(&str) + Send + Sync)) {
+    for &byte in bytes {
+        if byte == b'\n' {
+            sink(String::from_utf8_lossy(line).trim_end_matches('\r'));
+            line.clear();
+        } else {
+            line.push(byte);
+            if line.len() >= LINE_PIECE {
+                sink(&String::from_utf8_lossy(line));
+                line.clear();
+            }
+        }
+    }
 }
 
 /// Waits for both readers, at most `READER_GRACE`; whether they finished.

@@ -496,6 +496,14 @@ impl ToolContext {
         }
     }
 
+    /// [`progress`](Self::progress) as a function another thread can keep (a command's line
+    /// sink); `None` when nobody watches.
+    pub fn progress_sink(&self) -> Option<crate::exec::LineFn> {
+        let sink = Arc::clone(self.progress.as_ref()?);
+        let call = self.call_id.clone();
+        Some(Arc::new(move |text: &str| sink(&call, text)))
+    }
+
     /// Takes the records staged by the tool.
     pub(crate) fn take_staged(&self) -> Vec<Record> {
         std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
