@@ -22,6 +22,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta-builtin-fs", "read_turn"),
         ("noeta-builtin-mcp", "call"),
         ("noeta-extproc", "roundtrip"),
+        ("noeta-builtin-sandbox", "exec"),
     ] {
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])

@@ -204,7 +204,7 @@ pub(crate) struct Hooks {
     /// does not read, hook types other than `command`. Each is said once, when the session is
     /// built.
     pub(crate) ignored: Vec<String>,
-    env: LocalExecEnv,
+    env: Arc<dyn ExecEnv>,
     /// Where the commands run, as the hooks' input names it.
     cwd: String,
     /// Notification hooks still running in the background.
@@ -221,6 +221,7 @@ pub(crate) fn parse(
     table: Option<&Value>,
     cwd: Option<PathBuf>,
     start_mode: Mode,
+    commands: Option<Arc<dyn ExecEnv>>,
 ) -> Result<Option<Hooks>, String> {
     let Some(table) = table.filter(|t| !t.is_null()) else {
         return Ok(None);
@@ -325,10 +326,19 @@ pub(crate) fn parse(
         ignored,
         cwd: workspace.display().to_string(),
         transcripts: Transcripts::new(&workspace),
-        env: LocalExecEnv::new(workspace),
+        // The host's environment when it runs in this directory; else a local one here.
+        env: match commands {
+            Some(env) if same_dir(env.workspace(), &workspace) => env,
+            _ => Arc::new(LocalExecEnv::new(workspace)),
+        },
         notifying: Arc::new(AtomicUsize::new(0)),
         start_mode,
     }))
+}
+
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    real(a) == real(b)
 }
 
 /// The output keys acted on; any other (Claude Code's `continue`, `stopReason` and

@@ -258,7 +258,17 @@ impl SessionPackFactory for Pack {
                 )
             })?,
         };
-        let hooks = hooks::parse(settings.hooks.as_ref(), settings.hooks_cwd.clone(), start)?;
+        // Hook commands run where the host runs commands (a sandbox, when one is bound).
+        let commands = ctx
+            .host_values
+            .get::<Arc<dyn noeta_core::exec::ExecEnv>>(noeta_core::exec::COMMAND_ENV)
+            .cloned();
+        let hooks = hooks::parse(
+            settings.hooks.as_ref(),
+            settings.hooks_cwd.clone(),
+            start,
+            commands,
+        )?;
         // The order of the original's guards: budget, permissions, repetition, hooks.
         let mut pack = PackContribution::empty();
         if settings.budget.is_set() {

@@ -55,6 +55,9 @@ impl Environment {
             format!("- Platform: {}", platform(exec).await),
             format!("- Date: {}", noeta_toolkit::dates::iso_date((self.clock)())),
         ];
+        if let Some(isolation) = exec.isolation() {
+            lines.push(format!("- Sandbox: {} ({isolation})", exec.name()));
+        }
         if self.git {
             lines.extend(git_state(exec).await);
         }

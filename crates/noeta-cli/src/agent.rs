@@ -51,6 +51,8 @@ pub(crate) struct AgentArgs {
     pub(crate) json: bool,
     /// `--verbose`: results and diffs in full.
     pub(crate) verbose: bool,
+    /// `--sandbox`: the sandbox commands run in.
+    pub(crate) sandbox: Option<String>,
     /// A chat (hidden result lines are named by `/show N`).
     pub(crate) chat: bool,
     /// `--wait`: wait for another process running the task instead of refusing.
@@ -177,6 +179,9 @@ fn flags(args: &AgentArgs) -> Result<Settings> {
     let mut flags = Settings::default();
     if let Some(mode) = &args.permission_mode {
         flags.set_param("governance", "permission_mode", json!(mode))?;
+    }
+    if let Some(sandbox) = &args.sandbox {
+        flags.set_param("sandbox", "provider", json!(sandbox))?;
     }
     Ok(flags)
 }

@@ -79,6 +79,9 @@ struct RunFlags {
     /// Print events as JSON lines on stdout
     #[arg(long)]
     json: bool,
+    /// Run commands in this sandbox: `bubblewrap`, or `local` (no sandbox; the default)
+    #[arg(long, value_name = "NAME")]
+    sandbox: Option<String>,
     /// Show tool results and diffs in full, not as a preview
     #[arg(long, short = 'v')]
     verbose: bool,
@@ -513,6 +516,7 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
         store: flags.store,
         json: flags.json,
         verbose: flags.verbose,
+        sandbox: flags.sandbox,
         chat: false,
         wait: flags.wait,
         plugin_dirs,

@@ -39,6 +39,11 @@ pub struct ExecCommand {
     pub on_line: Option<LineSink>,
 }
 
+/// The host value under which a host hands plugins the environment its commands run in (an
+/// `Arc<dyn ExecEnv>`: the local one or the bound sandbox), for commands a plugin runs outside
+/// a tool call (a command hook). Inside a call, `ToolContext::exec_env` is the same one.
+pub const COMMAND_ENV: &str = "command_env";
+
 /// A function told one line of text at a time (live progress).
 pub type LineFn = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -217,6 +222,12 @@ pub trait ExecEnv: Send + Sync {
 
     /// The workspace root commands run in.
     fn workspace(&self) -> &Path;
+
+    /// What a command cannot do here, in a sentence the model reads with its environment
+    /// (`None`: nothing is isolated).
+    fn isolation(&self) -> Option<String> {
+        None
+    }
 
     /// Runs a command to completion (or its deadline).
     async fn run(&self, command: &ExecCommand) -> Result<ExecOutput, ExecError>;

@@ -31,6 +31,7 @@ pub mod provider;
 pub mod records;
 pub mod resolve;
 pub mod runner;
+pub mod sandbox;
 pub mod session;
 pub mod store;
 pub mod surface;

@@ -114,6 +114,8 @@ pub struct Host {
     warn: WarningSink,
     notices: Option<WarningSink>,
     exec: Arc<noeta_core::exec::LocalExecEnv>,
+    /// Where commands run: `exec` itself, or the sandbox the settings bind over it.
+    commands: Arc<dyn noeta_core::exec::ExecEnv>,
     built: Mutex<BTreeMap<String, Arc<Session>>>,
     /// The servers of the `.mcp.json` files, read when a session is first built.
     mcp_json: std::sync::OnceLock<serde_json::Map<String, Value>>,
@@ -150,7 +152,11 @@ impl Host {
         let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
             config.paths.workspace.clone(),
         ));
-        let mut instances = Instances::new();
+        let commands = crate::sandbox::bind(&settings, &set, &merged, Arc::clone(&exec))?;
+        let mut instances = Instances::new().with_host_value(
+            noeta_core::exec::COMMAND_ENV,
+            noeta_core::HostValue::new(Arc::clone(&commands)),
+        );
         if let Some(resolver) = &config.mcp_server_resolver {
             instances = instances.with_host_value(
                 noeta_builtin_mcp::RESOLVER,
@@ -169,6 +175,7 @@ impl Host {
             warn: Arc::new(|text| tracing::warn!("{text}")),
             notices: None,
             exec,
+            commands,
             built: Mutex::new(BTreeMap::new()),
             mcp_json: std::sync::OnceLock::new(),
             user_values: std::sync::OnceLock::new(),
@@ -219,6 +226,12 @@ impl Host {
     /// the user interrupts.
     pub fn exec_env(&self) -> &Arc<noeta_core::exec::LocalExecEnv> {
         &self.exec
+    }
+
+    /// The environment commands run in: the local one, or the sandbox wrapping it (its
+    /// `name()` says which).
+    pub fn command_env(&self) -> &Arc<dyn noeta_core::exec::ExecEnv> {
+        &self.commands
     }
 
     /// The agent files that load.
@@ -670,7 +683,7 @@ impl Host {
     pub fn runtime(&self, stores: &Stores, model: Arc<dyn Provider>) -> Runtime {
         let runtime = Runtime::new(Arc::clone(&stores.log), Arc::clone(&stores.content), model)
             .with_worker(self.config.worker.clone())
-            .with_exec_env(Arc::clone(&self.exec) as Arc<dyn noeta_core::exec::ExecEnv>);
+            .with_exec_env(Arc::clone(&self.commands));
         match &self.config.holder_gone {
             Some(gone) => runtime.with_holder_check(Arc::clone(gone)),
             None => runtime,

@@ -195,6 +195,9 @@ pub enum HostError {
     /// The model cannot be set up.
     #[error("{0}")]
     Model(String),
+    /// The sandbox the settings name cannot be bound.
+    #[error("{0}")]
+    Sandbox(String),
     /// The store cannot be opened.
     #[error(
         "cannot open the store{}: {cause}",

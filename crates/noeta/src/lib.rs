@@ -17,6 +17,7 @@ pub mod listing;
 pub mod mcp_json;
 pub mod named;
 pub mod programs;
+pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;

@@ -1,0 +1,297 @@
+//! The `bubblewrap` sandbox: every command runs in its own namespaces under `bwrap`.
+//!
+//! The workspace is mounted read-write at its own path; the rest of the file system is
+//! mounted read-only (or only the `read_only_paths`, when given); `hidden_paths` (and
+//! `~/.noeta`) are covered by empty ones; `/tmp` is private; there is no network unless
+//! `network = true`; the command's process tree lives in its own PID namespace, so nothing it
+//! starts outlives it; all capabilities are dropped. With `max_processes`, the commands run in
+//! a pids cgroup of their own, so a fork bomb stops at the limit.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use noeta_core::exec::{ExecCommand, ExecEnv, ExecError, ExecJob, ExecOutput, LocalExecEnv};
+use noeta_core::sandbox::SandboxFactory;
+use noeta_toolkit::{SettingsTable, TimeUnit};
+use serde_json::Value;
+
+use crate::cgroup::PidsCgroup;
+
+/// The provider's name (its `sandbox_provider` contribution).
+pub const NAME: &str = "bubblewrap";
+
+/// `[plugins.sandbox]` keys.
+pub(crate) const KEYS: &[&str] = &[
+    "provider",
+    "network",
+    "read_only_paths",
+    "hidden_paths",
+    "max_processes",
+    "timeout_ms",
+    "bwrap",
+];
+
+/// How many processes a sandbox allows unless the settings say otherwise.
+const DEFAULT_MAX_PROCESSES: u32 = 512;
+
+/// The settings of the namespace sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    network: bool,
+    read_only_paths: Vec<PathBuf>,
+    hidden_paths: Vec<PathBuf>,
+    /// `0`: no limit.
+    max_processes: u32,
+    timeout: Option<Duration>,
+    bwrap: Option<PathBuf>,
+}
+
+impl Settings {
+    pub(crate) fn parse(params: &Value) -> Result<Self, String> {
+        let table = SettingsTable::new("sandbox", params, KEYS).map_err(|e| e.to_string())?;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let path = |text: &str| -> PathBuf {
+            match (text.strip_prefix("~/"), &home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => PathBuf::from(text),
+            }
+        };
+        let paths = |key: &str| -> Result<Vec<PathBuf>, String> {
+            let list = table.strings(key).map_err(|e| e.to_string())?;
+            let list = list.unwrap_or_default();
+            for entry in &list {
+                if !entry.starts_with('/') && !entry.starts_with("~/") {
+                    return Err(format!(
+                        "[plugins.sandbox] {key}: `{entry}` must be an absolute path (or start with `~/`)"
+                    ));
+                }
+            }
+            Ok(list.iter().map(|p| path(p)).collect())
+        };
+        let mut hidden = paths("hidden_paths")?;
+        if let Some(home) = &home {
+            hidden.push(home.join(".noeta"));
+        }
+        Ok(Self {
+            network: table
+                .bool("network")
+                .map_err(|e| e.to_string())?
+                .unwrap_or(false),
+            read_only_paths: paths("read_only_paths")?,
+            hidden_paths: hidden,
+            max_processes: table
+                .whole::<u32>("max_processes")
+                .map_err(|e| e.to_string())?
+                .unwrap_or(DEFAULT_MAX_PROCESSES),
+            timeout: table
+                .positive_duration("timeout_ms", TimeUnit::Milliseconds)
+                .map_err(|e| e.to_string())?,
+            bwrap: table
+                .string("bwrap")
+                .map_err(|e| e.to_string())?
+                .map(PathBuf::from),
+        })
+    }
+}
+
+/// The `bubblewrap` provider.
+pub(crate) struct Bubblewrap;
+
+impl SandboxFactory for Bubblewrap {
+    fn build(&self, local: Arc<LocalExecEnv>, params: &Value) -> Result<Arc<dyn ExecEnv>, String> {
+        let settings = Settings::parse(params)?;
+        let program = match &settings.bwrap {
+            Some(path) if !path.is_file() => {
+                return Err(format!(
+                    "bubblewrap: `{}` ([plugins.sandbox] bwrap) does not exist",
+                    path.display()
+                ));
+            }
+            Some(path) => path.clone(),
+            None => find_on_path("bwrap").ok_or(
+                "bubblewrap is not installed (no `bwrap` on PATH): apt-get install bubblewrap, \
+                 or set [plugins.sandbox] bwrap to its path",
+            )?,
+        };
+        let workspace = std::fs::canonicalize(local.workspace())
+            .unwrap_or_else(|_| local.workspace().to_path_buf());
+        let cgroup = match settings.max_processes {
+            0 => None,
+            limit => Some(Arc::new(PidsCgroup::create(limit).map_err(|why| {
+                format!(
+                    "bubblewrap: cannot limit the sandbox to {limit} processes: {why} (set \
+                     [plugins.sandbox] max_processes = 0 to run without a limit)"
+                )
+            })?)),
+        };
+        let env = Sandboxed {
+            local,
+            program,
+            workspace,
+            settings,
+            cgroup,
+        };
+        // A sandbox that cannot start is refused here, not at the first command.
+        env.probe()?;
+        Ok(Arc::new(env))
+    }
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// Commands run through `bwrap`, by the local environment.
+struct Sandboxed {
+    local: Arc<LocalExecEnv>,
+    program: PathBuf,
+    workspace: PathBuf,
+    settings: Settings,
+    cgroup: Option<Arc<PidsCgroup>>,
+}
+
+impl Sandboxed {
+    /// `bwrap`'s arguments up to the command.
+    fn arguments(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        if !self.settings.network {
+            args.push("--unshare-net".to_owned());
+        }
+        let text = |path: &Path| path.display().to_string();
+        if self.settings.read_only_paths.is_empty() {
+            args.extend(["--ro-bind".to_owned(), "/".to_owned(), "/".to_owned()]);
+        } else {
+            for path in self.settings.read_only_paths.iter().filter(|p| p.exists()) {
+                args.extend(["--ro-bind".to_owned(), text(path), text(path)]);
+            }
+        }
+        args.extend(
+            ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+                .iter()
+                .map(|s| (*s).to_owned()),
+        );
+        args.extend([
+            "--bind".to_owned(),
+            text(&self.workspace),
+            text(&self.workspace),
+        ]);
+        for path in &self.settings.hidden_paths {
+            if path.is_dir() {
+                args.extend(["--tmpfs".to_owned(), text(path)]);
+            } else if path.exists() {
+                args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)]);
+            }
+        }
+        args.push("--".to_owned());
+        args
+    }
+
+    /// `command` as it runs in the sandbox.
+    fn wrap(&self, command: &ExecCommand) -> ExecCommand {
+        let mut wrapped = command.clone();
+        let mut args = self.arguments();
+        args.push(command.program.clone());
+        args.extend(command.args.iter().cloned());
+        match &self.cgroup {
+            Some(cgroup) => {
+                // The shell joins the cgroup, then becomes bwrap: every process the command
+                // starts is counted from its first fork.
+                wrapped.program = "/bin/sh".to_owned();
+                let mut shell = vec![
+                    "-c".to_owned(),
+                    "echo $$ > \"$0\" && exec \"$@\"".to_owned(),
+                    cgroup.procs_file().display().to_string(),
+                    self.program.display().to_string(),
+                ];
+                shell.extend(args);
+                wrapped.args = shell;
+            }
+            None => {
+                wrapped.program = self.program.display().to_string();
+                wrapped.args = args;
+            }
+        }
+        if let Some(limit) = self.settings.timeout {
+            wrapped.timeout = Some(command.timeout.map_or(limit, |t| t.min(limit)));
+        }
+        wrapped
+    }
+
+    /// Runs `true` in the sandbox: `Err` names why it cannot start.
+    fn probe(&self) -> Result<(), String> {
+        let command = self.wrap(&ExecCommand::new("true", Vec::<String>::new()));
+        let out = std::process::Command::new(&command.program)
+            .args(&command.args)
+            .current_dir(&self.workspace)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|err| {
+                format!(
+                    "bubblewrap: cannot start `{}`: {err}",
+                    self.program.display()
+                )
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "bubblewrap: the sandbox does not start here ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+}
+
+#[async_trait]
+impl ExecEnv for Sandboxed {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn workspace(&self) -> &Path {
+        self.local.workspace()
+    }
+
+    fn isolation(&self) -> Option<String> {
+        let mut said = vec![if self.settings.read_only_paths.is_empty() {
+            "only the workspace and a private /tmp are writable".to_owned()
+        } else {
+            "only the workspace, a private /tmp and the read-only paths of the settings exist"
+                .to_owned()
+        }];
+        if !self.settings.network {
+            said.push("no network".to_owned());
+        }
+        if self.settings.max_processes > 0 {
+            said.push(format!("at most {} processes", self.settings.max_processes));
+        }
+        said.push("nothing a command starts outlives it".to_owned());
+        Some(said.join("; "))
+    }
+
+    async fn run(&self, command: &ExecCommand) -> Result<ExecOutput, ExecError> {
+        self.local.run(&self.wrap(command)).await
+    }
+
+    fn spawn(&self, command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
+        self.local.spawn(&self.wrap(command))
+    }
+}

@@ -1,0 +1,33 @@
+//! Sandboxed execution environments: what a `sandbox_provider` contribution resolves to.
+//!
+//! A plugin's `sandbox_provider` ref resolves to a [`HostValue`](crate::HostValue) holding a
+//! [`SandboxProvider`]. The host binds at most one, chosen by name in its settings (never
+//! automatically), builds it over the local environment that runs the processes, and gives
+//! the result to the runtime: every command a tool, a skill script or a hook runs then goes
+//! through it.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::exec::{ExecEnv, LocalExecEnv};
+
+/// Builds a sandboxed execution environment.
+pub trait SandboxFactory: Send + Sync {
+    /// The environment for a workspace: `local` runs the processes (process groups,
+    /// deadlines, output capture, stopping) and the sandbox wraps every command it is given;
+    /// `params` are the sandbox plugin's settings. `Err` says why it cannot be built (a
+    /// missing program, a setting it refuses), and the host refuses to run rather than fall
+    /// back to the unsandboxed environment.
+    fn build(&self, local: Arc<LocalExecEnv>, params: &Value) -> Result<Arc<dyn ExecEnv>, String>;
+}
+
+/// The value a `sandbox_provider` contribution resolves to (inside a `HostValue`).
+#[derive(Clone)]
+pub struct SandboxProvider(pub Arc<dyn SandboxFactory>);
+
+impl std::fmt::Debug for SandboxProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SandboxProvider")
+    }
+}
