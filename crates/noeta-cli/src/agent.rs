@@ -202,8 +202,25 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
         // over at once when this one has ended.
         worker: noeta::process_worker("cli"),
         holder_gone: Some(Arc::new(noeta::process_gone)),
+        app_gateway: app_gateway(),
         ..HostConfig::new(paths.clone())
     })
+}
+
+/// The process's preview gateway for the `app` built-in, started on first use (a reload keeps
+/// it and its mounts); `None`, with a warning, when no loopback port can be had.
+fn app_gateway() -> Option<Arc<noeta::app::Gateway>> {
+    static GATEWAY: std::sync::OnceLock<Option<Arc<noeta::app::Gateway>>> =
+        std::sync::OnceLock::new();
+    GATEWAY
+        .get_or_init(|| match noeta::app::Gateway::start() {
+            Ok(gateway) => Some(gateway),
+            Err(err) => {
+                eoutln!("warning: no app previews: the preview gateway cannot start: {err}");
+                None
+            }
+        })
+        .clone()
 }
 
 /// The settings of a run (see [`config`]).

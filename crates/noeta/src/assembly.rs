@@ -49,6 +49,9 @@ pub struct HostConfig {
     /// asked by alias at every turn for the server's URL and headers, so no credential sits in
     /// a settings file or a manifest. `None`: such servers fail, saying the host has none.
     pub mcp_server_resolver: Option<Arc<dyn noeta_builtin_mcp::RemoteResolver>>,
+    /// The preview gateway the `app` built-in mounts apps on; without one, `open_app` is not
+    /// offered.
+    pub app_gateway: Option<Arc<noeta_builtin_app::Gateway>>,
 }
 
 /// The agent files' own models, as [`Host::agent_models`] finds them.
@@ -83,6 +86,7 @@ impl HostConfig {
             worker: "local".to_owned(),
             holder_gone: None,
             mcp_server_resolver: None,
+            app_gateway: None,
         }
     }
 
@@ -157,6 +161,12 @@ impl Host {
             noeta_core::exec::COMMAND_ENV,
             noeta_core::HostValue::new(Arc::clone(&commands)),
         );
+        if let Some(gateway) = &config.app_gateway {
+            instances = instances.with_host_value(
+                noeta_builtin_app::GATEWAY,
+                noeta_builtin_app::host_value(Arc::clone(gateway)),
+            );
+        }
         if let Some(resolver) = &config.mcp_server_resolver {
             instances = instances.with_host_value(
                 noeta_builtin_mcp::RESOLVER,

@@ -40,6 +40,11 @@ pub mod mcp {
         in_process_server, serve, tool_name,
     };
 }
+/// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in
+/// [`HostConfig::app_gateway`]).
+pub mod app {
+    pub use noeta_builtin_app::Gateway;
+}
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;
 pub use secrets::{EnvSecrets, SecretError, SecretStore, resolve_secrets};

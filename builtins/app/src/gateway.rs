@@ -1,0 +1,258 @@
+//! The preview gateway: one loopback HTTP server per host process, serving each mounted app at
+//! `http://127.0.0.1:<port>/apps/<task>/<app>/`: a file of the app's directory when the path
+//! names one (`index.html` for a directory), everything else proxied to the app's `proxy_to`.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+
+/// One mounted app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mount {
+    dir: PathBuf,
+    proxy_to: String,
+}
+
+/// The gateway: its address and its mounts.
+#[derive(Debug)]
+pub struct Gateway {
+    addr: SocketAddr,
+    mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>,
+}
+
+impl Gateway {
+    /// Starts a gateway on a free loopback port, served by a thread of its own.
+    pub fn start() -> std::io::Result<Arc<Self>> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>> = Arc::default();
+        let served = Arc::clone(&mounts);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("noeta-app-gateway".to_owned())
+            .spawn(move || runtime.block_on(serve(listener, served)))?;
+        Ok(Arc::new(Self { addr, mounts }))
+    }
+
+    /// Mounts `dir` (with its API at `proxy_to`) as `app` of `task`: its URL, and whether this
+    /// gateway did not serve it so already.
+    pub fn mount(&self, task: &str, app: &str, dir: &Path, proxy_to: &str) -> (String, bool) {
+        let mount = Mount {
+            dir: dir.to_path_buf(),
+            proxy_to: proxy_to.trim_end_matches('/').to_owned(),
+        };
+        let previous = self
+            .mounts
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((task.to_owned(), app.to_owned()), mount.clone());
+        (self.url(task, app), previous.as_ref() != Some(&mount))
+    }
+
+    /// Where `app` of `task` is served.
+    pub fn url(&self, task: &str, app: &str) -> String {
+        format!("http://{}/apps/{task}/{app}/", self.addr)
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    // TLS for `https://` targets uses ring, like every other client of this process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let mounts = Arc::clone(&mounts);
+        let client = client.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let mounts = Arc::clone(&mounts);
+                let client = client.clone();
+                async move { Ok::<_, Infallible>(answer(request, &mounts, &client).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn plain(status: StatusCode, text: impl Into<String>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(text.into())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The file `rest` names under `dir` (its `index.html` for a directory), if it is one and stays
+/// inside `dir`.
+fn static_file(dir: &Path, rest: &str) -> Option<PathBuf> {
+    if rest.split('/').any(|part| part == "..") {
+        return None;
+    }
+    let root = std::fs::canonicalize(dir).ok()?;
+    let mut path = root.join(rest);
+    if path.is_dir() {
+        path = path.join("index.html");
+    }
+    let real = std::fs::canonicalize(&path).ok()?;
+    (real.starts_with(&root) && real.is_file()).then_some(real)
+}
+
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" => "application/json",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "ico" => "image/x-icon",
+        "wasm" => "application/wasm",
+        "txt" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Hop-by-hop headers, never forwarded.
+const HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+async fn answer(
+    request: Request<Incoming>,
+    mounts: &RwLock<BTreeMap<(String, String), Mount>>,
+    client: &reqwest::Client,
+) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_owned();
+    let Some(rest) = path.strip_prefix("/apps/") else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not an app path: /apps/<task>/<app>/…",
+        );
+    };
+    let mut parts = rest.splitn(3, '/');
+    let (Some(task), Some(app)) = (parts.next(), parts.next()) else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not an app path: /apps/<task>/<app>/…",
+        );
+    };
+    let rest = parts.next().unwrap_or("");
+    let mount = mounts
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&(task.to_owned(), app.to_owned()))
+        .cloned();
+    let Some(mount) = mount else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            format!("no app `{app}` is mounted for task {task}"),
+        );
+    };
+    if matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD)
+        && let Some(file) = static_file(&mount.dir, rest)
+    {
+        return match tokio::fs::read(&file).await {
+            Ok(bytes) => {
+                let mut response = Response::new(Full::new(Bytes::from(bytes)));
+                response.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static(content_type(&file)),
+                );
+                response
+            }
+            Err(err) => plain(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+        };
+    }
+    proxy(request, &mount, rest, client).await
+}
+
+async fn proxy(
+    request: Request<Incoming>,
+    mount: &Mount,
+    rest: &str,
+    client: &reqwest::Client,
+) -> Response<Full<Bytes>> {
+    let query = request
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let target = format!("{}/{rest}{query}", mount.proxy_to);
+    let (parts, body) = request.into_parts();
+    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "the request's body could not be read",
+        );
+    };
+    let Ok(method) = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()) else {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "unsupported method");
+    };
+    let mut outgoing = client.request(method, &target).body(body);
+    for (name, value) in &parts.headers {
+        if name != hyper::header::HOST && !HOP.contains(&name.as_str()) {
+            outgoing = outgoing.header(name.as_str(), value.as_bytes());
+        }
+    }
+    let reply = match outgoing.send().await {
+        Ok(reply) => reply,
+        Err(err) => {
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "the app's server at {} did not answer: {err}",
+                    mount.proxy_to
+                ),
+            );
+        }
+    };
+    let status = StatusCode::from_u16(reply.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers: Vec<(String, Vec<u8>)> = reply
+        .headers()
+        .iter()
+        .filter(|(name, _)| !HOP.contains(&name.as_str()))
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect();
+    let bytes = reply.bytes().await.unwrap_or_default();
+    let mut response = Response::new(Full::new(bytes));
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_bytes(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
