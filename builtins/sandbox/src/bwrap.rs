@@ -4,8 +4,9 @@
 //! mounted read-only (or only the `read_only_paths`, when given); `hidden_paths` (and
 //! `~/.noeta`) are covered by empty ones; `/tmp` is private; there is no network unless
 //! `network = true`; the command's process tree lives in its own PID namespace, so nothing it
-//! starts outlives it; all capabilities are dropped. With `max_processes`, the commands run in
-//! a pids cgroup of their own, so a fork bomb stops at the limit.
+//! starts outlives it; all capabilities are dropped. The commands run in a pids cgroup of their
+//! own (`max_processes`, required when set, else a default where the kernel allows), so a fork
+//! bomb stops at the limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,8 +43,8 @@ pub(crate) struct Settings {
     network: bool,
     read_only_paths: Vec<PathBuf>,
     hidden_paths: Vec<PathBuf>,
-    /// `0`: no limit.
-    max_processes: u32,
+    /// `Some(0)`: no limit; `None`: the default limit where a pids cgroup can be had.
+    max_processes: Option<u32>,
     timeout: Option<Duration>,
     bwrap: Option<PathBuf>,
 }
@@ -83,8 +84,7 @@ impl Settings {
             hidden_paths: hidden,
             max_processes: table
                 .whole::<u32>("max_processes")
-                .map_err(|e| e.to_string())?
-                .unwrap_or(DEFAULT_MAX_PROCESSES),
+                .map_err(|e| e.to_string())?,
             timeout: table
                 .positive_duration("timeout_ms", TimeUnit::Milliseconds)
                 .map_err(|e| e.to_string())?,
@@ -117,14 +117,17 @@ impl SandboxFactory for Bubblewrap {
         };
         let workspace = std::fs::canonicalize(local.workspace())
             .unwrap_or_else(|_| local.workspace().to_path_buf());
+        // A limit the settings ask for is required; the default one applies where the
+        // kernel lets this process create a pids cgroup.
         let cgroup = match settings.max_processes {
-            0 => None,
-            limit => Some(Arc::new(PidsCgroup::create(limit).map_err(|why| {
+            Some(0) => None,
+            Some(limit) => Some(Arc::new(PidsCgroup::create(limit).map_err(|why| {
                 format!(
                     "bubblewrap: cannot limit the sandbox to {limit} processes: {why} (set \
                      [plugins.sandbox] max_processes = 0 to run without a limit)"
                 )
             })?)),
+            None => PidsCgroup::create(DEFAULT_MAX_PROCESSES).ok().map(Arc::new),
         };
         let env = Sandboxed {
             local,
@@ -280,8 +283,8 @@ impl ExecEnv for Sandboxed {
         if !self.settings.network {
             said.push("no network".to_owned());
         }
-        if self.settings.max_processes > 0 {
-            said.push(format!("at most {} processes", self.settings.max_processes));
+        if let Some(cgroup) = &self.cgroup {
+            said.push(format!("at most {} processes", cgroup.limit()));
         }
         said.push("nothing a command starts outlives it".to_owned());
         Some(said.join("; "))
@@ -293,5 +296,54 @@ impl ExecEnv for Sandboxed {
 
     fn spawn(&self, command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
         self.local.spawn(&self.wrap(command))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sandboxed(params: Value) -> Sandboxed {
+        Sandboxed {
+            local: Arc::new(LocalExecEnv::new("/work/ws")),
+            program: PathBuf::from("/usr/bin/bwrap"),
+            workspace: PathBuf::from("/work/ws"),
+            settings: Settings::parse(&params).unwrap_or_else(|e| panic!("{e}")),
+            cgroup: None,
+        }
+    }
+
+    #[test]
+    fn a_bad_setting_is_named_with_its_key() {
+        let relative = Settings::parse(&json!({ "hidden_paths": ["secrets"] }));
+        assert!(
+            relative
+                .unwrap_err()
+                .contains("[plugins.sandbox] hidden_paths: `secrets` must be an absolute path")
+        );
+        let wrong = Settings::parse(&json!({ "network": "yes" })).unwrap_err();
+        assert!(wrong.contains("network"), "{wrong}");
+        let unknown = Settings::parse(&json!({ "netwrok": true })).unwrap_err();
+        assert!(unknown.contains("netwrok"), "{unknown}");
+    }
+
+    #[test]
+    fn the_workspace_is_bound_after_the_read_only_root_and_the_network_is_cut() {
+        let env = sandboxed(json!({}));
+        let command = env.wrap(&ExecCommand::new("echo", ["hi"]));
+        assert_eq!(command.program, "/usr/bin/bwrap");
+        let args = command.args.join(" ");
+        assert!(args.contains("--unshare-net"), "{args}");
+        assert!(args.contains("--cap-drop ALL"), "{args}");
+        let root = args.find("--ro-bind / /").unwrap_or(usize::MAX);
+        let workspace = args.find("--bind /work/ws /work/ws").unwrap_or(0);
+        assert!(root < workspace, "{args}");
+        assert!(args.ends_with("-- echo hi"), "{args}");
+
+        let open = sandboxed(json!({ "network": true, "timeout_ms": 1000 }));
+        let command = open.wrap(&ExecCommand::new("true", Vec::<String>::new()));
+        assert!(!command.args.contains(&"--unshare-net".to_owned()));
+        assert_eq!(command.timeout, Some(Duration::from_secs(1)));
     }
 }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug)]
 pub(crate) struct PidsCgroup {
     dir: PathBuf,
+    limit: u32,
 }
 
 impl PidsCgroup {
@@ -24,7 +25,7 @@ impl PidsCgroup {
         let dir = root.join(name);
         std::fs::create_dir(&dir)
             .map_err(|err| format!("cannot create the cgroup {}: {err}", dir.display()))?;
-        let cgroup = Self { dir };
+        let cgroup = Self { dir, limit };
         std::fs::write(cgroup.dir.join("pids.max"), limit.to_string()).map_err(|err| {
             format!(
                 "cannot set {}: {err}",
@@ -32,6 +33,11 @@ impl PidsCgroup {
             )
         })?;
         Ok(cgroup)
+    }
+
+    /// The processes it allows.
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// The file a process writes its pid to, to join.
