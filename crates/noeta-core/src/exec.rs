@@ -591,6 +591,8 @@ fn finish(
     cancelled: &dyn Fn() -> bool,
 ) -> std::io::Result<(bool, std::process::ExitStatus, bool)> {
     let mut timed_out = false;
+    // Quick commands are seen to end quickly: the wait between looks grows from 50 µs to 5 ms.
+    let mut pause = Duration::from_micros(50);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -603,7 +605,8 @@ fn finish(
             let _ = child.kill();
             break child.wait()?;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
     };
     // Whatever the command left running in its group (background children holding the
     // pipes) ends with it, so the output is complete and nothing lingers.
