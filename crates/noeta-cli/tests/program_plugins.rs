@@ -50,6 +50,18 @@ fn events(out: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `noeta run --plugin-dir DIR --provider PROVIDER GOAL`.
+fn run_with_plugin(env: &CliEnv, dir: &Path, provider: &str, goal: &str) -> std::process::Output {
+    env.run(&[
+        "run",
+        "--plugin-dir",
+        dir.to_str().unwrap(),
+        "--provider",
+        provider,
+        goal,
+    ])
+}
+
 #[test]
 fn the_python_example_counts_words_guards_bash_and_folds_its_state() {
     require("python3");
@@ -61,14 +73,7 @@ fn the_python_example_counts_words_guards_bash_and_folds_its_state() {
         {"text": "Done."}
     ]));
     let dir = example("python-plugin");
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "count",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "count");
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     // The results and the records the tool made are in the log.
     let log = env.run(&["log", "--json", &task_of(&out)]);
@@ -103,14 +108,7 @@ fn the_node_example_upper_cases_and_marks_its_results() {
         {"text": "Done."}
     ]));
     let dir = example("node-plugin");
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "shout",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "shout");
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let log = env.run(&["log", "--json", &task_of(&out)]);
     let log_text = stdout(&log);
@@ -249,14 +247,7 @@ fn a_crashing_hanging_or_garbled_before_tool_denies_the_call() {
             {"text": "Reading.", "calls": [{"name": "Glob", "input": {"pattern": "*"}}]},
             {"text": "Done."}
         ]));
-        let out = env.run(&[
-            "run",
-            "--plugin-dir",
-            dir.to_str().unwrap(),
-            "--provider",
-            &provider,
-            "go",
-        ]);
+        let out = run_with_plugin(&env, &dir, &provider, "go");
         let text = format!("{}{}", stdout(&out), stderr(&out));
         assert!(out.status.success(), "{behaviour}: {text}");
         assert!(
@@ -287,14 +278,7 @@ fn a_crashing_observer_is_skipped() {
     let env = CliEnv::new(NOETA);
     let dir = broken_plugin(&env, "crash", "on_event");
     let provider = env.script(json!([{"text": "Hello."}]));
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "hi",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "hi");
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("Hello."));
 }
@@ -341,14 +325,7 @@ fn a_crashing_step_hook_fails_the_turn() {
     let env = CliEnv::new(NOETA);
     let dir = broken_plugin(&env, "crash", "context");
     let provider = env.script(json!([{"text": "Hello."}]));
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "hi",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "hi");
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("internal_error"), "{text}");
@@ -367,14 +344,7 @@ fn a_crashing_tool_is_an_error_result_for_the_model() {
         {"text": "Trying.", "calls": [{"name": "broken_tool", "input": {}}]},
         {"text": "Done."}
     ]));
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "go",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "go");
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("Done."), "{text}");
@@ -401,14 +371,7 @@ fn a_crashing_reduce_fails_the_fold() {
         {"text": "Noting.", "calls": [{"name": "note", "input": {}}]},
         {"text": "Done."}
     ]));
-    let out = env.run(&[
-        "run",
-        "--plugin-dir",
-        dir.to_str().unwrap(),
-        "--provider",
-        &provider,
-        "go",
-    ]);
+    let out = run_with_plugin(&env, &dir, &provider, "go");
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("plugin `broken`"), "{text}");

@@ -104,6 +104,15 @@ fn clicolor_force_colours_a_pipe_and_no_color_wins_over_it() {
     assert!(!stderr(&plain).contains('\x1b'), "{:?}", stderr(&plain));
 }
 
+/// The shell line of a run of the session (arguments quoted).
+fn run_line(provider: &str) -> String {
+    let args: Vec<String> = run_args(provider)
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect();
+    format!("{NOETA} {}", args.join(" "))
+}
+
 /// Runs `line` in a pseudo-terminal (util-linux `script`); what the terminal received.
 fn in_terminal(env: &CliEnv, line: &str, vars: &[(&str, &str)]) -> Output {
     let script = Path::new("/usr/bin/script");
@@ -154,14 +163,7 @@ fn without_status(text: &str) -> String {
 fn in_a_terminal_colour_is_on_the_status_line_is_drawn_and_cleared_and_diffs_are_coloured() {
     let env = CliEnv::new(NOETA);
     let provider = session(&env);
-    let line = format!(
-        "{NOETA} {}",
-        run_args(&provider)
-            .iter()
-            .map(|a| format!("'{a}'"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let line = run_line(&provider);
     let out = in_terminal(&env, &line, &[]);
     let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
     assert!(out.status.success(), "{shown}");
@@ -192,14 +194,7 @@ fn in_a_terminal_colour_is_on_the_status_line_is_drawn_and_cleared_and_diffs_are
 fn in_a_terminal_no_color_turns_colour_off() {
     let env = CliEnv::new(NOETA);
     let provider = session(&env);
-    let line = format!(
-        "{NOETA} {}",
-        run_args(&provider)
-            .iter()
-            .map(|a| format!("'{a}'"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let line = run_line(&provider);
     let out = in_terminal(&env, &line, &[("NO_COLOR", "1")]);
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{shown}");
