@@ -23,6 +23,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta-builtin-mcp", "call"),
         ("noeta-extproc", "roundtrip"),
         ("noeta-builtin-sandbox", "exec"),
+        ("noeta-builtin-browser", "navigate"),
     ] {
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])

@@ -134,7 +134,36 @@ pub(crate) fn session_layout_text(
     let mut options = noeta_core::AgentOptions::named("goldens");
     options.plugins = set.names().into_iter().map(str::to_owned).collect();
     let compiled = noeta_core::compile_agent(&set, &merged, &options, &noeta::activation_rules())?;
-    let session = noeta::build_session(&set, &compiled, config)?;
+    // The host's backends, so the packs that need one offer their tools: a preview gateway,
+    // and a browser backend that is never contacted (its browser starts on a first call).
+    let browser = noeta::browser_backend::Config {
+        launch: noeta::browser_backend::Launch::Attach {
+            url: "ws://127.0.0.1:9/golden".to_owned(),
+        },
+        profiles: std::path::PathBuf::from("/var/empty"),
+        allowed_hosts: Vec::new(),
+        width: 1280,
+        height: 800,
+        timeout: std::time::Duration::from_secs(30),
+    };
+    let instances = noeta_core::session::Instances::new()
+        .with_host_value(
+            noeta::app::GATEWAY,
+            noeta::app::host_value(noeta::app::Gateway::start()?),
+        )
+        .with_host_value(
+            noeta::browser_backend::BACKEND,
+            noeta::browser_backend::host_value(Arc::new(noeta::browser_backend::Backend::new(
+                browser,
+            ))),
+        );
+    let session = noeta::build_session_shared(
+        &set,
+        &compiled,
+        config,
+        &noeta::EnvSecrets::new(),
+        &instances,
+    )?;
     let mut out = String::from("session packs, in build order:\n");
     for entry in compiled.resolution.for_surface("session_pack") {
         out.push_str(&format!(

@@ -203,6 +203,7 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
         worker: noeta::process_worker("cli"),
         holder_gone: Some(Arc::new(noeta::process_gone)),
         app_gateway: app_gateway(),
+        browser: true,
         ..HostConfig::new(paths.clone())
     })
 }

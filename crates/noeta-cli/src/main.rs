@@ -471,9 +471,10 @@ fn main() -> ExitCode {
         }
     };
     // Warnings and errors of the runtime go to stderr; `NOETA_LOG` (e.g. `debug`,
-    // `noeta_core=info`) chooses otherwise.
+    // `noeta_core=info`) chooses otherwise. The DevTools client warns of every protocol event
+    // newer than its own types, which says nothing to a user: only its errors show.
     let filter = tracing_subscriber::EnvFilter::try_from_env("NOETA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chromiumoxide=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -52,6 +52,9 @@ pub struct HostConfig {
     /// The preview gateway the `app` built-in mounts apps on; without one, `open_app` is not
     /// offered.
     pub app_gateway: Option<Arc<noeta_builtin_app::Gateway>>,
+    /// Whether the host binds a browser for the `browser` built-in (from `[plugins.browser]`;
+    /// a local Chromium when one is installed). Without one, the browser tools are not offered.
+    pub browser: bool,
 }
 
 /// The agent files' own models, as [`Host::agent_models`] finds them.
@@ -87,6 +90,7 @@ impl HostConfig {
             holder_gone: None,
             mcp_server_resolver: None,
             app_gateway: None,
+            browser: false,
         }
     }
 
@@ -165,6 +169,14 @@ impl Host {
             instances = instances.with_host_value(
                 noeta_builtin_app::GATEWAY,
                 noeta_builtin_app::host_value(Arc::clone(gateway)),
+            );
+        }
+        if config.browser
+            && let Some(backend) = crate::browser::bind(&settings, &config.paths)?
+        {
+            instances = instances.with_host_value(
+                noeta_builtin_browser::BACKEND,
+                noeta_builtin_browser::host_value(backend),
             );
         }
         if let Some(resolver) = &config.mcp_server_resolver {

@@ -198,6 +198,9 @@ pub enum HostError {
     /// The sandbox the settings name cannot be bound.
     #[error("{0}")]
     Sandbox(String),
+    /// The browser backend the settings ask for cannot be bound.
+    #[error("{0}")]
+    Browser(String),
     /// The store cannot be opened.
     #[error(
         "cannot open the store{}: {cause}",

@@ -9,6 +9,7 @@
 pub mod agent_files;
 mod assembly;
 pub mod backends;
+mod browser;
 pub mod builtins;
 pub mod claude_plugins;
 mod host;
@@ -43,7 +44,12 @@ pub mod mcp {
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in
 /// [`HostConfig::app_gateway`]).
 pub mod app {
-    pub use noeta_builtin_app::Gateway;
+    pub use noeta_builtin_app::{GATEWAY, Gateway, host_value};
+}
+/// The browser backend of the `browser` built-in (bound from `[plugins.browser]` when
+/// [`HostConfig::browser`] is set).
+pub mod browser_backend {
+    pub use noeta_builtin_browser::{BACKEND, Backend, Config, Launch, host_value};
 }
 /// The skills index as `noeta skills list` shows it.
 pub use noeta_builtin_skills::listing as skills;
