@@ -145,6 +145,7 @@ pub(crate) fn session_layout_text(
         width: 1280,
         height: 800,
         timeout: std::time::Duration::from_secs(30),
+        wrapper: Vec::new(),
     };
     let instances = noeta_core::session::Instances::new()
         .with_host_value(

@@ -361,17 +361,24 @@ async fn launch(
         args.push("--no-sandbox".to_owned());
     }
     args.push("about:blank".to_owned());
+    // The browser's command line, under the sandbox's when the host gave one.
+    let mut argv: Vec<String> = config.wrapper.clone();
+    argv.push(executable.display().to_string());
+    argv.extend(args);
     // Dies with this process (the thread that starts it lives as long as the process).
-    let mut command = match find_on_path("setpriv") {
-        Some(setpriv) => {
-            let mut command = tokio::process::Command::new(setpriv);
-            command.args(["--pdeathsig", "KILL", "--"]).arg(executable);
-            command
-        }
-        None => tokio::process::Command::new(executable),
-    };
+    if let Some(setpriv) = find_on_path("setpriv") {
+        let mut with = vec![
+            setpriv.display().to_string(),
+            "--pdeathsig".to_owned(),
+            "KILL".to_owned(),
+            "--".to_owned(),
+        ];
+        with.extend(argv);
+        argv = with;
+    }
+    let mut command = tokio::process::Command::new(&argv[0]);
+    command.args(&argv[1..]);
     command
-        .args(&args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -61,6 +61,9 @@ pub struct Config {
     pub height: u32,
     /// How long a page may take to load, and a DevTools call to answer.
     pub timeout: Duration,
+    /// The command line a started browser runs under (the host's sandbox puts it there);
+    /// empty: none.
+    pub wrapper: Vec<String>,
 }
 
 impl Config {
@@ -152,6 +155,7 @@ impl Config {
                 .positive_duration("timeout_ms", TimeUnit::Milliseconds)
                 .map_err(err)?
                 .unwrap_or(Duration::from_secs(30)),
+            wrapper: Vec::new(),
         }))
     }
 

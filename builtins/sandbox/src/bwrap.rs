@@ -99,22 +99,55 @@ impl Settings {
 /// The `bubblewrap` provider.
 pub(crate) struct Bubblewrap;
 
+/// The `bwrap` program the settings name, or the one on `PATH`.
+fn program(settings: &Settings) -> Result<PathBuf, String> {
+    match &settings.bwrap {
+        Some(path) if !path.is_file() => Err(format!(
+            "bubblewrap: `{}` ([plugins.sandbox] bwrap) does not exist",
+            path.display()
+        )),
+        Some(path) => Ok(path.clone()),
+        None => find_on_path("bwrap").ok_or_else(|| {
+            "bubblewrap is not installed (no `bwrap` on PATH): apt-get install bubblewrap, \
+             or set [plugins.sandbox] bwrap to its path"
+                .to_owned()
+        }),
+    }
+}
+
 impl SandboxFactory for Bubblewrap {
+    /// A browser runs with the file system read-only but for its profiles, the hidden paths
+    /// covered, a private `/tmp`, its own process tree (ended with the process that started
+    /// it), and the network of the host.
+    fn browser_prefix(
+        &self,
+        params: &Value,
+        writable: &Path,
+    ) -> Result<Option<Vec<String>>, String> {
+        let settings = Settings::parse(params)?;
+        let program = program(&settings)?;
+        std::fs::create_dir_all(writable).map_err(|err| {
+            format!(
+                "bubblewrap: cannot create the browser's directory {}: {err}",
+                writable.display()
+            )
+        })?;
+        let browser = Settings {
+            network: true,
+            ..settings
+        };
+        let mut prefix = vec![program.display().to_string()];
+        prefix.extend(arguments(&browser, writable));
+        // Mounted again last: the profiles live under `~/.noeta`, which is hidden.
+        let dir = writable.display().to_string();
+        prefix.pop();
+        prefix.extend(["--bind".to_owned(), dir.clone(), dir, "--".to_owned()]);
+        Ok(Some(prefix))
+    }
+
     fn build(&self, local: Arc<LocalExecEnv>, params: &Value) -> Result<Arc<dyn ExecEnv>, String> {
         let settings = Settings::parse(params)?;
-        let program = match &settings.bwrap {
-            Some(path) if !path.is_file() => {
-                return Err(format!(
-                    "bubblewrap: `{}` ([plugins.sandbox] bwrap) does not exist",
-                    path.display()
-                ));
-            }
-            Some(path) => path.clone(),
-            None => find_on_path("bwrap").ok_or(
-                "bubblewrap is not installed (no `bwrap` on PATH): apt-get install bubblewrap, \
-                 or set [plugins.sandbox] bwrap to its path",
-            )?,
-        };
+        let program = program(&settings)?;
         let workspace = std::fs::canonicalize(local.workspace())
             .unwrap_or_else(|_| local.workspace().to_path_buf());
         // A limit the settings ask for is required; the default one applies where the
@@ -159,51 +192,53 @@ struct Sandboxed {
     cgroup: Option<Arc<PidsCgroup>>,
 }
 
+/// `bwrap`'s arguments up to the command, for `settings` with `writable` mounted read-write
+/// at its own path.
+fn arguments(settings: &Settings, writable: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    if !settings.network {
+        args.push("--unshare-net".to_owned());
+    }
+    let text = |path: &Path| path.display().to_string();
+    if settings.read_only_paths.is_empty() {
+        args.extend(["--ro-bind".to_owned(), "/".to_owned(), "/".to_owned()]);
+    } else {
+        for path in settings.read_only_paths.iter().filter(|p| p.exists()) {
+            args.extend(["--ro-bind".to_owned(), text(path), text(path)]);
+        }
+    }
+    args.extend(
+        ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            .iter()
+            .map(|s| (*s).to_owned()),
+    );
+    args.extend(["--bind".to_owned(), text(writable), text(writable)]);
+    for path in &settings.hidden_paths {
+        if path.is_dir() {
+            args.extend(["--tmpfs".to_owned(), text(path)]);
+        } else if path.exists() {
+            args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)]);
+        }
+    }
+    args.push("--".to_owned());
+    args
+}
+
 impl Sandboxed {
     /// `bwrap`'s arguments up to the command.
     fn arguments(&self) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "--die-with-parent",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        if !self.settings.network {
-            args.push("--unshare-net".to_owned());
-        }
-        let text = |path: &Path| path.display().to_string();
-        if self.settings.read_only_paths.is_empty() {
-            args.extend(["--ro-bind".to_owned(), "/".to_owned(), "/".to_owned()]);
-        } else {
-            for path in self.settings.read_only_paths.iter().filter(|p| p.exists()) {
-                args.extend(["--ro-bind".to_owned(), text(path), text(path)]);
-            }
-        }
-        args.extend(
-            ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-                .iter()
-                .map(|s| (*s).to_owned()),
-        );
-        args.extend([
-            "--bind".to_owned(),
-            text(&self.workspace),
-            text(&self.workspace),
-        ]);
-        for path in &self.settings.hidden_paths {
-            if path.is_dir() {
-                args.extend(["--tmpfs".to_owned(), text(path)]);
-            } else if path.exists() {
-                args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)]);
-            }
-        }
-        args.push("--".to_owned());
-        args
+        arguments(&self.settings, &self.workspace)
     }
 
     /// `command` as it runs in the sandbox.

@@ -466,3 +466,93 @@ fn backend_none_offers_no_browser_and_a_bad_setting_is_named() {
         stderr(&out)
     );
 }
+
+/// The main browser processes on a profile under `home`: their pids.
+fn browser_pids(home: &Path) -> Vec<u32> {
+    let marker = format!("user-data-dir={}", home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.first().is_some_and(|a| a.ends_with("/chromium"))
+                && args.iter().any(|a| a.contains(&marker))
+                && !args.iter().any(|a| a.starts_with("--type="))
+        })
+        .collect()
+}
+
+/// With the namespace sandbox chosen for commands, the browser runs in it too: its own mount
+/// namespace, where a hidden path is empty, and pages still open (the network is shared).
+#[test]
+fn under_the_namespace_sandbox_the_browser_runs_in_it_too() {
+    let env = env_with_browser(
+        "[plugins.sandbox]\nprovider = \"bubblewrap\"\nhidden_paths = [\"~/secret.txt\"]\n",
+    );
+    std::fs::write(env.home.join("secret.txt"), "the secret\n").unwrap();
+    let base = format!("http://127.0.0.1:{}", site());
+    let provider = env.script(json!([
+        call("browser_navigate", json!({ "url": format!("{base}/about") })),
+        call("Bash", json!({ "command": "touch started; sleep 20" })),
+        { "text": "done" }
+    ]));
+    let mut child = env
+        .command(&[
+            "run",
+            "--json",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+            "browse",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = env.workspace.join("started");
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the shell command never started"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "noeta ended before the step"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids = browser_pids(&env.home);
+    assert!(!pids.is_empty(), "no browser runs");
+    let ours = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    for pid in &pids {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).unwrap();
+        assert_ne!(
+            theirs, ours,
+            "the browser {pid} shares this mount namespace"
+        );
+        let seen = std::fs::read_to_string(format!(
+            "/proc/{pid}/root{}",
+            env.home.join("secret.txt").display()
+        ))
+        .unwrap_or_default();
+        assert_eq!(seen, "", "the browser {pid} reads a hidden path");
+    }
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let results = results(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("We make widgets."),
+        "{results:?}"
+    );
+}

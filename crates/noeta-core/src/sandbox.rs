@@ -20,6 +20,18 @@ pub trait SandboxFactory: Send + Sync {
     /// missing program, a setting it refuses), and the host refuses to run rather than fall
     /// back to the unsandboxed environment.
     fn build(&self, local: Arc<LocalExecEnv>, params: &Value) -> Result<Arc<dyn ExecEnv>, String>;
+
+    /// The command line to put before a browser's so that it runs in this sandbox, with
+    /// `writable` (its profiles) the only place it may write and the network on (a browser
+    /// has no use without it); `params` are the sandbox plugin's settings. `Ok(None)`: this
+    /// sandbox cannot hold a browser, and the host runs none rather than one outside it.
+    fn browser_prefix(
+        &self,
+        _params: &Value,
+        _writable: &std::path::Path,
+    ) -> Result<Option<Vec<String>>, String> {
+        Ok(None)
+    }
 }
 
 /// The value a `sandbox_provider` contribution resolves to (inside a `HostValue`).

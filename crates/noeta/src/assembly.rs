@@ -160,7 +160,8 @@ impl Host {
         let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
             config.paths.workspace.clone(),
         ));
-        let commands = crate::sandbox::bind(&settings, &set, &merged, Arc::clone(&exec))?;
+        let (commands, sandbox) =
+            crate::sandbox::bind(&settings, &set, &merged, Arc::clone(&exec))?;
         let mut instances = Instances::new().with_host_value(
             noeta_core::exec::COMMAND_ENV,
             noeta_core::HostValue::new(Arc::clone(&commands)),
@@ -172,7 +173,7 @@ impl Host {
             );
         }
         if config.browser
-            && let Some(backend) = crate::browser::bind(&settings, &config.paths)?
+            && let Some(backend) = crate::browser::bind(&settings, &config.paths, sandbox.as_ref())?
         {
             instances = instances.with_host_value(
                 noeta_builtin_browser::BACKEND,

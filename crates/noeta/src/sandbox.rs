@@ -27,16 +27,24 @@ pub fn provider_name(settings: &Settings) -> String {
         .to_owned()
 }
 
-/// The environment commands run in: `local` itself, or the named sandbox built over it.
+/// The sandbox the settings chose: its name, its provider and its settings.
+pub(crate) struct Chosen {
+    pub(crate) name: String,
+    pub(crate) provider: SandboxProvider,
+    pub(crate) params: Value,
+}
+
+/// The environment commands run in: `local` itself, or the named sandbox built over it (and
+/// then the sandbox, which a browser the host starts runs in too).
 pub(crate) fn bind(
     settings: &Settings,
     set: &PluginSet,
     merged: &Merged,
     local: Arc<LocalExecEnv>,
-) -> Result<Arc<dyn ExecEnv>, HostError> {
+) -> Result<(Arc<dyn ExecEnv>, Option<Chosen>), HostError> {
     let name = provider_name(settings);
     if name == LOCAL {
-        return Ok(local);
+        return Ok((local, None));
     }
     let providers = merged.for_surface(SANDBOX_PROVIDER);
     let Some(entry) = providers.iter().find(|e| e.contribution.name == name) else {
@@ -64,8 +72,16 @@ pub(crate) fn bind(
         .params("sandbox")
         .map(|p| Value::Object(p.clone()))
         .unwrap_or(Value::Null);
-    provider
+    let env = provider
         .0
         .build(local, &params)
-        .map_err(|why| HostError::Sandbox(format!("sandbox `{name}`: {why}")))
+        .map_err(|why| HostError::Sandbox(format!("sandbox `{name}`: {why}")))?;
+    Ok((
+        env,
+        Some(Chosen {
+            name,
+            provider: provider.clone(),
+            params,
+        }),
+    ))
 }
