@@ -18,6 +18,14 @@ pub enum OpenError {
         /// The schemes that are known, as a list for the message.
         known: String,
     },
+    /// The PostgreSQL database cannot be used (unreachable, refused, a newer schema).
+    #[error("cannot open the PostgreSQL store `{url}`: {reason}")]
+    Postgres {
+        /// The URL, its password hidden.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// The store URL is malformed for its scheme.
     #[error("store URL `{url}` is not valid: {reason}")]
     BadUrl {

@@ -1,4 +1,5 @@
-//! Choosing a store by URL: `memory:`, `sqlite:PATH`, or the workspace's `.noeta/noeta.db` by default.
+//! Choosing a store by URL: `memory:`, `sqlite:PATH`, `postgres://…`, or the workspace's
+//! `.noeta/noeta.db` by default.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -7,11 +8,12 @@ use std::sync::Arc;
 use noeta_core::store::{Clock, ContentStore, EventLog, MemoryContentStore, MemoryEventLog};
 
 use crate::error::OpenError;
+use crate::postgres::PgStore;
 use crate::schema::MEMORY_NAME;
 use crate::sqlite::SqliteStore;
 
 /// The schemes [`StoreUrl::parse`] knows, as shown in its errors.
-pub const KNOWN_SCHEMES: &str = "`memory:`, `sqlite:PATH`";
+pub const KNOWN_SCHEMES: &str = "`memory:`, `sqlite:PATH`, `postgres://…` (or `postgresql://…`)";
 
 /// The store a URL names, with any relative path already resolved against the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,8 @@ pub enum StoreUrl {
     SqliteMemory,
     /// `sqlite:PATH`: an SQLite file.
     Sqlite(PathBuf),
+    /// `postgres://…` or `postgresql://…`: a PostgreSQL database (the URL as given).
+    Postgres(String),
 }
 
 impl StoreUrl {
@@ -52,6 +56,14 @@ impl StoreUrl {
                 Err(bad("`memory:` takes nothing after the colon"))
             };
         }
+        if scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql") {
+            if !rest.starts_with("//") || rest.len() <= 2 {
+                return Err(bad(
+                    "write it as `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`",
+                ));
+            }
+            return Ok(Self::Postgres(url.to_owned()));
+        }
         if scheme.eq_ignore_ascii_case("sqlite") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -76,6 +88,7 @@ impl fmt::Display for StoreUrl {
             Self::Memory => f.write_str("memory:"),
             Self::SqliteMemory => write!(f, "sqlite:{MEMORY_NAME}"),
             Self::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            Self::Postgres(url) => f.write_str(&crate::postgres::redact(url)),
         }
     }
 }
@@ -113,6 +126,11 @@ impl Stores {
             }
             StoreUrl::Sqlite(path) => {
                 let store = Arc::new(SqliteStore::open(path, clock)?);
+                (store.clone(), store)
+            }
+            // Leases are timed by the database's clock, whatever this host's says.
+            StoreUrl::Postgres(url) => {
+                let store = Arc::new(PgStore::connect(url, None)?);
                 (store.clone(), store)
             }
         };

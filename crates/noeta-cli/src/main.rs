@@ -74,7 +74,7 @@ struct RunFlags {
     /// `default`, `acceptEdits`, `bypassPermissions` or `plan` (kebab-case works too)
     #[arg(long = "permission-mode", value_name = "MODE")]
     permission_mode: Option<String>,
-    /// The store: `sqlite:PATH` or `memory:` (default `.noeta/noeta.db` in the workspace)
+    /// The store: `sqlite:PATH`, `memory:` or `postgres://…` (default `.noeta/noeta.db` in the workspace)
     #[arg(long)]
     store: Option<String>,
     /// Print events as JSON lines on stdout

@@ -1,5 +1,5 @@
 //! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
-//! a dying log, a plugin's session), damage done to a store file, the npm MCP reference servers, a loopback HTTP request reader, the generators of the
+//! a dying log, a plugin's session), damage done to a store file, the npm MCP reference servers, a PostgreSQL server, a loopback HTTP request reader, the generators of the
 //! parsers' property tests and the CLI test environment for noeta's tests (a dev-dependency only).
 
 pub mod cli;
@@ -10,4 +10,5 @@ pub mod golden;
 pub mod harness;
 pub mod http;
 pub mod npm;
+pub mod pg;
 pub mod pypi;

@@ -822,7 +822,7 @@ fn closest<'a>(name: &str, known: &'a std::collections::BTreeSet<String>) -> Opt
 pub fn open_store(paths: &HostPaths, url: Option<&str>) -> Result<Stores, HostError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     crate::backends::open_store(url, &paths.workspace, clock).map_err(|err| HostError::Store {
-        url: url.map(str::to_owned),
+        url: url.map(noeta_builtin_storage::redact_url),
         cause: err,
     })
 }
@@ -832,7 +832,7 @@ pub fn open_store(paths: &HostPaths, url: Option<&str>) -> Result<Stores, HostEr
 /// the error.
 pub fn store_file(paths: &HostPaths, url: Option<&str>) -> Result<std::path::PathBuf, HostError> {
     let store_error = |cause| HostError::Store {
-        url: url.map(str::to_owned),
+        url: url.map(noeta_builtin_storage::redact_url),
         cause,
     };
     let parsed = match url {

@@ -44,14 +44,24 @@ fn urls_name_the_store_and_resolve_relative_paths_against_the_workspace() {
 
 #[test]
 fn an_unknown_scheme_names_the_url_and_lists_the_known_ones() {
-    let err = parse("postgres://db.example/noeta").unwrap_err();
+    let err = parse("mysql://db.example/noeta").unwrap_err();
     assert!(
-        matches!(&err, OpenError::UnknownScheme { scheme, .. } if scheme == "postgres"),
+        matches!(&err, OpenError::UnknownScheme { scheme, .. } if scheme == "mysql"),
         "{err:?}"
     );
     assert_eq!(
         err.to_string(),
-        "store URL `postgres://db.example/noeta` has unknown scheme `postgres` — known schemes: `memory:`, `sqlite:PATH`"
+        "store URL `mysql://db.example/noeta` has unknown scheme `mysql` — known schemes: `memory:`, `sqlite:PATH`, `postgres://…` (or `postgresql://…`)"
+    );
+    assert_eq!(
+        parse("postgresql://u:p@db.example/noeta").unwrap(),
+        StoreUrl::Postgres("postgresql://u:p@db.example/noeta".to_owned())
+    );
+    assert_eq!(
+        parse("postgres://u:p@db.example/noeta")
+            .unwrap()
+            .to_string(),
+        "postgres://u:***@db.example/noeta"
     );
     assert!(err.to_string().ends_with(KNOWN_SCHEMES));
 }
