@@ -18,6 +18,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     for (package, bench) in [
         ("noeta", "load"),
         ("noeta", "sqlite"),
+        ("noeta-builtin-storage", "pg_append"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
         ("noeta-builtin-mcp", "call"),
