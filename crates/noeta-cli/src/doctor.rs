@@ -15,7 +15,12 @@ use crate::stdio::outln;
 /// session, skills, the model, the store — and exits 1 on any problem (a workspace with no
 /// store yet is not one). With `online`, the model's endpoint is asked whether it answers and
 /// takes the key.
-pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Result<ExitCode> {
+pub(crate) fn doctor(
+    paths: &HostPaths,
+    dirs: Vec<PathBuf>,
+    online: bool,
+    store_url: Option<&str>,
+) -> Result<ExitCode> {
     let mut problems = 0_usize;
     let mut problem = |text: String| {
         problems += 1;
@@ -195,6 +200,28 @@ pub(crate) fn doctor(paths: &HostPaths, dirs: Vec<PathBuf>, online: bool) -> Res
             }
             Err(err) => problem(format!("plugins: {err}")),
         }
+    }
+    if let Some(url) = store_url {
+        // Another store than the workspace's: does it open (reachable, a schema this build
+        // reads) and list its tasks?
+        let listed = noeta::open_store(paths, Some(url))
+            .map_err(anyhow::Error::from)
+            .and_then(|stores| {
+                let tasks = runtime()?.block_on(stores.log.tasks())?;
+                Ok((stores.url.to_string(), tasks.len()))
+            });
+        match listed {
+            Ok((name, tasks)) => outln!(
+                "store: {name} answers, its schema is one this build reads ({tasks} task(s))"
+            ),
+            Err(err) => problem(format!("store: {}", render_error(&err))),
+        }
+        return Ok(if problems == 0 {
+            ExitCode::SUCCESS
+        } else {
+            outln!("{problems} problem(s)");
+            ExitCode::FAILURE
+        });
     }
     let store = paths.workspace.join(".noeta").join("noeta.db");
     if store.exists() {

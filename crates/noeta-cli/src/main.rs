@@ -193,12 +193,17 @@ enum Command {
         command: StoreCommand,
     },
     /// What is configured, what is missing, and every plugin that failed to load
-    #[command(after_help = "Examples:\n  noeta doctor\n  noeta doctor --online")]
+    #[command(
+        after_help = "Examples:\n  noeta doctor\n  noeta doctor --online\n  noeta doctor --store postgres://noeta@db/noeta"
+    )]
     Doctor {
         /// Also ask the model's endpoint whether it answers and takes the key (lists its
         /// models: no model call, nothing billed)
         #[arg(long)]
         online: bool,
+        /// Check this store instead of the workspace's (reachable, its schema, its tasks)
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Print the surface registry: every surface with its plane, scope, collision key, ordering and binding
     #[command(after_help = "Examples:\n  noeta surfaces\n  noeta surfaces --json")]
@@ -615,7 +620,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             StoreCommand::Check { store, json } => store::check(&paths, store.as_deref(), json),
             StoreCommand::Salvage { new, store } => store::salvage(&paths, store.as_deref(), &new),
         },
-        Command::Doctor { online } => doctor::doctor(&paths, dirs, online),
+        Command::Doctor { online, store } => doctor::doctor(&paths, dirs, online, store.as_deref()),
         Command::Surfaces { json } => {
             let registry = noeta_core::standard_registry();
             if json {

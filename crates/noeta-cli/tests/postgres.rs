@@ -57,6 +57,14 @@ fn tasks_run_on_a_postgres_store_and_read_back_from_it() {
     }
     let effects = std::fs::read_to_string(env.workspace.join("effects.txt")).unwrap();
     assert_eq!(effects.lines().count(), 2, "{effects}");
+    // `doctor --store` reaches the database and counts its tasks.
+    let doctor = env.run(&["doctor", "--store", &url]);
+    assert!(
+        stdout(&doctor).contains("answers, its schema is one this build reads (2 task(s))"),
+        "{}{}",
+        stdout(&doctor),
+        stderr(&doctor)
+    );
     // Nothing went to the workspace's SQLite file.
     assert!(!env.workspace.join(".noeta/noeta.db").exists());
 
@@ -104,5 +112,19 @@ fn an_unreachable_database_is_named_without_its_password() {
         "{said}"
     );
     assert!(said.contains("Connection refused"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
+    let doctor = env.run(&[
+        "doctor",
+        "--store",
+        "postgres://noeta:hunter2@127.0.0.1:1/noeta",
+    ]);
+    assert_eq!(doctor.status.code(), Some(1));
+    let said = stdout(&doctor);
+    assert!(
+        said.contains(
+            "problem: store: cannot open the store `postgres://noeta:***@127.0.0.1:1/noeta`"
+        ),
+        "{said}"
+    );
     assert!(!said.contains("hunter2"), "{said}");
 }
