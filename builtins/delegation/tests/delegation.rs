@@ -19,7 +19,7 @@ use noeta_core::records::ToolCall;
 use noeta_core::runner::{RunOutcome, Runtime, Sessions};
 use noeta_core::session::{Session, bare_session, build_session};
 use noeta_core::store::{
-    EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId, TaskInfo,
+    EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId, TaskInfo, TaskQueue,
 };
 use noeta_core::{
     ActivationRules, AgentDefinition, AgentOptions, LinkedPlugin, LoadOptions, PluginSource,
@@ -534,4 +534,93 @@ fn a_crash_while_children_run_resumes_each_call_exactly_once() {
             assert_eq!(ended, 1, "limit {limit}: child {} ended once", child.id);
         }
     }
+}
+
+impl Run {
+    /// Runs the queue dry with `workers` pool workers taking turns (each runs what it took to
+    /// its stop, queues what that made runnable, and finishes the entry); returns how many
+    /// runs each worker made.
+    fn drain(&self, model: &Arc<Model>, workers: usize) -> Vec<usize> {
+        let runtimes: Vec<Runtime> = (0..workers)
+            .map(|n| {
+                self.runtime(self.log.clone(), model.clone())
+                    .with_worker(format!("w{n}"))
+                    .as_pool_worker()
+            })
+            .collect();
+        let mut runs = vec![0; workers];
+        let mut idle = 0;
+        let mut turn = 0;
+        while idle < workers {
+            let n = turn % workers;
+            turn += 1;
+            let Some(taken) = block_on(self.log.take(&format!("w{n}"), 1_000)).unwrap() else {
+                idle += 1;
+                continue;
+            };
+            idle = 0;
+            runs[n] += 1;
+            let ran = block_on(runtimes[n].run_queued(&self.host, &taken.lease.task)).unwrap();
+            for task in &ran.wake {
+                block_on(self.log.enqueue(task, 0)).unwrap();
+            }
+            block_on(self.log.finish(&taken)).unwrap();
+            assert!(runs.iter().sum::<usize>() < 100, "the queue never empties");
+        }
+        runs
+    }
+}
+
+#[test]
+fn a_queue_of_workers_runs_the_children_and_delivers_background_reports() {
+    let run = Run::new();
+    let model = Model::new(vec![
+        task_call("explore", "part one"),
+        task_call("plan", "part two"),
+        background_call("explore", "survey"),
+        task_call("ghost", "haunt"),
+    ]);
+    let rt = run.runtime(run.log.clone(), model.clone());
+    block_on(rt.create(&run.host.parent, &run.task, "do the work")).unwrap();
+    block_on(run.log.enqueue(&run.task, 0)).unwrap();
+    let runs = run.drain(&model, 2);
+    assert!(
+        runs.iter().all(|n| *n > 0),
+        "both workers ran tasks: {runs:?}"
+    );
+    // Every child ran through the queue, none by the runtime that started the parent.
+    assert_eq!(run.children().len(), 4);
+    let results = run.results();
+    let texts: Vec<&str> = results.iter().map(|(_, t, _)| t.as_str()).collect();
+    assert_eq!(results.len(), 4, "{texts:#?}");
+    let one = |pred: &dyn Fn(&str) -> bool| texts.iter().filter(|t| pred(t)).count() == 1;
+    assert!(one(&|t| t.ends_with("did: part one")), "{texts:#?}");
+    assert!(one(&|t| t.ends_with("did: part two")), "{texts:#?}");
+    assert!(one(&|t| t.contains("in the background")), "{texts:#?}");
+    assert!(one(&|t| t.contains("ghost")), "{texts:#?}");
+    let kinds = run.core_kinds(&run.task);
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(
+        count("children_finished"),
+        3,
+        "each call woken exactly once"
+    );
+    assert_eq!(count("background_delivered"), 1);
+    let delivered = run.user_messages();
+    assert!(
+        delivered
+            .iter()
+            .any(|m| m.ends_with("finished. Its report:\n\ndid: survey")),
+        "{delivered:#?}"
+    );
+    let state = block_on(rt.load(&run.host.parent, &run.task)).unwrap();
+    assert!(
+        matches!(state.core.turn, noeta_core::fold::TurnState::Ended { .. }),
+        "{:?}",
+        state.core.turn
+    );
+    assert_eq!(
+        block_on(run.log.depth()).unwrap(),
+        noeta_core::store::QueueDepth::default()
+    );
 }

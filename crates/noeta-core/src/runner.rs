@@ -27,10 +27,12 @@ mod commands;
 mod compose;
 mod direct;
 mod lease;
+mod queue;
 mod step;
 mod tree;
 
 pub use direct::{AskRefusal, DirectResult};
+pub use queue::QueuedRun;
 use tree::default_children_at_once;
 
 /// At most this many adjacent read-only calls run at once.
@@ -76,6 +78,9 @@ pub enum RunOutcome {
     },
     /// No user message is waiting.
     Idle,
+    /// The run stopped between two steps because the runtime was asked to stop
+    /// ([`Runtime::with_stop`]); the turn goes on at the next run.
+    Stopped,
 }
 
 /// Why a run could not go on.
@@ -195,6 +200,8 @@ pub struct Runtime {
     children_at_once: usize,
     /// Tasks this runtime is running now.
     driving: Mutex<std::collections::BTreeSet<TaskId>>,
+    /// Set when runs are to stop between steps (a worker shutting down).
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Marks a task as being driven for as long as it lives.
@@ -263,7 +270,23 @@ impl Runtime {
             inbox: Inbox::default(),
             children_at_once: default_children_at_once(),
             driving: Mutex::new(std::collections::BTreeSet::new()),
+            stop: None,
         }
+    }
+
+    /// Runs stop between two steps once `stop` is set ([`RunOutcome::Stopped`]): the step in
+    /// flight finishes and is recorded, the lease is released, and the turn goes on at the
+    /// next run (a worker shutting down gracefully).
+    pub fn with_stop(mut self, stop: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether runs were asked to stop.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Runs at most `n` (at least one) child tasks at once in [`run_tree`](Self::run_tree);

@@ -8,6 +8,8 @@
 
 pub mod contract;
 mod memory;
+mod queue;
+mod queue_contract;
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use memory::{MemoryContentStore, MemoryEventLog};
+pub use queue::{QueueDepth, Queued, TaskQueue, WorkerSeen};
 
 use crate::canonical;
 

@@ -65,6 +65,10 @@ impl Claim<'_> {
                 }
                 TurnState::Running => {}
             }
+            if self.rt.stopping() {
+                self.write_unwritten().await?;
+                return Ok(RunOutcome::Stopped);
+            }
             // What in-process work posted since the last step is committed before the next.
             let posted = self.rt.inbox.take(self.task.as_str());
             if let Err(err) = self.commit(posted.clone()).await {

@@ -253,15 +253,7 @@ impl Runtime {
         if state.core.background.is_empty() {
             return Ok(Background::None);
         }
-        let orders = state.core.background.clone();
-        let mut unfinished = Vec::new();
-        for order in &orders {
-            create_child(self, task, state.core.depth, order).await?;
-            let child = TaskId::new(order.child.clone())?;
-            if child_result(self, &child, order).await?.is_none() {
-                unfinished.push(child);
-            }
-        }
+        let unfinished = self.background_unfinished(task, state).await?;
         let ran: Vec<Result<(TaskId, RunOutcome), RunError>> = futures::stream::iter(unfinished)
             .map(|c| self.subtree(sessions, c, true))
             .buffered(self.children_at_once)
@@ -273,8 +265,41 @@ impl Runtime {
                 return Ok(Background::Waiting(stopped, outcome));
             }
         }
+        Ok(if self.deliver_background(session, task, state).await? {
+            Background::Delivered
+        } else {
+            Background::None
+        })
+    }
+
+    /// Creates `task`'s background children that a crash left uncreated (`state`: the task as
+    /// its run left it) and returns those that have not finished.
+    pub(super) async fn background_unfinished(
+        &self,
+        task: &TaskId,
+        state: &TaskState,
+    ) -> Result<Vec<TaskId>, RunError> {
+        let mut unfinished = Vec::new();
+        for order in &state.core.background {
+            create_child(self, task, state.core.depth, order).await?;
+            let child = TaskId::new(order.child.clone())?;
+            if child_result(self, &child, order).await?.is_none() {
+                unfinished.push(child);
+            }
+        }
+        Ok(unfinished)
+    }
+
+    /// Delivers the result of every finished background child of `task` to it; `true` when
+    /// something was delivered (the task has a turn to take).
+    pub(super) async fn deliver_background(
+        &self,
+        session: &Session,
+        task: &TaskId,
+        state: &TaskState,
+    ) -> Result<bool, RunError> {
         let mut delivered = Vec::new();
-        for order in &orders {
+        for order in &state.core.background {
             let child = TaskId::new(order.child.clone())?;
             if let Some(result) = child_result(self, &child, order).await? {
                 let message = if result.ok {
@@ -296,12 +321,12 @@ impl Runtime {
             }
         }
         if delivered.is_empty() {
-            return Ok(Background::None);
+            return Ok(false);
         }
         let mut claim = self.claim(session, task).await?;
         claim.commit(delivered).await?;
         claim.release().await?;
-        Ok(Background::Delivered)
+        Ok(true)
     }
 
     /// A child that cannot run here fails alone (recorded, so its parent wakes with why); the

@@ -6,6 +6,8 @@
 
 use serde_json::json;
 
+pub use super::queue_contract::run_queue;
+
 use super::{ContentStore, EventLog, ManualClock, Record, Snapshot, StoreError, TaskId};
 
 /// A contract check that did not hold.

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use super::{
-    Clock, ContentRef, ContentStore, Event, EventLog, Lease, Record, Snapshot, StoreError, TaskId,
-    TaskInfo, check_batch, content_ref,
+    Clock, ContentRef, ContentStore, Event, EventLog, Lease, QueueDepth, Queued, Record, Snapshot,
+    StoreError, TaskId, TaskInfo, TaskQueue, WorkerSeen, check_batch, content_ref,
 };
 
 #[derive(Debug)]
@@ -28,10 +28,28 @@ struct TaskLog {
     snapshot: Option<Snapshot>,
 }
 
-/// An event log held in memory, with leases timed by an injected clock.
+/// An event log held in memory, with leases timed by an injected clock; it is also the
+/// reference [`TaskQueue`].
 pub struct MemoryEventLog {
     clock: Arc<dyn Clock>,
     tasks: Mutex<BTreeMap<TaskId, TaskLog>>,
+    queue: Mutex<QueueState>,
+}
+
+/// One queued task.
+#[derive(Debug)]
+struct Entry {
+    ready_ms: u64,
+    /// Enqueue order, for tasks ready at the same time.
+    order: u64,
+    generation: u64,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    entries: BTreeMap<TaskId, Entry>,
+    enqueued: u64,
+    workers: BTreeMap<String, (String, u64)>,
 }
 
 impl std::fmt::Debug for MemoryEventLog {
@@ -46,7 +64,12 @@ impl MemoryEventLog {
         Self {
             clock,
             tasks: Mutex::new(BTreeMap::new()),
+            queue: Mutex::new(QueueState::default()),
         }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, QueueState> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<TaskId, TaskLog>> {
@@ -235,6 +258,146 @@ impl EventLog for MemoryEventLog {
         let tasks = self.lock();
         let log = tasks.get(task).ok_or_else(|| unknown(task))?;
         Ok(log.snapshot.clone())
+    }
+}
+
+/// Whether another lease than a lapsed one holds the task at `now`.
+fn held(log: &TaskLog, now: u64) -> bool {
+    log.lease.as_ref().is_some_and(|l| l.expires_ms > now)
+}
+
+#[async_trait]
+impl TaskQueue for MemoryEventLog {
+    async fn enqueue(&self, task: &TaskId, ready_ms: u64) -> Result<(), StoreError> {
+        if !self.lock().contains_key(task) {
+            return Err(unknown(task));
+        }
+        let ready_ms = if ready_ms == 0 {
+            self.clock.now_ms()
+        } else {
+            ready_ms
+        };
+        let mut queue = self.queue();
+        queue.enqueued += 1;
+        let order = queue.enqueued;
+        queue
+            .entries
+            .entry(task.clone())
+            .and_modify(|e| {
+                e.ready_ms = e.ready_ms.min(ready_ms);
+                e.generation += 1;
+            })
+            .or_insert(Entry {
+                ready_ms,
+                order,
+                generation: 1,
+            });
+        Ok(())
+    }
+
+    async fn take(&self, worker: &str, ttl_ms: u64) -> Result<Option<Queued>, StoreError> {
+        let now = self.clock.now_ms();
+        let mut tasks = self.lock();
+        let queue = self.queue();
+        let next = queue
+            .entries
+            .iter()
+            .filter(|(task, e)| {
+                e.ready_ms <= now && tasks.get(*task).is_some_and(|log| !held(log, now))
+            })
+            .min_by_key(|(_, e)| (e.ready_ms, e.order));
+        let Some((task, entry)) = next else {
+            return Ok(None);
+        };
+        let log = tasks.get_mut(task).ok_or_else(|| unknown(task))?;
+        log.epoch += 1;
+        let expires_ms = now.saturating_add(ttl_ms);
+        log.lease = Some(LeaseState {
+            worker: worker.to_owned(),
+            expires_ms,
+        });
+        Ok(Some(Queued {
+            lease: Lease {
+                task: task.clone(),
+                worker: worker.to_owned(),
+                epoch: log.epoch,
+                expires_ms,
+            },
+            generation: entry.generation,
+            waited_ms: now.saturating_sub(entry.ready_ms),
+        }))
+    }
+
+    async fn finish(&self, queued: &Queued) -> Result<(), StoreError> {
+        let mut queue = self.queue();
+        let task = &queued.lease.task;
+        if queue
+            .entries
+            .get(task)
+            .is_some_and(|e| e.generation == queued.generation)
+        {
+            queue.entries.remove(task);
+        }
+        Ok(())
+    }
+
+    async fn depth(&self) -> Result<QueueDepth, StoreError> {
+        let now = self.clock.now_ms();
+        let tasks = self.lock();
+        let queue = self.queue();
+        let mut depth = QueueDepth::default();
+        for (task, entry) in &queue.entries {
+            if tasks.get(task).is_some_and(|log| held(log, now)) {
+                depth.running += 1;
+            } else if entry.ready_ms <= now {
+                depth.ready += 1;
+            } else {
+                depth.later += 1;
+            }
+        }
+        Ok(depth)
+    }
+
+    async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        self.queue()
+            .workers
+            .insert(worker.to_owned(), (about.to_owned(), now));
+        Ok(())
+    }
+
+    async fn gone(&self, worker: &str) -> Result<(), StoreError> {
+        self.queue().workers.remove(worker);
+        Ok(())
+    }
+
+    async fn workers(&self, within_ms: u64) -> Result<Vec<WorkerSeen>, StoreError> {
+        let since = self.clock.now_ms().saturating_sub(within_ms);
+        let mut seen: Vec<WorkerSeen> = self
+            .queue()
+            .workers
+            .iter()
+            .filter(|(_, (_, seen))| *seen >= since)
+            .map(|(worker, (about, seen_ms))| WorkerSeen {
+                worker: worker.clone(),
+                about: about.clone(),
+                seen_ms: *seen_ms,
+            })
+            .collect();
+        seen.sort_by(|a, b| b.seen_ms.cmp(&a.seen_ms).then(a.worker.cmp(&b.worker)));
+        Ok(seen)
+    }
+
+    async fn wait(&self, max: std::time::Duration) {
+        // In one process: look again every few milliseconds for something new.
+        let start = self.queue().enqueued;
+        let began = std::time::Instant::now();
+        while began.elapsed() < max {
+            futures_timer::Delay::new(std::time::Duration::from_millis(2).min(max)).await;
+            if self.queue().enqueued != start {
+                return;
+            }
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use futures::executor::block_on;
 use noeta_core::store::{
-    Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record, Snapshot,
-    StoreError, TaskId, TaskInfo, contract,
+    Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, QueueDepth, Queued,
+    Record, Snapshot, StoreError, TaskId, TaskInfo, TaskQueue, WorkerSeen, contract,
 };
 
 #[test]
@@ -14,6 +14,51 @@ fn the_memory_store_honours_the_contract() {
     let content = MemoryContentStore::new();
     let failures = block_on(contract::run(&log, &content, &clock, "t"));
     assert!(failures.is_empty(), "{failures:#?}");
+    let failures = block_on(contract::run_queue(&log, &log, &clock, "t"));
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A queue that hands one task to every worker that asks.
+struct Lax(MemoryEventLog);
+
+#[async_trait]
+impl TaskQueue for Lax {
+    async fn enqueue(&self, task: &TaskId, ready_ms: u64) -> Result<(), StoreError> {
+        self.0.enqueue(task, ready_ms).await
+    }
+    async fn take(&self, worker: &str, ttl_ms: u64) -> Result<Option<Queued>, StoreError> {
+        let Some(first) = self.0.take(worker, ttl_ms).await? else {
+            return Ok(None);
+        };
+        // Forgets that it handed the task out.
+        self.0.finish(&first).await?;
+        self.0.enqueue(&first.lease.task, 0).await?;
+        Ok(Some(first))
+    }
+    async fn finish(&self, queued: &Queued) -> Result<(), StoreError> {
+        self.0.finish(queued).await
+    }
+    async fn depth(&self) -> Result<QueueDepth, StoreError> {
+        self.0.depth().await
+    }
+    async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
+        self.0.beat(worker, about).await
+    }
+    async fn gone(&self, worker: &str) -> Result<(), StoreError> {
+        self.0.gone(worker).await
+    }
+    async fn workers(&self, within_ms: u64) -> Result<Vec<WorkerSeen>, StoreError> {
+        self.0.workers(within_ms).await
+    }
+}
+
+#[test]
+fn the_queue_contract_catches_a_queue_that_forgets_what_it_handed_out() {
+    let clock = ManualClock::at(1_000);
+    let queue = Lax(MemoryEventLog::new(clock.clone()));
+    let failures = block_on(contract::run_queue(&queue, &queue.0, &clock, "t"));
+    let checks: Vec<&str> = failures.iter().map(|f| f.check).collect();
+    assert!(checks.contains(&"queue_generations"), "{failures:#?}");
 }
 
 /// A log that forgets to fence appends by the lease.
