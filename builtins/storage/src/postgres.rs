@@ -23,8 +23,10 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::error::OpenError;
 
+mod queue;
+
 /// The schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i32 = 1;
+pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key under which the schema is created or migrated.
 const SCHEMA_LOCK: i64 = 0x6e6f_6574_6100;
@@ -105,6 +107,9 @@ pub struct PgStore {
     pool: Pool,
     name: String,
     clock: Option<Arc<dyn Clock>>,
+    /// For the queue's listening connection.
+    config: tokio_postgres::Config,
+    listener: queue::Listener,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -161,7 +166,7 @@ impl PgStore {
             .map_err(|err: tokio_postgres::Error| failed(err.to_string()))?;
         let handle = runtime().map_err(&failed)?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -175,7 +180,13 @@ impl PgStore {
                 .build()
                 .map_err(|err| failed(err.to_string()))?
         };
-        let store = Self { pool, name, clock };
+        let store = Self {
+            pool,
+            name,
+            clock,
+            config,
+            listener: queue::Listener::new(),
+        };
         let migrate_pool = store.pool.clone();
         futures::executor::block_on(async {
             handle
@@ -264,22 +275,28 @@ async fn migrate(pool: &Pool) -> Result<(), String> {
         .await
         .map_err(|err| db_error(&err))?
         .and_then(|row| row.get(0));
-    match found {
-        None => {
-            tx.execute(
-                "INSERT INTO noeta_schema (version) VALUES ($1)",
-                &[&PG_SCHEMA_VERSION],
-            )
+    if let Some(version) = found
+        && version > PG_SCHEMA_VERSION
+    {
+        return Err(format!(
+            "the database has store schema version {version}, newer than version \
+             {PG_SCHEMA_VERSION} that this build reads — use a newer noeta"
+        ));
+    }
+    if found != Some(PG_SCHEMA_VERSION) {
+        // New, or version 1 (no queue): version 2 adds the queue's tables.
+        tx.batch_execute(queue::SCHEMA_V2)
             .await
             .map_err(|err| db_error(&err))?;
-        }
-        Some(version) if version > PG_SCHEMA_VERSION => {
-            return Err(format!(
-                "the database has store schema version {version}, newer than version \
-                 {PG_SCHEMA_VERSION} that this build reads — use a newer noeta"
-            ));
-        }
-        Some(_) => {}
+        tx.execute("DELETE FROM noeta_schema", &[])
+            .await
+            .map_err(|err| db_error(&err))?;
+        tx.execute(
+            "INSERT INTO noeta_schema (version) VALUES ($1)",
+            &[&PG_SCHEMA_VERSION],
+        )
+        .await
+        .map_err(|err| db_error(&err))?;
     }
     tx.commit().await.map_err(|err| db_error(&err))
 }

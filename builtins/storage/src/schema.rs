@@ -1,4 +1,5 @@
-//! The SQLite file: connection settings, the version-1 schema, and recognising a noeta store on open.
+//! The SQLite file: connection settings, the schema (version 2: version 1's log plus the task
+//! queue), migrating a version-1 file, and recognising a noeta store on open.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use crate::error::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The value of `format` in `noeta_meta` that marks a noeta store.
 pub(crate) const FORMAT: &str = "noeta-store";
@@ -60,6 +61,25 @@ CREATE TABLE content (
     sha256 TEXT PRIMARY KEY NOT NULL,
     len    INTEGER NOT NULL,
     body   BLOB NOT NULL
+) STRICT;
+";
+
+/// Version 2 adds the task queue: one row per runnable task (`generation` raised by every
+/// enqueue, `enqueued` its order), and the workers that said they were alive.
+const CREATE_V2: &str = "
+CREATE TABLE queue (
+    task_no    INTEGER PRIMARY KEY REFERENCES tasks (task_no),
+    ready_ms   INTEGER NOT NULL,
+    enqueued   INTEGER NOT NULL,
+    generation INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX queue_ready ON queue (ready_ms, enqueued);
+
+CREATE TABLE workers (
+    worker  TEXT PRIMARY KEY NOT NULL,
+    about   TEXT NOT NULL,
+    seen_ms INTEGER NOT NULL
 ) STRICT;
 ";
 
@@ -136,7 +156,7 @@ pub(crate) fn read_only(
                 .map_err(err)?;
         }
         match inspect(&conn, path) {
-            Ok(Found::Current) => Ok((conn, None)),
+            Ok(Found::Current | Found::Older(_)) => Ok((conn, None)),
             Err(damage @ OpenError::Damaged { .. }) if tolerant => Ok((conn, Some(damage))),
             Ok(Found::Empty) => Err(OpenError::NotAStore {
                 path: path.to_owned(),
@@ -264,19 +284,31 @@ fn prepare(mut conn: Connection, path: &Path, file: bool) -> Result<Connection, 
         .map_err(err)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(err)?;
-    if inspect(&conn, path)? == Found::Empty {
+    if inspect(&conn, path)? != Found::Current {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
-        // Another connection may have created the schema since the first look.
-        if inspect(&tx, path)? == Found::Empty {
-            tx.execute_batch(CREATE_V1).map_err(err)?;
-            let version = SCHEMA_VERSION.to_string();
-            tx.execute(
-                "INSERT INTO noeta_meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
-                [FORMAT, version.as_str()],
-            )
-            .map_err(err)?;
+        // Another connection may have created or migrated the schema since the first look.
+        match inspect(&tx, path)? {
+            Found::Empty => {
+                tx.execute_batch(CREATE_V1).map_err(err)?;
+                tx.execute_batch(CREATE_V2).map_err(err)?;
+                let version = SCHEMA_VERSION.to_string();
+                tx.execute(
+                    "INSERT INTO noeta_meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
+                    [FORMAT, version.as_str()],
+                )
+                .map_err(err)?;
+            }
+            Found::Older(1) => {
+                tx.execute_batch(CREATE_V2).map_err(err)?;
+                tx.execute(
+                    "UPDATE noeta_meta SET value = ?1 WHERE key = 'schema_version'",
+                    [SCHEMA_VERSION.to_string()],
+                )
+                .map_err(err)?;
+            }
+            Found::Older(_) | Found::Current => {}
         }
         tx.commit().map_err(err)?;
     }
@@ -289,6 +321,8 @@ enum Found {
     Empty,
     /// A noeta store of this build's schema version.
     Current,
+    /// A noeta store of an older version this build migrates (read as it is when read-only).
+    Older(u32),
 }
 
 fn inspect(conn: &Connection, path: &Path) -> Result<Found, OpenError> {
@@ -353,10 +387,14 @@ fn inspect(conn: &Connection, path: &Path) -> Result<Found, OpenError> {
             supported: SCHEMA_VERSION,
         });
     }
-    if version < SCHEMA_VERSION {
+    if version < 1 {
         return Err(not_a_store(format!(
-            "schema version {version} is older than any this build knows (oldest {SCHEMA_VERSION})"
+            "schema version {version} is older than any this build knows (oldest 1)"
         )));
     }
-    Ok(Found::Current)
+    Ok(if version < SCHEMA_VERSION {
+        Found::Older(version)
+    } else {
+        Found::Current
+    })
 }

@@ -23,6 +23,8 @@ use crate::error::OpenError;
 use crate::schema;
 use crate::worker::Worker;
 
+mod queue;
+
 /// An event log and content store in one SQLite database, file-backed or in memory.
 ///
 /// One value implements both [`EventLog`] and [`ContentStore`] over one

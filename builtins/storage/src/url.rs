@@ -5,7 +5,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use noeta_core::store::{Clock, ContentStore, EventLog, MemoryContentStore, MemoryEventLog};
+use noeta_core::store::{
+    Clock, ContentStore, EventLog, MemoryContentStore, MemoryEventLog, TaskQueue,
+};
 
 use crate::error::OpenError;
 use crate::postgres::PgStore;
@@ -102,6 +104,8 @@ pub struct Stores {
     pub log: Arc<dyn EventLog>,
     /// The content store.
     pub content: Arc<dyn ContentStore>,
+    /// The task queue, in the same database as the log.
+    pub queue: Arc<dyn TaskQueue>,
 }
 
 impl fmt::Debug for Stores {
@@ -115,26 +119,32 @@ impl fmt::Debug for Stores {
 impl Stores {
     /// Opens the store `url` names; leases are timed by `clock`.
     pub fn open(url: StoreUrl, clock: Arc<dyn Clock>) -> Result<Self, OpenError> {
-        let (log, content): (Arc<dyn EventLog>, Arc<dyn ContentStore>) = match &url {
-            StoreUrl::Memory => (
-                Arc::new(MemoryEventLog::new(clock)),
-                Arc::new(MemoryContentStore::new()),
-            ),
+        type Opened = (Arc<dyn EventLog>, Arc<dyn ContentStore>, Arc<dyn TaskQueue>);
+        let (log, content, queue): Opened = match &url {
+            StoreUrl::Memory => {
+                let log = Arc::new(MemoryEventLog::new(clock));
+                (log.clone(), Arc::new(MemoryContentStore::new()), log)
+            }
             StoreUrl::SqliteMemory => {
                 let store = Arc::new(SqliteStore::in_memory(clock)?);
-                (store.clone(), store)
+                (store.clone(), store.clone(), store)
             }
             StoreUrl::Sqlite(path) => {
                 let store = Arc::new(SqliteStore::open(path, clock)?);
-                (store.clone(), store)
+                (store.clone(), store.clone(), store)
             }
             // Leases are timed by the database's clock, whatever this host's says.
             StoreUrl::Postgres(url) => {
                 let store = Arc::new(PgStore::connect(url, None)?);
-                (store.clone(), store)
+                (store.clone(), store.clone(), store)
             }
         };
-        Ok(Self { url, log, content })
+        Ok(Self {
+            url,
+            log,
+            content,
+            queue,
+        })
     }
 }
 

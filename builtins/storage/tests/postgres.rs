@@ -99,11 +99,23 @@ fn a_newer_schema_an_unreachable_server_and_a_bad_url_are_named() {
     let pg = server();
     let url = pg.database().unwrap();
     drop(PgStore::connect(&url, None).unwrap());
+    // A version-1 database (no queue) is migrated to version 2.
+    pg.sql(
+        &url,
+        "DROP TABLE noeta_queue; DROP TABLE noeta_workers; UPDATE noeta_schema SET version = 1",
+    )
+    .unwrap();
+    drop(PgStore::connect(&url, None).unwrap());
+    let version = pg
+        .sql(&url, "SELECT max(version) FROM noeta_schema")
+        .unwrap();
+    assert_eq!(version.trim(), "2", "{version}");
+    pg.sql(&url, "SELECT count(*) FROM noeta_queue").unwrap();
     pg.sql(&url, "INSERT INTO noeta_schema (version) VALUES (99)")
         .unwrap();
     let newer = PgStore::connect(&url, None).unwrap_err().to_string();
     assert!(
-        newer.contains("store schema version 99, newer than version 1"),
+        newer.contains("store schema version 99, newer than version 2"),
         "{newer}"
     );
 
@@ -132,4 +144,94 @@ fn a_newer_schema_an_unreachable_server_and_a_bad_url_are_named() {
     );
     let unknown = StoreUrl::parse("mysql://x/y", std::path::Path::new("/")).unwrap_err();
     assert!(unknown.to_string().contains("`postgres://…`"), "{unknown}");
+}
+
+/// The queue's contract, then a thousand tasks taken by four workers (each with connections of
+/// its own, as if on four hosts): every task runs once, and each of its logs is one step long.
+#[test]
+fn the_queue_holds_its_contract_and_four_workers_run_a_thousand_tasks_once() {
+    use noeta_core::store::{QueueDepth, TaskQueue, contract::run_queue};
+    let pg = server();
+    let url = pg.database().unwrap();
+    let clock = ManualClock::at(1_000);
+    let timed = PgStore::connect(&url, Some(clock.clone())).unwrap();
+    let failures = block_on(run_queue(&timed, &timed, &clock, "q"));
+    assert!(failures.is_empty(), "{failures:#?}");
+    drop(timed);
+
+    let store = PgStore::connect(&url, None).unwrap();
+    const TASKS: usize = 1_000;
+    for n in 0..TASKS {
+        let task = id(&format!("job-{n:04}"));
+        block_on(store.create_task(&task, None)).unwrap();
+        block_on(store.enqueue(&task, 0)).unwrap();
+    }
+    let ran: Vec<Vec<String>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let url = url.clone();
+                scope.spawn(move || {
+                    let store = PgStore::connect(&url, None).unwrap();
+                    let name = format!("worker-{w}");
+                    let mut mine = Vec::new();
+                    loop {
+                        let Some(taken) = block_on(store.take(&name, 30_000)).unwrap() else {
+                            let depth = block_on(store.depth()).unwrap();
+                            if depth == QueueDepth::default() {
+                                return mine;
+                            }
+                            block_on(store.wait(Duration::from_millis(100)));
+                            continue;
+                        };
+                        let step = Record::new("core", "note", json!({ "by": name }));
+                        block_on(store.append(&taken.lease, &[step])).unwrap();
+                        block_on(store.finish(&taken)).unwrap();
+                        block_on(store.release(&taken.lease)).unwrap();
+                        mine.push(taken.lease.task.to_string());
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut all: Vec<&String> = ran.iter().flatten().collect();
+    assert_eq!(all.len(), TASKS, "every take ran a task");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), TASKS, "no task was taken twice");
+    assert!(
+        ran.iter().all(|mine| !mine.is_empty()),
+        "every worker took tasks: {:?}",
+        ran.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    for n in 0..TASKS {
+        let events = block_on(store.read(&id(&format!("job-{n:04}")), 0)).unwrap();
+        assert_eq!(events.len(), 1, "job-{n:04} ran exactly one step");
+    }
+}
+
+/// An idle worker waiting on the queue wakes when a task is enqueued from another connection
+/// (LISTEN/NOTIFY), long before its polling interval.
+#[test]
+fn an_enqueue_wakes_a_waiting_worker() {
+    use noeta_core::store::TaskQueue;
+    let pg = server();
+    let url = pg.database().unwrap();
+    let worker = PgStore::connect(&url, None).unwrap();
+    let other = PgStore::connect(&url, None).unwrap();
+    let task = id("wake-me");
+    block_on(other.create_task(&task, None)).unwrap();
+    // The first wait starts the listener; give it a moment to connect.
+    block_on(worker.wait(Duration::from_millis(300)));
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            block_on(other.enqueue(&task, 0)).unwrap();
+        });
+        block_on(worker.wait(Duration::from_secs(20)));
+    });
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(10), "woken after {waited:?}");
+    assert!(block_on(worker.take("w", 10_000)).unwrap().is_some());
 }

@@ -19,6 +19,47 @@ fn a_fresh_file_store_honours_the_contract() {
     let store = dir.open(&clock);
     let failures = block_on(contract::run(&store, &store, &clock, "t"));
     assert!(failures.is_empty(), "{failures:#?}");
+    let failures = block_on(contract::run_queue(&store, &store, &clock, "t"));
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn two_handles_on_one_file_never_take_one_task_twice() {
+    use noeta_core::store::TaskQueue;
+    let dir = Dir::new();
+    let clock = ManualClock::at(1_000);
+    let a = dir.open(&clock);
+    let b = dir.open(&clock);
+    for n in 0..40 {
+        let task = id(&format!("q{n}"));
+        block_on(a.create_task(&task, None)).unwrap();
+        block_on(a.enqueue(&task, 0)).unwrap();
+    }
+    let handles = [&a, &b];
+    let mut taken = Vec::new();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = handles
+            .iter()
+            .enumerate()
+            .map(|(n, store)| {
+                scope.spawn(move || {
+                    let mut mine = Vec::new();
+                    while let Some(q) = block_on(store.take(&format!("w{n}"), TTL)).unwrap() {
+                        mine.push(q.lease.task.to_string());
+                        block_on(store.finish(&q)).unwrap();
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for run in runs {
+            taken.extend(run.join().unwrap());
+        }
+    });
+    taken.sort();
+    let before = taken.len();
+    taken.dedup();
+    assert_eq!((before, taken.len()), (40, 40), "each task taken once");
 }
 
 #[test]

@@ -48,8 +48,53 @@ fn a_new_file_gets_the_schema_its_version_and_wal() {
     tables.sort();
     assert_eq!(
         tables,
-        ["content", "events", "noeta_meta", "snapshots", "tasks"]
+        [
+            "content",
+            "events",
+            "noeta_meta",
+            "queue",
+            "snapshots",
+            "tasks",
+            "workers"
+        ]
     );
+}
+
+#[test]
+fn a_version_1_file_is_migrated_and_keeps_its_tasks() {
+    use futures::executor::block_on;
+    use noeta_core::store::{EventLog, Record, TaskId, TaskQueue};
+    let dir = Dir::new();
+    let store = open(&dir.db()).unwrap();
+    let task = TaskId::new("old").unwrap();
+    block_on(store.create_task(&task, None)).unwrap();
+    let lease = block_on(store.claim(&task, "w", 1_000)).unwrap();
+    block_on(store.append(
+        &lease,
+        &[Record::new("core", "note", serde_json::json!({}))],
+    ))
+    .unwrap();
+    block_on(store.release(&lease)).unwrap();
+    drop(store);
+    // Back to version 1: no queue, no workers.
+    raw(&dir.db())
+        .execute_batch(
+            "DROP TABLE queue; DROP TABLE workers;
+             UPDATE noeta_meta SET value = '1' WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    let store = open(&dir.db()).unwrap();
+    assert_eq!(block_on(store.read(&task, 0)).unwrap().len(), 1);
+    block_on(store.enqueue(&task, 0)).unwrap();
+    assert_eq!(block_on(store.depth()).unwrap().ready, 1);
+    let version: String = raw(&dir.db())
+        .query_row(
+            "SELECT value FROM noeta_meta WHERE key = 'schema_version'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION.to_string());
 }
 
 #[test]

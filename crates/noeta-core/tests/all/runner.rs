@@ -2152,6 +2152,84 @@ fn a_pool_worker_missing_a_pinned_plugin_lets_the_task_go_and_three_refusals_fai
     );
 }
 
+/// One session for every agent.
+struct Only(Arc<Session>);
+
+impl noeta_core::runner::Sessions for Only {
+    fn session(&self, _agent: &str) -> Option<Arc<Session>> {
+        Some(self.0.clone())
+    }
+}
+
+#[test]
+fn through_the_queue_the_third_refused_take_fails_the_task_and_ends_its_entry() {
+    use noeta_core::store::{QueueDepth, TaskQueue};
+    let h = Harness::new();
+    let rt = h.runtime(json!([{ "text": "ok" }]));
+    let mut pinned = bare_session("main", "");
+    pinned.pins = vec![noeta_core::records::PluginPin {
+        name: "house".into(),
+        source: "file".into(),
+        version: "1.0.0".into(),
+        params: "p".into(),
+    }];
+    let t = task("queued-pool");
+    block_on(rt.create(&pinned, &t, "go")).unwrap();
+    block_on(h.log.enqueue(&t, 0)).unwrap();
+    let worker = h
+        .runtime(json!([{ "text": "ok" }]))
+        .with_worker("lacking")
+        .as_pool_worker();
+    let lacking = Only(Arc::new(bare_session("main", "")));
+    for round in 1..=2 {
+        let taken = block_on(h.log.take("lacking", 1_000)).unwrap().unwrap();
+        let err = block_on(worker.run_queued(&lacking, &taken.lease.task)).unwrap_err();
+        assert!(
+            matches!(err, RunError::PluginMissing { .. }),
+            "round {round}: {err}"
+        );
+        // The entry stays and the lease is left to lapse for a worker that has the plugin.
+        assert!(block_on(h.log.take("other", 1_000)).unwrap().is_none());
+        h.clock.advance(2_000);
+    }
+    let taken = block_on(h.log.take("lacking", 1_000)).unwrap().unwrap();
+    let ran = block_on(worker.run_queued(&lacking, &taken.lease.task)).unwrap();
+    assert!(
+        matches!(&ran.outcome, RunOutcome::TaskFailed { reason } if reason.starts_with("plugin_missing: ")),
+        "{ran:?}"
+    );
+    assert!(ran.wake.is_empty(), "a root task wakes nobody: {ran:?}");
+    block_on(h.log.finish(&taken)).unwrap();
+    h.clock.advance(2_000);
+    assert_eq!(block_on(h.log.depth()).unwrap(), QueueDepth::default());
+    assert_eq!(
+        h.core_kinds(&t)
+            .iter()
+            .filter(|k| *k == "claim_refused")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn a_stopping_runtime_stops_between_steps_and_the_turn_goes_on_later() {
+    let h = Harness::new();
+    let s = bare_session("main", "");
+    let t = task("stopping");
+    let rt = h.runtime(json!([{ "text": "done" }]));
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let stopping = h
+        .runtime(json!([{ "text": "done" }]))
+        .with_worker("leaving")
+        .with_stop(stop.clone());
+    let outcome = block_on(stopping.run(&s, &t)).unwrap();
+    assert_eq!(outcome, RunOutcome::Stopped);
+    // The lease was released: another worker carries on at once.
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+}
+
 #[test]
 fn a_fold_that_fails_on_three_claims_fails_the_task() {
     let h = Harness::new();
