@@ -560,11 +560,7 @@ impl Run {
             };
             idle = 0;
             runs[n] += 1;
-            let ran = block_on(runtimes[n].run_queued(&self.host, &taken.lease.task)).unwrap();
-            for task in &ran.wake {
-                block_on(self.log.enqueue(task, 0)).unwrap();
-            }
-            block_on(self.log.finish(&taken)).unwrap();
+            block_on(runtimes[n].run_queued(&self.host, self.log.as_ref(), &taken)).unwrap();
             assert!(runs.iter().sum::<usize>() < 100, "the queue never empties");
         }
         runs

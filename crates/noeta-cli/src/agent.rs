@@ -59,6 +59,8 @@ pub(crate) struct AgentArgs {
     pub(crate) wait: bool,
     /// `--plugin-dir`.
     pub(crate) plugin_dirs: Vec<PathBuf>,
+    /// `run --detach`: the task is submitted to the store's queue, recording how to run it.
+    pub(crate) detach: bool,
 }
 
 /// The runtime and session of one agent in one workspace.
@@ -72,7 +74,7 @@ pub(crate) struct AgentHost {
     /// The store's events (for listings).
     pub(crate) log: Arc<dyn EventLog>,
     /// The open store, kept across `/reload-plugins` (an in-memory one included).
-    stores: noeta::backends::Stores,
+    pub(crate) stores: noeta::backends::Stores,
     /// Prints what happens.
     pub(crate) printer: Arc<Printer>,
     /// Wait for another process running a task instead of refusing (`--wait`).
@@ -304,10 +306,30 @@ impl AgentHost {
             runtime = runtime.with_agent_model(agent, provider);
         }
         // Each task keeps the model it was made with, so `resume` and `answer` need no flags.
-        let facts = serde_json::json!({
+        let mut facts = serde_json::json!({
             "provider": args.provider.clone().unwrap_or_else(|| runtime.provider().name().to_owned()),
             "model": runtime.provider().model(),
         });
+        if args.detach {
+            // What a worker on any host needs to run it as it was submitted (secrets stay
+            // references in the settings; none is recorded).
+            facts["queued"] = json!(true);
+            if let Some(script) = args
+                .provider
+                .as_deref()
+                .and_then(|p| p.strip_prefix("scripted:"))
+            {
+                let script = paths.workspace.join(script);
+                facts["provider"] = json!(format!("scripted:{}", script.display()));
+            }
+            facts["workspace"] = json!(paths.workspace.display().to_string());
+            if let Some(mode) = &args.permission_mode {
+                facts["permission_mode"] = json!(mode);
+            }
+            if let Some(sandbox) = &args.sandbox {
+                facts["sandbox"] = json!(sandbox);
+            }
+        }
         let runtime = runtime
             .with_host_facts(facts)
             .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))

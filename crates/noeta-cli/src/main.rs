@@ -18,6 +18,7 @@ mod stdio;
 mod store;
 mod style;
 mod tasks;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -100,8 +101,26 @@ enum Command {
     Run {
         /// What the agent is to do
         goal: Option<String>,
+        /// Submit the task to the store's queue for `noeta worker` and print its id
+        #[arg(long)]
+        detach: bool,
         #[command(flatten)]
         flags: RunFlags,
+    },
+    /// Run the tasks of a store's queue (`noeta run --detach`), N at a time, until SIGTERM
+    #[command(after_help = "Examples:
+  noeta worker --store postgres://noeta@db/noeta -n 4
+  noeta worker                               # the workspace's store")]
+    Worker {
+        /// The store whose queue is worked (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// How many tasks this worker runs at once
+        #[arg(short = 'n', default_value_t = 1)]
+        n: usize,
+        /// How long a task stays with a worker that stopped answering before another takes it
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        lease_secs: u64,
     },
     /// Run a short task here with a bundled scripted model: no key needed, nothing left behind
     #[command(after_help = "Examples:\n  noeta demo\n  noeta demo --json")]
@@ -155,6 +174,9 @@ enum Command {
         /// One JSON object per event
         #[arg(long)]
         json: bool,
+        /// Keep printing events as they are written, until Ctrl-C
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Answer what a task waits for: a permission ask (`--allow`/`--deny`) or a question
     ///
@@ -526,6 +548,7 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
         sandbox: flags.sandbox,
         chat: false,
         wait: flags.wait,
+        detach: false,
         plugin_dirs,
     })
 }
@@ -547,10 +570,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     match command {
-        Command::Run { goal, flags } => {
-            let args = agent_args(flags, dirs)?;
+        Command::Run {
+            goal,
+            detach,
+            flags,
+        } => {
+            let mut args = agent_args(flags, dirs)?;
+            args.detach = detach;
             block(tasks::run(&paths, &args, goal))
         }
+        Command::Worker {
+            store,
+            n,
+            lease_secs,
+        } => block(worker::work(
+            &paths,
+            worker::WorkerArgs {
+                store,
+                slots: n,
+                lease_secs,
+                plugin_dirs: dirs,
+            },
+        )),
         Command::Chat { task, flags } => {
             let args = agent_args(flags, dirs)?;
             block(tasks::chat(&paths, &args, task.as_deref()))
@@ -560,9 +601,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             block(tasks::resume(&paths, &args, task.as_deref(), last))
         }
         Command::Tasks { store, json } => block(tasks::tasks(&paths, store.as_deref(), json)),
-        Command::Log { task, store, json } => {
-            block(tasks::log(&paths, store.as_deref(), &task, json))
-        }
+        Command::Log {
+            task,
+            store,
+            json,
+            follow,
+        } => block(tasks::log(&paths, store.as_deref(), &task, json, follow)),
         Command::Answer {
             task,
             allow,

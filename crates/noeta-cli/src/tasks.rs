@@ -292,8 +292,33 @@ async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<Ex
         .create(&host.session, &task, &goal)
         .await
         .with_context(|| format!("creating task {task}"))?;
+    if args.detach {
+        host.stores
+            .queue
+            .enqueue(&task, 0)
+            .await
+            .with_context(|| format!("queueing task {task}"))?;
+        outln!("{task}");
+        eoutln!(
+            "task {task} is queued in {}: `noeta worker` runs it; `noeta log {task}` shows it",
+            host.stores.url
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     host.printer.note(&format!("task {task}"));
     run_to_exit(&host, &task).await
+}
+
+/// Whether `task`'s tree was submitted to the queue (`run --detach`): a worker runs it.
+async fn queued(log: &dyn EventLog, task: &TaskId) -> Result<bool> {
+    let mut root = task.clone();
+    while let Some(parent) = log.info(&root).await?.parent {
+        root = parent;
+    }
+    let first = log.read(&root, 0).await?.into_iter().next();
+    Ok(first.is_some_and(|e| {
+        e.record.kind == "task_started" && e.record.data["host"]["queued"] == json!(true)
+    }))
 }
 
 /// What `goal` comes to when it is `/name args` and a plugin offers `/name`.
@@ -614,9 +639,17 @@ pub(crate) async fn tasks(
     store: Option<&str>,
     json_out: bool,
 ) -> Result<ExitCode> {
-    let (log, content) = open_store(paths, store)?;
+    let stores = noeta::open_store(paths, store)?;
+    let (log, content) = (stores.log, stores.content);
     let mut list = log.tasks().await?;
     list.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
+    // Which worker holds each task now (a store that cannot say lists none).
+    let holders: std::collections::BTreeMap<TaskId, String> = stores
+        .queue
+        .holders()
+        .await
+        .map(|held| held.into_iter().collect())
+        .unwrap_or_default();
     let mut rows = Vec::new();
     for info in &list {
         // One task whose log cannot be read or folded does not hide the others.
@@ -648,6 +681,11 @@ pub(crate) async fn tasks(
     }
     if json_out {
         for (info, status, goal, agent) in rows {
+            // A failed task's status is `failed`, its reason beside it.
+            let (status, reason) = match status.strip_prefix("failed: ") {
+                Some(reason) => ("failed".to_owned(), Some(reason.to_owned())),
+                None => (status, None),
+            };
             outln!(
                 "{}",
                 json!({
@@ -657,6 +695,8 @@ pub(crate) async fn tasks(
                     "events": info.head,
                     "created_ms": info.created_ms,
                     "status": status,
+                    "reason": reason,
+                    "worker": holders.get(&info.id),
                     "goal": goal,
                 })
             );
@@ -666,23 +706,52 @@ pub(crate) async fn tasks(
     } else {
         for (info, status, goal, agent) in rows {
             let goal: String = goal.chars().take(60).collect();
-            outln!("{}  {agent}  {status}  {goal}", info.id);
+            let held = holders
+                .get(&info.id)
+                .map(|worker| format!("  [{worker}]"))
+                .unwrap_or_default();
+            outln!("{}  {agent}  {status}{held}  {goal}", info.id);
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `noeta log TASK [--json]`.
+/// `noeta log TASK [--json] [--follow]`.
 pub(crate) async fn log(
     paths: &HostPaths,
     store: Option<&str>,
     id: &str,
     json_out: bool,
+    follow: bool,
 ) -> Result<ExitCode> {
     let (log, content) = open_store(paths, store)?;
     let task = pick_task(log.as_ref(), Some(id), false).await?;
-    for event in log.read(&task, 0).await? {
-        let event = hydrate(event, content.as_ref()).await?;
+    let mut seen = 0;
+    loop {
+        seen = print_events(log.as_ref(), content.as_ref(), &task, seen, json_out).await?;
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        crate::stdio::flush_out();
+        let pause = tokio::time::sleep(std::time::Duration::from_millis(250));
+        if interruptible(pause).await.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// Prints the events of `task` after `after`; returns the last sequence number printed.
+async fn print_events(
+    log: &dyn EventLog,
+    content: &dyn noeta_core::store::ContentStore,
+    task: &TaskId,
+    after: u64,
+    json_out: bool,
+) -> Result<u64> {
+    let mut last = after;
+    for event in log.read(task, after).await? {
+        last = event.seq;
+        let event = hydrate(event, content).await?;
         let record = &event.record;
         if json_out {
             outln!(
@@ -710,7 +779,7 @@ pub(crate) async fn log(
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(last)
 }
 
 /// A record's data on one line, long strings clipped.
@@ -800,7 +869,12 @@ pub(crate) async fn answer(
             }
         }
     }
-    eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
+    if queued(host.log.as_ref(), &task).await? {
+        host.stores.queue.enqueue(&task, 0).await?;
+        eoutln!("answered call {call_id} of task {task}; it is queued for a worker");
+    } else {
+        eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

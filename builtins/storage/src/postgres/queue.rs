@@ -223,6 +223,30 @@ impl TaskQueue for PgStore {
         .await
     }
 
+    async fn holders(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
+        self.run(move |client, now| async move {
+            let stmt = client
+                .prepare_cached(&format!(
+                    "{} SELECT id, lease_worker FROM noeta_tasks, now
+                     WHERE lease_expires_ms > now.ms ORDER BY id",
+                    now_cte()
+                ))
+                .await?;
+            let rows = client.query(&stmt, &[&now.map(int)]).await?;
+            let mut held = Vec::new();
+            for row in rows {
+                let task = TaskId::new(row.get::<_, String>(0)).map_err(|err| {
+                    Fail::Store(StoreError::Backend {
+                        message: format!("a stored task id is not valid: {err}"),
+                    })
+                })?;
+                held.push((task, row.get(1)));
+            }
+            Ok(held)
+        })
+        .await
+    }
+
     async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
         let (worker, about) = (worker.to_owned(), about.to_owned());
         self.run(move |client, now| async move {

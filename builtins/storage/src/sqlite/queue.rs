@@ -126,6 +126,24 @@ impl TaskQueue for SqliteStore {
         .await
     }
 
+    async fn holders(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
+        self.run(move |conn, clock| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, lease_worker FROM tasks WHERE lease_expires_ms > ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([int(clock.now_ms())], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            })?;
+            let mut held = Vec::new();
+            for row in rows {
+                let (id, worker) = row?;
+                held.push((task_id(id)?, worker));
+            }
+            Ok(held)
+        })
+        .await
+    }
+
     async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
         let (worker, about) = (worker.to_owned(), about.to_owned());
         self.run(move |conn, clock| {

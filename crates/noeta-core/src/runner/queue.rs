@@ -1,43 +1,52 @@
-//! Running tasks taken from a task queue ([`crate::store::TaskQueue`]): one task per run, with
-//! the tasks its run made runnable handed back to be queued, so a tree of tasks spreads over
-//! every worker instead of running in the process that started it.
+//! Running tasks taken from a task queue ([`TaskQueue`]): one task per run, with the tasks its
+//! run made runnable put on the queue, so a tree of tasks spreads over every worker instead of
+//! running in the process that started it.
 //!
 //! What a run makes runnable:
 //! - a call parked on child tasks: the children that have not finished;
-//! - a task with background children: those that have not finished, or — when some have —
-//!   the task itself, after their reports are delivered, to take a turn for them;
+//! - a task with background children: those that have not finished, and — when some have —
+//!   the task itself, their reports delivered, to take a turn for them;
 //! - a child task that finished (its turn ended or failed, or the task failed): its parent,
 //!   which wakes the call that waits on it or delivers its report.
+//!
+//! The run queues those and finishes its entry while it still holds the task's lease, and
+//! only then lets the lease go: no other worker can take the entry between the two. A worker
+//! that dies before leaves the entry behind, and its lease lapses: the next take runs it again.
 
-use crate::records::CoreRecord;
-use crate::store::TaskId;
+use std::sync::Arc;
 
-use super::{RunError, RunOutcome, Runtime, Sessions};
+use crate::store::{Queued, TaskId, TaskQueue};
+
+use super::claim::Claim;
+use super::{Driving, RunError, RunOutcome, Runtime, Sessions};
 
 /// What one run of a queued task came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedRun {
     /// How the run stopped.
     pub outcome: RunOutcome,
-    /// The tasks to put on the queue now (children, the parent, or the task itself).
-    pub wake: Vec<TaskId>,
+    /// The tasks it put on the queue (children, the parent, or the task itself).
+    pub woke: Vec<TaskId>,
 }
 
 impl Runtime {
-    /// Runs `task`, taken from the queue by this runtime's worker, until it stops, and says
-    /// which tasks that made runnable (see the module documentation). Children are not run
-    /// here: they are handed back to be queued.
+    /// Runs the task `queued` took (with this runtime's worker name) until it stops, queues
+    /// what that made runnable (see the module documentation) and finishes the entry — unless
+    /// the run was stopped ([`RunOutcome::Stopped`]): the entry stays for the next worker.
+    /// Children are not run here.
     ///
     /// A child whose agent this host does not define fails alone, recorded, and its parent is
-    /// woken with why; so does a root task (no worker of a pool that cannot run its agent
-    /// would). A plugin the task was pinned with that this host lacks is an error when the
-    /// claim was refused (recorded, the lease left to lapse for another worker, as a pool
-    /// worker does); once the third refusal failed the task, the failure is the run's outcome.
+    /// woken with why; so does a root task (a worker that cannot run its agent records why,
+    /// rather than leave it for ever). A plugin the task was pinned with that this host lacks
+    /// refuses the claim (recorded, the lease left to lapse for another worker, as pool
+    /// workers do): that is the error, unless the refusal was the third and failed the task.
     pub async fn run_queued(
         &self,
         sessions: &dyn Sessions,
-        task: &TaskId,
+        queue: &dyn TaskQueue,
+        queued: &Queued,
     ) -> Result<QueuedRun, RunError> {
+        let task = &queued.lease.task;
         let agent = self.agent_of(task).await?;
         let Some(session) = sessions.session(&agent) else {
             let err = RunError::UnknownAgent {
@@ -45,33 +54,64 @@ impl Runtime {
                 agent,
             };
             let (_, outcome) = self.child_cannot_run(task.clone(), true, err).await?;
-            return Ok(QueuedRun {
-                outcome,
-                wake: self.parent_of(task).await?.into_iter().collect(),
-            });
-        };
-        let (outcome, state) = match self.run_to_stop(&session, task).await {
-            Ok(stopped) => stopped,
-            Err(err @ RunError::PluginMissing { .. }) => {
-                let events = self.log.read(task, 0).await?;
-                let Some(reason) = events.last().and_then(|e| failed_reason(&e.record)) else {
-                    return Err(err);
-                };
-                return Ok(QueuedRun {
-                    outcome: RunOutcome::TaskFailed { reason },
-                    wake: self.parent_of(task).await?.into_iter().collect(),
-                });
+            let woke: Vec<TaskId> = self.log.info(task).await?.parent.into_iter().collect();
+            for woken in &woke {
+                queue.enqueue(woken, 0).await?;
             }
+            queue.finish(queued).await?;
+            return Ok(QueuedRun { outcome, woke });
+        };
+        let mut claim = self.claim(&session, task).await?;
+        let _driving = Driving::start(&self.driving, task);
+        let held = Arc::clone(&claim.lease);
+        let outcome = match held.keep_alive(claim.drive()).await {
+            Ok(outcome) => outcome,
+            Err(err @ RunError::PluginMissing { .. }) => match &claim.state.core.task_failed {
+                Some(reason) => RunOutcome::TaskFailed {
+                    reason: reason.clone(),
+                },
+                // The lease is left to lapse for a worker that has the plugin.
+                None => return Err(err),
+            },
             Err(err) => return Err(err),
         };
-        let mut wake = Vec::new();
-        match &outcome {
-            RunOutcome::Parked { .. } => wake.extend(self.unfinished_children(&state).await?),
-            _ => {
-                wake.extend(self.background_unfinished(task, &state).await?);
-                if self.deliver_background(&session, task, &state).await? {
-                    wake.push(task.clone());
-                }
+        claim.write_unwritten().await?;
+        if claim.state.seq.saturating_sub(claim.snapshot_seq) >= self.snapshot_every {
+            claim.snapshot().await;
+        }
+        if outcome == RunOutcome::Stopped {
+            claim.release().await?;
+            return Ok(QueuedRun {
+                outcome,
+                woke: Vec::new(),
+            });
+        }
+        let woke = self.woken(&mut claim, &outcome).await?;
+        for woken in &woke {
+            queue.enqueue(woken, 0).await?;
+        }
+        queue.finish(queued).await?;
+        claim.release().await?;
+        Ok(QueuedRun { outcome, woke })
+    }
+
+    /// What the run of `claim`'s task that stopped with `outcome` made runnable; background
+    /// reports are delivered under the claim.
+    async fn woken(
+        &self,
+        claim: &mut Claim<'_>,
+        outcome: &RunOutcome,
+    ) -> Result<Vec<TaskId>, RunError> {
+        let state = Arc::clone(&claim.state);
+        let mut woke = Vec::new();
+        if matches!(outcome, RunOutcome::Parked { .. }) {
+            woke.extend(self.unfinished_children(&state).await?);
+        } else {
+            woke.extend(self.background_unfinished(&claim.task, &state).await?);
+            let reports = self.background_reports(&state).await?;
+            if !reports.is_empty() {
+                claim.commit(reports).await?;
+                woke.push(claim.task.clone());
             }
         }
         let finished = matches!(
@@ -81,21 +121,8 @@ impl Runtime {
                 | RunOutcome::TaskFailed { .. }
         );
         if finished && let Some(parent) = &state.core.parent {
-            wake.push(TaskId::new(parent.clone())?);
+            woke.push(TaskId::new(parent.clone())?);
         }
-        Ok(QueuedRun { outcome, wake })
-    }
-
-    /// The task's parent, from the store.
-    async fn parent_of(&self, task: &TaskId) -> Result<Option<TaskId>, RunError> {
-        Ok(self.log.info(task).await?.parent)
-    }
-}
-
-/// Why the task failed, when its log ends with its failure.
-fn failed_reason(record: &crate::store::Record) -> Option<String> {
-    match CoreRecord::from_record(record)? {
-        Ok(CoreRecord::TaskFailed { reason }) => Some(reason),
-        _ => None,
+        Ok(woke)
     }
 }

@@ -298,6 +298,22 @@ impl Runtime {
         task: &TaskId,
         state: &TaskState,
     ) -> Result<bool, RunError> {
+        let delivered = self.background_reports(state).await?;
+        if delivered.is_empty() {
+            return Ok(false);
+        }
+        let mut claim = self.claim(session, task).await?;
+        claim.commit(delivered).await?;
+        claim.release().await?;
+        Ok(true)
+    }
+
+    /// The reports of the finished background children of the task in `state`, as the
+    /// records that deliver them.
+    pub(super) async fn background_reports(
+        &self,
+        state: &TaskState,
+    ) -> Result<Vec<crate::store::Record>, RunError> {
         let mut delivered = Vec::new();
         for order in &state.core.background {
             let child = TaskId::new(order.child.clone())?;
@@ -320,13 +336,7 @@ impl Runtime {
                 );
             }
         }
-        if delivered.is_empty() {
-            return Ok(false);
-        }
-        let mut claim = self.claim(session, task).await?;
-        claim.commit(delivered).await?;
-        claim.release().await?;
-        Ok(true)
+        Ok(delivered)
     }
 
     /// A child that cannot run here fails alone (recorded, so its parent wakes with why); the

@@ -358,6 +358,20 @@ impl TaskQueue for MemoryEventLog {
         Ok(depth)
     }
 
+    async fn holders(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
+        let now = self.clock.now_ms();
+        Ok(self
+            .lock()
+            .iter()
+            .filter_map(|(task, log)| {
+                log.lease
+                    .as_ref()
+                    .filter(|l| l.expires_ms > now)
+                    .map(|l| (task.clone(), l.worker.clone()))
+            })
+            .collect())
+    }
+
     async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         self.queue()

@@ -70,6 +70,9 @@ pub trait TaskQueue: Send + Sync {
     /// How many tasks wait, run, or wait for a time.
     async fn depth(&self) -> Result<QueueDepth, StoreError>;
 
+    /// The tasks a live lease holds now, each with its holder, in task order.
+    async fn holders(&self) -> Result<Vec<(TaskId, String)>, StoreError>;
+
     /// Records that `worker` is alive; `about` says what it is.
     async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError>;
 

@@ -123,6 +123,10 @@ async fn skips_held(queue: &dyn TaskQueue, log: &dyn EventLog, prefix: &str) -> 
     expect(none.is_none(), || {
         format!("a task another worker holds is not taken, got {none:?}")
     })?;
+    let held = queue.holders().await.map_err(e)?;
+    expect(held.contains(&(task.clone(), "other".to_owned())), || {
+        format!("the holder of a live lease is listed, got {held:?}")
+    })?;
     log.release(&lease).await.map_err(e)?;
     let taken = queue.take("w1", TTL).await.map_err(e)?;
     let Some(taken) = taken else {

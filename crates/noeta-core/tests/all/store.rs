@@ -41,6 +41,9 @@ impl TaskQueue for Lax {
     async fn depth(&self) -> Result<QueueDepth, StoreError> {
         self.0.depth().await
     }
+    async fn holders(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
+        self.0.holders().await
+    }
     async fn beat(&self, worker: &str, about: &str) -> Result<(), StoreError> {
         self.0.beat(worker, about).await
     }
