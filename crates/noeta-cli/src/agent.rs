@@ -238,6 +238,15 @@ impl AgentHost {
         Self::open_over(paths, args, None, None)
     }
 
+    /// [`open`](Self::open) over a store already open (a server's, shared by its requests).
+    pub(crate) fn open_with(
+        paths: &HostPaths,
+        args: &AgentArgs,
+        stores: noeta::backends::Stores,
+    ) -> Result<Self> {
+        Self::open_over(paths, args, Some(stores), None)
+    }
+
     /// `/reload-plugins`: the plugins, plugin files, agent files and settings read again and
     /// the agent rebuilt over the same store (a task in an in-memory store goes on). The
     /// running turn has finished; the task's next turn runs on the new code and records the

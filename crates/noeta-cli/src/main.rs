@@ -4,12 +4,14 @@
 
 mod agent;
 mod agents;
+mod api;
 mod check;
 mod diff;
 mod doctor;
 mod interact;
 mod mcp;
 mod output;
+mod overview;
 mod plugin;
 mod serve;
 mod skills;
@@ -107,10 +109,25 @@ enum Command {
         #[command(flatten)]
         flags: RunFlags,
     },
+    /// An HTTP API over the store's tasks: submit, list, follow (SSE), message, answer, cancel
+    #[command(
+        after_help = "Examples:\n  noeta serve                                # 127.0.0.1:7878, one worker slot\n  noeta serve --store postgres://noeta@db/noeta --workers 0\n\nRoutes and bodies: docs/http-api.md"
+    )]
+    Serve {
+        /// The address and port to listen on (a non-loopback one needs `[plugins.serve] token`)
+        #[arg(long, default_value = api::DEFAULT_ADDR)]
+        addr: String,
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// Worker slots run in this process; 0 leaves the queue to `noeta worker` processes
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+    },
     /// Run the tasks of a store's queue (`noeta run --detach`), N at a time, until SIGTERM
-    #[command(after_help = "Examples:
-  noeta worker --store postgres://noeta@db/noeta -n 4
-  noeta worker                               # the workspace's store")]
+    #[command(
+        after_help = "Examples:\n  noeta worker --store postgres://noeta@db/noeta -n 4\n  noeta worker                               # the workspace's store"
+    )]
     Worker {
         /// The store whose queue is worked (default `.noeta/noeta.db` in the workspace)
         #[arg(long)]
@@ -579,6 +596,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             args.detach = detach;
             block(tasks::run(&paths, &args, goal))
         }
+        Command::Serve {
+            addr,
+            store,
+            workers,
+        } => block(api::serve(
+            &paths,
+            api::ServeArgs {
+                addr,
+                store,
+                workers,
+                plugin_dirs: dirs,
+            },
+        )),
         Command::Worker {
             store,
             n,

@@ -6,14 +6,15 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use noeta::HostPaths;
 use noeta_core::extension::CommandReply;
-use noeta_core::fold::{Role, TaskState, TurnState};
-use noeta_core::records::{hydrate, hydrate_all};
+use noeta_core::fold::TurnState;
+use noeta_core::records::hydrate;
 use noeta_core::runner::RunOutcome;
 use noeta_core::store::{EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};
 
 use crate::agent::{AgentArgs, AgentHost, new_task_id, open_store};
 use crate::interact::answer_question;
+use crate::overview::{self, status};
 use crate::stdio::{eoutln, outln};
 
 /// The exit code of a run cut short by Ctrl-C.
@@ -276,7 +277,7 @@ async fn remove_if_empty(paths: &HostPaths, args: &AgentArgs, file: &std::path::
 /// [`run`] once the goal is known: the task made and run.
 async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<ExitCode> {
     let host = AgentHost::open(paths, args)?;
-    let task = new_task_id()?;
+    let mut task = new_task_id()?;
     host.warn_unoffered_tools(&task).await;
     // `/name args`, when a plugin offers `/name`: its expansion is the goal (a command that
     // only shows text prints it); any other goal starting with `/` is taken as written.
@@ -288,10 +289,20 @@ async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<Ex
         }
         None => goal,
     };
-    host.runtime
-        .create(&host.session, &task, &goal)
-        .await
-        .with_context(|| format!("creating task {task}"))?;
+    // Ids carry the time and a salt; one made by another process in the same instant is
+    // not taken over: a new id is drawn.
+    let mut tries = 0;
+    loop {
+        match host.runtime.create(&host.session, &task, &goal).await {
+            Err(noeta_core::runner::RunError::Store(
+                noeta_core::store::StoreError::TaskExists { .. },
+            )) if tries < 8 => {
+                tries += 1;
+                task = new_task_id()?;
+            }
+            created => break created.with_context(|| format!("creating task {task}"))?,
+        }
+    }
     if args.detach {
         host.stores
             .queue
@@ -363,7 +374,11 @@ async fn pick_task(log: &dyn EventLog, id: Option<&str>, last: bool) -> Result<T
 
 /// `args` for running `task` on: the agent the task was started with (`--agent` may only
 /// repeat it).
-async fn for_task(log: &dyn EventLog, task: &TaskId, args: &AgentArgs) -> Result<AgentArgs> {
+pub(crate) async fn for_task(
+    log: &dyn EventLog,
+    task: &TaskId,
+    args: &AgentArgs,
+) -> Result<AgentArgs> {
     let started = log
         .read(task, 0)
         .await?
@@ -405,7 +420,8 @@ pub(crate) async fn resume(
     let task = pick_task(log.as_ref(), id, last).await?;
     if log.info(&task).await?.head == 0 {
         bail!(
-            "task {task} was {NEVER_STARTED}: there is nothing to resume; start it again with `noeta run`"
+            "task {task} was {}: there is nothing to resume; start it again with `noeta run`",
+            overview::NEVER_STARTED
         );
     }
     let args = for_task(log.as_ref(), &task, args).await?;
@@ -434,7 +450,10 @@ pub(crate) async fn chat(
             let (log, _) = open_store(paths, args.store.as_deref())?;
             let task = pick_task(log.as_ref(), Some(id), false).await?;
             if log.info(&task).await?.head == 0 {
-                bail!("task {task} was {NEVER_STARTED}: start a new chat instead");
+                bail!(
+                    "task {task} was {}: start a new chat instead",
+                    overview::NEVER_STARTED
+                );
             }
             (for_task(log.as_ref(), &task, args).await?, Some(task))
         }
@@ -588,38 +607,6 @@ pub(crate) async fn chat(
     }
 }
 
-/// What a task whose log is empty is: one whose run stopped before its goal was recorded.
-const NEVER_STARTED: &str = "never started (stopped before its goal was recorded)";
-
-/// How a task stands, from its folded state.
-fn status(state: &TaskState) -> String {
-    if state.seq == 0 {
-        return NEVER_STARTED.to_owned();
-    }
-    if let Some(reason) = &state.core.task_failed {
-        return format!("failed: {reason}");
-    }
-    match &state.core.turn {
-        TurnState::Ended { .. } => "turn ended".to_owned(),
-        TurnState::Parked { question, .. } => format!("waiting: {question}"),
-        TurnState::Failed { reason } => format!("turn failed: {reason}"),
-        TurnState::Running => "running (or interrupted)".to_owned(),
-        _ => "idle".to_owned(),
-    }
-}
-
-/// Folds a task with the kernel's fold alone: the conversation and the turn, which is what
-/// listings show (extension records are not folded, their reducers are not loaded).
-async fn core_state(
-    log: &dyn EventLog,
-    content: &dyn noeta_core::store::ContentStore,
-    task: &TaskId,
-) -> Result<TaskState> {
-    let mut events = log.read(task, 0).await?;
-    hydrate_all(&mut events, content).await?;
-    Ok(noeta_core::fold::Folder::new(&[], "listing").fold(&events)?)
-}
-
 async fn print_tasks(log: &dyn EventLog) -> Result<()> {
     let mut tasks: Vec<TaskInfo> = log.tasks().await?;
     tasks.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
@@ -640,77 +627,27 @@ pub(crate) async fn tasks(
     json_out: bool,
 ) -> Result<ExitCode> {
     let stores = noeta::open_store(paths, store)?;
-    let (log, content) = (stores.log, stores.content);
-    let mut list = log.tasks().await?;
-    list.sort_by_key(|t| (t.created_ms, t.id.as_str().to_owned()));
-    // Which worker holds each task now (a store that cannot say lists none).
-    let holders: std::collections::BTreeMap<TaskId, String> = stores
-        .queue
-        .holders()
-        .await
-        .map(|held| held.into_iter().collect())
-        .unwrap_or_default();
-    let mut rows = Vec::new();
-    for info in &list {
-        // One task whose log cannot be read or folded does not hide the others.
-        let state = match core_state(log.as_ref(), content.as_ref(), &info.id).await {
-            Ok(state) => state,
-            Err(err) => {
-                rows.push((
-                    info,
-                    format!("unreadable: {err:#}"),
-                    String::new(),
-                    String::new(),
-                ));
-                continue;
-            }
-        };
-        let goal = state
-            .core
-            .messages
-            .iter()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.text.lines().next().unwrap_or("").to_owned())
-            .unwrap_or_default();
-        rows.push((
-            info,
-            status(&state),
-            goal,
-            state.core.agent.clone().unwrap_or_default(),
-        ));
-    }
+    let rows = overview::rows(&stores).await?;
     if json_out {
-        for (info, status, goal, agent) in rows {
-            // A failed task's status is `failed`, its reason beside it.
-            let (status, reason) = match status.strip_prefix("failed: ") {
-                Some(reason) => ("failed".to_owned(), Some(reason.to_owned())),
-                None => (status, None),
-            };
-            outln!(
-                "{}",
-                json!({
-                    "id": info.id.as_str(),
-                    "parent": info.parent.as_ref().map(TaskId::as_str),
-                    "agent": agent,
-                    "events": info.head,
-                    "created_ms": info.created_ms,
-                    "status": status,
-                    "reason": reason,
-                    "worker": holders.get(&info.id),
-                    "goal": goal,
-                })
-            );
+        for row in &rows {
+            outln!("{}", row.json());
         }
     } else if rows.is_empty() {
         eoutln!("no tasks in this store yet");
     } else {
-        for (info, status, goal, agent) in rows {
-            let goal: String = goal.chars().take(60).collect();
-            let held = holders
-                .get(&info.id)
+        for row in rows {
+            let goal: String = row.goal.chars().take(60).collect();
+            let held = row
+                .worker
+                .as_ref()
                 .map(|worker| format!("  [{worker}]"))
                 .unwrap_or_default();
-            outln!("{}  {agent}  {status}{held}  {goal}", info.id);
+            outln!(
+                "{}  {}  {}{held}  {goal}",
+                row.info.id,
+                row.agent,
+                row.status
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

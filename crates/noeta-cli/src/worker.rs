@@ -78,8 +78,8 @@ struct Runner {
     runtime: Runtime,
 }
 
-/// One worker process.
-struct Worker {
+/// One worker: its slots share its runners.
+pub(crate) struct Worker {
     name: String,
     home: Option<PathBuf>,
     own: HostPaths,
@@ -91,6 +91,21 @@ struct Worker {
 
 /// `noeta worker [--store URL] [-n N]`.
 pub(crate) async fn work(paths: &HostPaths, args: WorkerArgs) -> Result<ExitCode> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = open(paths, args, None, Arc::clone(&stop))?;
+    tokio::spawn(stop_on_signal(stop));
+    worker.run().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A worker over `stores` (or the store `args` names), stopping once `stop` is set; its
+/// identity, plugins and pins are logged.
+pub(crate) fn open(
+    paths: &HostPaths,
+    args: WorkerArgs,
+    stores: Option<Stores>,
+    stop: Arc<AtomicBool>,
+) -> Result<Arc<Worker>> {
     if args.slots == 0 {
         bail!("-n must be at least 1 (the number of tasks this worker runs at once)");
     }
@@ -104,7 +119,10 @@ pub(crate) async fn work(paths: &HostPaths, args: WorkerArgs) -> Result<ExitCode
         ..AgentArgs::default()
     };
     let host = Host::open(agent::config(paths, &base)?)?;
-    let stores = host.open_store(args.store.as_deref())?;
+    let stores = match stores {
+        Some(stores) => stores,
+        None => host.open_store(args.store.as_deref())?,
+    };
     eoutln!(
         "worker {name}: store {}, {} task(s) at once, leases of {} s",
         stores.url,
@@ -133,34 +151,38 @@ pub(crate) async fn work(paths: &HostPaths, args: WorkerArgs) -> Result<ExitCode
             );
         }
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = Arc::new(Worker {
+    Ok(Arc::new(Worker {
         name,
         home: paths.home.clone(),
         own: paths.clone(),
         args,
         stores,
-        stop: Arc::clone(&stop),
+        stop,
         runners: Mutex::new(HashMap::new()),
-    });
-    tokio::spawn(stop_on_signal(Arc::clone(&stop)));
-    let beat = tokio::spawn(Arc::clone(&worker).beat());
-    let slots: Vec<_> = (0..worker.args.slots)
-        .map(|_| tokio::spawn(Arc::clone(&worker).slot()))
-        .collect();
-    for slot in slots {
-        slot.await.context("a worker slot ended abnormally")?;
+    }))
+}
+
+impl Worker {
+    /// Runs the slots until the worker stops, then signs off.
+    pub(crate) async fn run(self: Arc<Self>) -> Result<()> {
+        let beat = tokio::spawn(Arc::clone(&self).beat());
+        let slots: Vec<_> = (0..self.args.slots)
+            .map(|_| tokio::spawn(Arc::clone(&self).slot()))
+            .collect();
+        for slot in slots {
+            slot.await.context("a worker slot ended abnormally")?;
+        }
+        beat.abort();
+        if let Err(err) = self.stores.queue.gone(&self.name).await {
+            eoutln!("worker {}: could not sign off: {err}", self.name);
+        }
+        eoutln!("worker {} stopped", self.name);
+        Ok(())
     }
-    beat.abort();
-    if let Err(err) = worker.stores.queue.gone(&worker.name).await {
-        eoutln!("worker {}: could not sign off: {err}", worker.name);
-    }
-    eoutln!("worker {} stopped", worker.name);
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Sets `stop` on SIGTERM or Ctrl-C.
-async fn stop_on_signal(stop: Arc<AtomicBool>) {
+pub(crate) async fn stop_on_signal(stop: Arc<AtomicBool>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -209,7 +231,7 @@ impl Worker {
         let ttl = self.args.lease_secs.saturating_mul(1_000);
         while !self.stopping() {
             match self.stores.queue.take(&self.name, ttl).await {
-                Ok(Some(queued)) => self.run(queued).await,
+                Ok(Some(queued)) => self.run_one(queued).await,
                 Ok(None) => self.idle(IDLE_WAIT).await,
                 Err(err) => {
                     eoutln!("worker {}: taking a task failed: {err}", self.name);
@@ -233,7 +255,7 @@ impl Worker {
     }
 
     /// Runs one task taken from the queue.
-    async fn run(&self, queued: Queued) {
+    async fn run_one(&self, queued: Queued) {
         let task = queued.lease.task.clone();
         let started = Instant::now();
         let runner = match self.runner_for(&task).await {

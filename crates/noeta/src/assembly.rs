@@ -564,6 +564,8 @@ impl Host {
         known.extend(crate::settings::REACT_PARTS.iter().map(|n| (*n).to_owned()));
         known.extend(extensions.into_iter().map(str::to_owned));
         known.extend(crate::named::names().into_iter().map(str::to_owned));
+        // Read by the host's own commands: `noeta serve`'s token.
+        known.insert("serve".to_owned());
         // A Claude Code plugin's table holds its `userConfig` values (`config`).
         known.extend(self.claude.plugins.iter().map(|p| p.name.clone()));
         self.settings

@@ -15,7 +15,9 @@
 
 use std::sync::Arc;
 
-use crate::store::{Queued, TaskId, TaskQueue};
+use crate::fold::Folder;
+use crate::records::CoreRecord;
+use crate::store::{Queued, StoreError, TaskId, TaskQueue};
 
 use super::claim::Claim;
 use super::{Driving, RunError, RunOutcome, Runtime, Sessions};
@@ -93,6 +95,32 @@ impl Runtime {
         queue.finish(queued).await?;
         claim.release().await?;
         Ok(QueuedRun { outcome, woke })
+    }
+
+    /// Cancels `task` for good: records its failure (`cancelled: {reason}`) under a lease taken
+    /// from whoever holds it — a worker running it is refused its next write, which stops its
+    /// run there. `false` when the task had already failed (nothing is written).
+    pub async fn cancel(&self, task: &TaskId, reason: &str) -> Result<bool, RunError> {
+        let lease = match self.log.claim(task, &self.worker, self.lease_ttl_ms).await {
+            Err(StoreError::Leased { holder, .. }) => {
+                self.log
+                    .take_over(task, &self.worker, self.lease_ttl_ms, &holder)
+                    .await?
+            }
+            other => other?,
+        };
+        let events = self.read_hydrated(task, 0).await?;
+        // The kernel's own records say whether the task failed; no plugin is needed.
+        let state = Folder::new(&[], "core").fold(&events)?;
+        let cancelled = state.core.task_failed.is_none();
+        if cancelled {
+            let failed = CoreRecord::TaskFailed {
+                reason: format!("cancelled: {reason}"),
+            };
+            self.log.append(&lease, &[failed.to_record()]).await?;
+        }
+        self.log.release(&lease).await?;
+        Ok(cancelled)
     }
 
     /// What the run of `claim`'s task that stopped with `outcome` made runnable; background

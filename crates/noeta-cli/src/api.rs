@@ -1,0 +1,568 @@
+//! `noeta serve`: an HTTP API over a store's tasks, for programs that submit tasks, watch them
+//! and answer them from anywhere (`docs/http-api.md` documents every route and body).
+//!
+//! Tasks are created the way `noeta run --detach` creates them and put on the store's queue;
+//! the server runs them with workers in its own process (`--workers N`) or leaves them to
+//! `noeta worker` processes on any host. Events are read back from the store, as JSON or as
+//! Server-Sent Events (each event's id is its sequence number, so a client reconnecting with
+//! `Last-Event-ID` misses nothing and sees nothing twice).
+//!
+//! Bound to loopback by default. A token set in the settings (`[plugins.serve] token`, a
+//! secret reference) is required of every request as `Authorization: Bearer …`; a server on
+//! any other address refuses to start without one.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use noeta::HostPaths;
+use noeta::backends::Stores;
+use noeta_core::records::hydrate;
+use noeta_core::runner::RunError;
+use noeta_core::store::{StoreError, TaskId};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::agent::{self, AgentArgs, AgentHost};
+use crate::overview;
+use crate::stdio::{eoutln, outln};
+use crate::worker::{self, WorkerArgs};
+
+/// The address `noeta serve` listens on unless told otherwise.
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:7878";
+
+/// The settings key of the API token.
+const TOKEN_SETTING: &str = "[plugins.serve] token";
+
+/// `noeta serve`'s choices.
+#[derive(Debug, Clone)]
+pub(crate) struct ServeArgs {
+    /// `--addr`.
+    pub(crate) addr: String,
+    /// `--store`.
+    pub(crate) store: Option<String>,
+    /// `--workers`: worker slots run in this process (0: leave the queue to `noeta worker`).
+    pub(crate) workers: usize,
+    /// `--plugin-dir`.
+    pub(crate) plugin_dirs: Vec<PathBuf>,
+}
+
+/// What every handler shares.
+struct Api {
+    paths: HostPaths,
+    stores: Stores,
+    store: Option<String>,
+    plugin_dirs: Vec<PathBuf>,
+    token: Option<String>,
+    stop: Arc<AtomicBool>,
+}
+
+type Shared = Arc<Api>;
+
+/// An answer other than success: a status and `{"error": "…"}`.
+#[derive(Debug)]
+struct Fail(StatusCode, String);
+
+impl IntoResponse for Fail {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn bad(message: impl std::fmt::Display) -> Fail {
+    Fail(StatusCode::BAD_REQUEST, message.to_string())
+}
+
+/// A run error as an answer: a task held by a worker, or in no state to take this, is a
+/// conflict; anything else the server's failure.
+fn from_run(err: RunError) -> Fail {
+    match err {
+        RunError::Busy { .. }
+        | RunError::NotParked { .. }
+        | RunError::BadAnswer { .. }
+        | RunError::Store(StoreError::Leased { .. }) => Fail(StatusCode::CONFLICT, err.to_string()),
+        other => Fail(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    }
+}
+
+fn internal(err: impl std::fmt::Display) -> Fail {
+    Fail(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+}
+
+/// The body as `T`, or a 400 naming what is wrong with it.
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Fail> {
+    body.map(|Json(value)| value).map_err(|err| {
+        bad(format!(
+            "the request body is not accepted: {}",
+            err.body_text()
+        ))
+    })
+}
+
+/// The API token from the settings, resolved (`None` when none is set).
+fn token(paths: &HostPaths, args: &AgentArgs) -> Result<Option<String>> {
+    let settings = agent::settings(paths, args)?;
+    let Some(value) = settings.params("serve").and_then(|t| t.get("token")) else {
+        return Ok(None);
+    };
+    let resolved = noeta::secrets::resolve_secrets(value, &agent::secrets())
+        .with_context(|| format!("{TOKEN_SETTING} cannot be resolved"))?;
+    match resolved.as_str() {
+        Some(token) if !token.trim().is_empty() => Ok(Some(token.to_owned())),
+        _ => bail!(
+            "{TOKEN_SETTING} must be a non-empty string (a secret reference such as \"{{env:NOETA_SERVE_TOKEN}}\")"
+        ),
+    }
+}
+
+/// `noeta serve [--addr ADDR] [--store URL] [--workers N]`.
+pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode> {
+    let addr: SocketAddr = args.addr.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--addr `{}` is not an address and port such as {DEFAULT_ADDR}",
+            args.addr
+        )
+    })?;
+    let base = AgentArgs {
+        store: args.store.clone(),
+        plugin_dirs: args.plugin_dirs.clone(),
+        ..AgentArgs::default()
+    };
+    let token = token(paths, &base)?;
+    if !addr.ip().is_loopback() && token.is_none() {
+        bail!(
+            "refusing to serve on {addr}, which is not a loopback address, without a token: set \
+             {TOKEN_SETTING} to a secret reference such as \"{{env:NOETA_SERVE_TOKEN}}\" \
+             (every request then needs `Authorization: Bearer <token>`)"
+        );
+    }
+    let stores = noeta::open_store(paths, args.store.as_deref())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let working = if args.workers > 0 {
+        let worker = worker::open(
+            paths,
+            WorkerArgs {
+                store: args.store.clone(),
+                slots: args.workers,
+                lease_secs: 60,
+                plugin_dirs: args.plugin_dirs.clone(),
+            },
+            Some(stores.clone()),
+            Arc::clone(&stop),
+        )?;
+        Some(tokio::spawn(worker.run()))
+    } else {
+        None
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    eoutln!(
+        "noeta API on http://{bound}/v1/ — store {}, {} worker slot(s) in this process{}",
+        stores.url,
+        args.workers,
+        if token.is_some() {
+            ", token required"
+        } else {
+            ""
+        }
+    );
+    outln!("http://{bound}/v1/");
+    crate::stdio::flush_out();
+    let api = Arc::new(Api {
+        paths: paths.clone(),
+        stores,
+        store: args.store,
+        plugin_dirs: args.plugin_dirs,
+        token,
+        stop: Arc::clone(&stop),
+    });
+    let router = Router::new()
+        .route("/v1/tasks", get(list).post(create))
+        .route("/v1/tasks/{id}", get(show))
+        .route("/v1/tasks/{id}/events", get(events))
+        .route("/v1/tasks/{id}/messages", post(message))
+        .route("/v1/tasks/{id}/answer", post(answer))
+        .route("/v1/tasks/{id}/cancel", post(cancel))
+        .fallback(|| async { Fail(StatusCode::NOT_FOUND, "no such route".to_owned()) })
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&api),
+            guard,
+        ))
+        .with_state(api);
+    let signal = Arc::clone(&stop);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            worker::stop_on_signal(signal).await;
+        })
+        .await
+        .context("the HTTP server failed")?;
+    if let Some(working) = working {
+        working.await.context("the worker ended abnormally")??;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses every request without the token, when one is set.
+async fn guard(State(api): State<Shared>, request: Request, next: Next) -> Response {
+    if let Some(token) = &api.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| same(given.as_bytes(), token.as_bytes())) {
+            return Fail(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "this server needs `Authorization: Bearer <token>` with the token of {TOKEN_SETTING}"
+                ),
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Api {
+    fn args(&self) -> AgentArgs {
+        AgentArgs {
+            store: self.store.clone(),
+            plugin_dirs: self.plugin_dirs.clone(),
+            ..AgentArgs::default()
+        }
+    }
+
+    /// The task `id` names, which must exist (404 otherwise).
+    async fn task(&self, id: &str) -> Result<TaskId, Fail> {
+        let task = TaskId::new(id).map_err(bad)?;
+        match self.stores.log.info(&task).await {
+            Ok(_) => Ok(task),
+            Err(StoreError::UnknownTask { .. }) => Err(Fail(
+                StatusCode::NOT_FOUND,
+                format!("no task `{id}` in this store"),
+            )),
+            Err(err) => Err(internal(err)),
+        }
+    }
+
+    /// The agent host `task` runs with: its recorded agent and model.
+    async fn host_for(&self, task: &TaskId) -> Result<AgentHost, Fail> {
+        let args = crate::tasks::for_task(self.stores.log.as_ref(), task, &self.args())
+            .await
+            .map_err(|err| bad(format!("{err:#}")))?;
+        AgentHost::open_with(&self.paths, &args, self.stores.clone())
+            .map_err(|err| bad(format!("{err:#}")))
+    }
+
+    async fn enqueue(&self, task: &TaskId) -> Result<(), Fail> {
+        self.stores.queue.enqueue(task, 0).await.map_err(internal)
+    }
+}
+
+async fn list(State(api): State<Shared>) -> Result<Json<Value>, Fail> {
+    let rows = overview::rows(&api.stores).await.map_err(internal)?;
+    Ok(Json(Value::Array(
+        rows.iter().map(overview::Row::json).collect(),
+    )))
+}
+
+async fn show(State(api): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, Fail> {
+    let task = api.task(&id).await?;
+    let row = overview::one(&api.stores, &task).await.map_err(internal)?;
+    Ok(Json(row.json()))
+}
+
+/// `POST /v1/tasks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewTask {
+    goal: String,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    permission_mode: Option<String>,
+}
+
+async fn create(
+    State(api): State<Shared>,
+    new: Result<Json<NewTask>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), Fail> {
+    let new = body(new)?;
+    if new.goal.trim().is_empty() {
+        return Err(bad("`goal` is empty: say what the agent is to do"));
+    }
+    let permission_mode = new
+        .permission_mode
+        .as_deref()
+        .map(agent::permission_mode)
+        .transpose()
+        .map_err(|err| bad(format!("`permission_mode`: {err}")))?;
+    let args = AgentArgs {
+        agent: new.agent,
+        provider: new.provider,
+        model: new.model,
+        permission_mode,
+        detach: true,
+        ..api.args()
+    };
+    let host = AgentHost::open_with(&api.paths, &args, api.stores.clone())
+        .map_err(|err| bad(format!("{err:#}")))?;
+    // Ids carry the time and a salt; a clash with a task made in the same instant tries again.
+    let mut tries = 0;
+    let task = loop {
+        let task = agent::new_task_id().map_err(internal)?;
+        match host.runtime.create(&host.session, &task, &new.goal).await {
+            Ok(()) => break task,
+            Err(RunError::Store(StoreError::TaskExists { .. })) if tries < 8 => tries += 1,
+            Err(err) => return Err(from_run(err)),
+        }
+    };
+    api.enqueue(&task).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "id": task.as_str(), "status": "queued" })),
+    ))
+}
+
+/// `POST /v1/tasks/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMessage {
+    text: String,
+}
+
+async fn message(
+    State(api): State<Shared>,
+    Path(id): Path<String>,
+    new: Result<Json<NewMessage>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), Fail> {
+    let new = body(new)?;
+    let task = api.task(&id).await?;
+    if new.text.trim().is_empty() {
+        return Err(bad("`text` is empty"));
+    }
+    let host = api.host_for(&task).await?;
+    host.runtime
+        .send(&host.session, &task, &new.text)
+        .await
+        .map_err(from_run)?;
+    api.enqueue(&task).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": task.as_str(), "status": "queued" })),
+    ))
+}
+
+/// `POST /v1/tasks/{id}/answer`: `allow` for a permission ask, `answer` for a question.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewAnswer {
+    #[serde(default)]
+    call_id: Option<String>,
+    #[serde(default)]
+    allow: Option<bool>,
+    #[serde(default)]
+    answer: Option<Value>,
+}
+
+async fn answer(
+    State(api): State<Shared>,
+    Path(id): Path<String>,
+    new: Result<Json<NewAnswer>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), Fail> {
+    let new = body(new)?;
+    let task = api.task(&id).await?;
+    let host = api.host_for(&task).await?;
+    let state = host
+        .runtime
+        .load(&host.session, &task)
+        .await
+        .map_err(from_run)?;
+    let noeta_core::fold::TurnState::Parked { call_id, question } = &state.core.turn else {
+        return Err(Fail(
+            StatusCode::CONFLICT,
+            format!(
+                "task {task} waits for no answer ({})",
+                overview::status(&state)
+            ),
+        ));
+    };
+    if let Some(given) = &new.call_id
+        && given != call_id
+    {
+        return Err(Fail(
+            StatusCode::CONFLICT,
+            format!("task {task} waits on call `{call_id}`, not `{given}`"),
+        ));
+    }
+    let asks_a_question = state
+        .core
+        .parked
+        .get(call_id)
+        .is_some_and(|p| p.question.is_some());
+    if asks_a_question {
+        let answer = match (new.answer, new.allow) {
+            (Some(Value::String(text)), _) => {
+                crate::interact::typed_answer(&state, call_id, &text).map_err(bad)?
+            }
+            (Some(answer), _) => answer,
+            (None, _) => {
+                return Err(bad(format!(
+                    "call {call_id} asks a question ({question}): give `answer`, not `allow`"
+                )));
+            }
+        };
+        host.runtime
+            .reply(&host.session, &task, call_id, answer)
+            .await
+            .map_err(from_run)?;
+    } else {
+        let Some(allow) = new.allow else {
+            return Err(bad(format!(
+                "call {call_id} asks permission ({question}): give `allow`: true or false"
+            )));
+        };
+        host.runtime
+            .answer(&host.session, &task, call_id, allow)
+            .await
+            .map_err(from_run)?;
+    }
+    api.enqueue(&task).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": task.as_str(), "call_id": call_id, "status": "queued" })),
+    ))
+}
+
+async fn cancel(State(api): State<Shared>, Path(id): Path<String>) -> Result<Json<Value>, Fail> {
+    let task = api.task(&id).await?;
+    let host = api.host_for(&task).await?;
+    let cancelled = host
+        .runtime
+        .cancel(&task, "by a request to the HTTP API")
+        .await
+        .map_err(from_run)?;
+    // Its queue entry ends at the next take; a parent waiting on it wakes with why.
+    api.enqueue(&task).await?;
+    if let Some(parent) = api.stores.log.info(&task).await.map_err(internal)?.parent {
+        api.enqueue(&parent).await?;
+    }
+    Ok(Json(json!({ "id": task.as_str(), "cancelled": cancelled })))
+}
+
+/// `?after=N` on the events route.
+#[derive(Debug, Deserialize)]
+struct After {
+    #[serde(default)]
+    after: Option<u64>,
+}
+
+/// One event as the API gives it.
+async fn event_json(api: &Api, event: noeta_core::store::Event) -> Result<Value, StoreError> {
+    let event = hydrate(event, api.stores.content.as_ref()).await?;
+    let record = &event.record;
+    Ok(json!({
+        "seq": event.seq,
+        "extension": record.extension,
+        "kind": record.kind,
+        "data": record.data,
+        "message": record.message,
+    }))
+}
+
+/// How often a followed task's log is read again.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+async fn events(
+    State(api): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<After>,
+    headers: HeaderMap,
+) -> Result<Response, Fail> {
+    let task = api.task(&id).await?;
+    let resumed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| bad(format!("Last-Event-ID `{v}` is not a sequence number")))
+        })
+        .transpose()?;
+    let after = resumed.or(query.after).unwrap_or(0);
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !wants_stream {
+        let mut out = Vec::new();
+        for event in api.stores.log.read(&task, after).await.map_err(internal)? {
+            out.push(event_json(&api, event).await.map_err(internal)?);
+        }
+        return Ok(Json(Value::Array(out)).into_response());
+    }
+    let stream = futures::stream::unfold((api, task, after), |(api, task, after)| async move {
+        loop {
+            if api.stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let batch = match api.stores.log.read(&task, after).await {
+                Ok(batch) => batch,
+                Err(err) => {
+                    let failed = SseEvent::default()
+                        .event("error")
+                        .data(json!({ "error": err.to_string() }).to_string());
+                    return Some((vec![failed], (api, task, u64::MAX)));
+                }
+            };
+            if batch.is_empty() {
+                tokio::time::sleep(FOLLOW_EVERY).await;
+                continue;
+            }
+            let mut last = after;
+            let mut sent = Vec::with_capacity(batch.len());
+            for event in batch {
+                last = event.seq;
+                let data = match event_json(&api, event).await {
+                    Ok(data) => data,
+                    Err(err) => json!({ "seq": last, "error": err.to_string() }),
+                };
+                sent.push(
+                    SseEvent::default()
+                        .id(last.to_string())
+                        .data(data.to_string()),
+                );
+            }
+            return Some((sent, (api, task, last)));
+        }
+    })
+    .flat_map(|batch| futures::stream::iter(batch.into_iter().map(Ok::<_, Infallible>)));
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
