@@ -19,6 +19,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta", "load"),
         ("noeta", "sqlite"),
         ("noeta-builtin-storage", "pg_append"),
+        ("noeta", "queue"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
         ("noeta-builtin-mcp", "call"),
