@@ -208,12 +208,18 @@ pub(crate) fn doctor(
             .map_err(anyhow::Error::from)
             .and_then(|stores| {
                 let tasks = runtime()?.block_on(stores.log.tasks())?;
-                Ok((stores.url.to_string(), tasks.len()))
+                Ok((stores.url.to_string(), tasks.len(), stores))
             });
         match listed {
-            Ok((name, tasks)) => outln!(
-                "store: {name} answers, its schema is one this build reads ({tasks} task(s))"
-            ),
+            Ok((name, tasks, stores)) => {
+                outln!(
+                    "store: {name} answers, its schema is one this build reads ({tasks} task(s))"
+                );
+                match queue_lines(&stores) {
+                    Ok(lines) => lines.iter().for_each(|line| outln!("{line}")),
+                    Err(err) => problem(format!("queue: {}", render_error(&err))),
+                }
+            }
             Err(err) => problem(format!("store: {}", render_error(&err))),
         }
         return Ok(if problems == 0 {
@@ -227,9 +233,15 @@ pub(crate) fn doctor(
     if store.exists() {
         let listed = noeta::open_store(paths, None)
             .map_err(anyhow::Error::from)
-            .and_then(|stores| Ok(runtime()?.block_on(stores.log.tasks())?));
+            .and_then(|stores| Ok((runtime()?.block_on(stores.log.tasks())?, stores)));
         match listed {
-            Ok(tasks) => outln!("store: {} ({} task(s))", store.display(), tasks.len()),
+            Ok((tasks, stores)) => {
+                outln!("store: {} ({} task(s))", store.display(), tasks.len());
+                match queue_lines(&stores) {
+                    Ok(lines) => lines.iter().for_each(|line| outln!("{line}")),
+                    Err(err) => problem(format!("queue: {}", render_error(&err))),
+                }
+            }
             Err(err) => problem(format!("store {}: {}", store.display(), render_error(&err))),
         }
         // A store that opens and lists may still have damaged pages: SQLite reads them all.
@@ -255,6 +267,29 @@ pub(crate) fn doctor(
         outln!("{problems} problem(s)");
         ExitCode::FAILURE
     })
+}
+
+/// How long ago a worker must have said it was alive to count as seen.
+const WORKERS_WITHIN_MS: u64 = 60_000;
+
+/// The store's queue depth and the workers seen in the last minute, as doctor lines.
+fn queue_lines(stores: &noeta::backends::Stores) -> Result<Vec<String>> {
+    let rt = runtime()?;
+    let depth = rt.block_on(stores.queue.depth())?;
+    let workers = rt.block_on(stores.queue.workers(WORKERS_WITHIN_MS))?;
+    let mut lines = vec![format!(
+        "queue: {} ready, {} running, {} waiting for a time; {} worker(s) seen in the last minute",
+        depth.ready,
+        depth.running,
+        depth.later,
+        workers.len()
+    )];
+    lines.extend(
+        workers
+            .iter()
+            .map(|w| format!("  worker {}: {}", w.worker, w.about)),
+    );
+    Ok(lines)
 }
 
 /// The provider's own reachability probe, on a runtime of its own (its HTTP client needs one).

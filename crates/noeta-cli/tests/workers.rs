@@ -275,6 +275,14 @@ fn two_workers_share_a_sqlite_store_and_an_answered_ask_goes_back_to_the_queue()
         stderr(&out)
     );
     wait_for(&env, store, &one, "turn ended", Duration::from_secs(30));
+    // `doctor --store` sees the queue empty and both workers alive.
+    let doctor = stdout(&env.run(&["doctor", "--store", store]));
+    assert!(
+        doctor.contains(
+            "queue: 0 ready, 0 running, 0 waiting for a time; 2 worker(s) seen in the last minute"
+        ),
+        "{doctor}"
+    );
     for worker in &mut workers {
         terminate(worker);
     }

@@ -2210,6 +2210,38 @@ fn through_the_queue_the_third_refused_take_fails_the_task_and_ends_its_entry() 
 }
 
 #[test]
+fn a_cancel_fences_out_the_holder_and_fails_the_task_once() {
+    let h = Harness::new();
+    let s = bare_session("main", "");
+    let t = task("cancelled");
+    let rt = h.runtime(json!([{ "text": "never" }]));
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    // A worker holds the task when the cancel comes.
+    let held = block_on(h.log.claim(&t, "busy-worker", 60_000)).unwrap();
+    let canceller = h.runtime(json!([])).with_worker("api");
+    assert!(block_on(canceller.cancel(&t, "by a test")).unwrap());
+    let late = block_on(
+        h.log
+            .append(&held, &[Record::new("core", "note", json!({}))]),
+    );
+    assert!(
+        matches!(late, Err(StoreError::StaleLease { .. })),
+        "{late:?}"
+    );
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    assert_eq!(
+        state.core.task_failed.as_deref(),
+        Some("cancelled: by a test")
+    );
+    assert!(!block_on(canceller.cancel(&t, "again")).unwrap());
+    let outcome = block_on(rt.run(&s, &t)).unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::TaskFailed { .. }),
+        "{outcome:?}"
+    );
+}
+
+#[test]
 fn a_stopping_runtime_stops_between_steps_and_the_turn_goes_on_later() {
     let h = Harness::new();
     let s = bare_session("main", "");
