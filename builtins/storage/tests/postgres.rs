@@ -146,11 +146,34 @@ fn a_newer_schema_an_unreachable_server_and_a_bad_url_are_named() {
     assert!(unknown.to_string().contains("`postgres://…`"), "{unknown}");
 }
 
-/// The queue's contract, then a thousand tasks taken by four workers (each with connections of
-/// its own, as if on four hosts): every task runs once, and each of its logs is one step long.
+/// A one-step scripted model.
+fn model() -> std::sync::Arc<noeta_core::provider::ScriptedProvider> {
+    std::sync::Arc::new(
+        noeta_core::provider::ScriptedProvider::from_json(
+            &json!({ "turns": [{ "text": "done" }] }).to_string(),
+            "test",
+        )
+        .unwrap(),
+    )
+}
+
+/// One session for every agent.
+struct Only(std::sync::Arc<noeta_core::session::Session>);
+
+impl noeta_core::runner::Sessions for Only {
+    fn session(&self, _agent: &str) -> Option<std::sync::Arc<noeta_core::session::Session>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The queue's contract, then a thousand tasks taken by four workers in one process (each
+/// with connections of its own, as if on four hosts), each task run by the runtime as a pool
+/// worker runs it: every task runs, and no step is taken twice.
 #[test]
 fn the_queue_holds_its_contract_and_four_workers_run_a_thousand_tasks_once() {
+    use noeta_core::runner::Runtime;
     use noeta_core::store::{QueueDepth, TaskQueue, contract::run_queue};
+    use std::sync::Arc;
     let pg = server();
     let url = pg.database().unwrap();
     let clock = ManualClock::at(1_000);
@@ -159,34 +182,36 @@ fn the_queue_holds_its_contract_and_four_workers_run_a_thousand_tasks_once() {
     assert!(failures.is_empty(), "{failures:#?}");
     drop(timed);
 
-    let store = PgStore::connect(&url, None).unwrap();
+    let session = Arc::new(noeta_core::session::bare_session("main", "Answer."));
+    let store = Arc::new(PgStore::connect(&url, None).unwrap());
+    let maker = Runtime::new(store.clone(), store.clone(), model());
     const TASKS: usize = 1_000;
     for n in 0..TASKS {
         let task = id(&format!("job-{n:04}"));
-        block_on(store.create_task(&task, None)).unwrap();
+        block_on(maker.create(&session, &task, "say done")).unwrap();
         block_on(store.enqueue(&task, 0)).unwrap();
     }
     let ran: Vec<Vec<String>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..4)
             .map(|w| {
                 let url = url.clone();
+                let sessions = Only(session.clone());
                 scope.spawn(move || {
-                    let store = PgStore::connect(&url, None).unwrap();
+                    let store = Arc::new(PgStore::connect(&url, None).unwrap());
                     let name = format!("worker-{w}");
+                    let runtime = Runtime::new(store.clone(), store.clone(), model())
+                        .with_worker(name.clone())
+                        .as_pool_worker();
                     let mut mine = Vec::new();
                     loop {
                         let Some(taken) = block_on(store.take(&name, 30_000)).unwrap() else {
-                            let depth = block_on(store.depth()).unwrap();
-                            if depth == QueueDepth::default() {
+                            if block_on(store.depth()).unwrap() == QueueDepth::default() {
                                 return mine;
                             }
                             block_on(store.wait(Duration::from_millis(100)));
                             continue;
                         };
-                        let step = Record::new("core", "note", json!({ "by": name }));
-                        block_on(store.append(&taken.lease, &[step])).unwrap();
-                        block_on(store.finish(&taken)).unwrap();
-                        block_on(store.release(&taken.lease)).unwrap();
+                        block_on(runtime.run_queued(&sessions, store.as_ref(), &taken)).unwrap();
                         mine.push(taken.lease.task.to_string());
                     }
                 })
@@ -206,8 +231,67 @@ fn the_queue_holds_its_contract_and_four_workers_run_a_thousand_tasks_once() {
     );
     for n in 0..TASKS {
         let events = block_on(store.read(&id(&format!("job-{n:04}")), 0)).unwrap();
-        assert_eq!(events.len(), 1, "job-{n:04} ran exactly one step");
+        let kinds: Vec<&str> = events.iter().map(|e| e.record.kind.as_str()).collect();
+        let replies = kinds.iter().filter(|k| **k == "assistant_reply").count();
+        assert_eq!(replies, 1, "job-{n:04} took one model step: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"turn_ended"), "job-{n:04}: {kinds:?}");
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     }
+}
+
+/// A pool worker that lacks a plugin the task was pinned with refuses it through the queue:
+/// recorded, the lease left to lapse on the database for a worker that has it; the third
+/// refusal fails the task with `plugin_missing`, and its entry ends.
+#[test]
+fn three_refused_takes_fail_a_task_with_plugin_missing() {
+    use noeta_core::runner::{RunError, RunOutcome, Runtime};
+    use noeta_core::store::{QueueDepth, TaskQueue};
+    use std::sync::Arc;
+    let pg = server();
+    let url = pg.database().unwrap();
+    let clock = ManualClock::at(1_000);
+    let store = Arc::new(PgStore::connect(&url, Some(clock.clone())).unwrap());
+    let mut pinned = noeta_core::session::bare_session("main", "");
+    pinned.pins = vec![noeta_core::records::PluginPin {
+        name: "house".into(),
+        source: "file".into(),
+        version: "1.0.0".into(),
+        params: "p".into(),
+    }];
+    let task = id("pinned");
+    let maker = Runtime::new(store.clone(), store.clone(), model());
+    block_on(maker.create(&pinned, &task, "go")).unwrap();
+    block_on(store.enqueue(&task, 0)).unwrap();
+    let lacking = Only(Arc::new(noeta_core::session::bare_session("main", "")));
+    let worker = Runtime::new(store.clone(), store.clone(), model())
+        .with_worker("lacking")
+        .with_lease_ttl(1_000)
+        .as_pool_worker();
+    for round in 1..=2 {
+        let taken = block_on(store.take("lacking", 1_000)).unwrap().unwrap();
+        let err = block_on(worker.run_queued(&lacking, store.as_ref(), &taken)).unwrap_err();
+        assert!(
+            matches!(err, RunError::PluginMissing { .. }),
+            "round {round}: {err}"
+        );
+        assert!(block_on(store.take("other", 1_000)).unwrap().is_none());
+        clock.advance(2_000);
+    }
+    let taken = block_on(store.take("lacking", 1_000)).unwrap().unwrap();
+    let ran = block_on(worker.run_queued(&lacking, store.as_ref(), &taken)).unwrap();
+    assert!(
+        matches!(&ran.outcome, RunOutcome::TaskFailed { reason } if reason.starts_with("plugin_missing: ")),
+        "{ran:?}"
+    );
+    clock.advance(2_000);
+    assert_eq!(block_on(store.depth()).unwrap(), QueueDepth::default());
+    let refused = block_on(store.read(&task, 0))
+        .unwrap()
+        .iter()
+        .filter(|e| e.record.kind == "claim_refused")
+        .count();
+    assert_eq!(refused, 3);
 }
 
 /// An idle worker waiting on the queue wakes when a task is enqueued from another connection

@@ -399,6 +399,13 @@ pub(crate) async fn for_task(
     } else if args.model.is_none() && args.provider.as_deref() == provider {
         args.model = data["host"]["model"].as_str().map(str::to_owned);
     }
+    // A submitted task also recorded its permission mode and sandbox.
+    if args.permission_mode.is_none() {
+        args.permission_mode = data["host"]["permission_mode"].as_str().map(str::to_owned);
+    }
+    if args.sandbox.is_none() {
+        args.sandbox = data["host"]["sandbox"].as_str().map(str::to_owned);
+    }
     match (&args.agent, recorded) {
         (Some(given), Some(recorded)) if *given != recorded => bail!(
             "task {task} was started with agent `{recorded}`, not `{given}`: leave out --agent to carry on with it"

@@ -280,7 +280,7 @@ impl Worker {
             }
         };
         tracing::info!(
-            target: "noeta::queue",
+            target: "noeta::metrics",
             task = %task,
             worker = %self.name,
             queue_wait_ms = queued.waited_ms,

@@ -59,6 +59,8 @@ pub(super) struct Claim<'s> {
     /// commit writes them first; anything slow or outside this process (a person asked, the
     /// turn ending, the claim ending) writes them before it starts.
     pub(super) unwritten: Vec<(Record, Event)>,
+    /// When the claim was taken (for the claim-to-first-step metric).
+    pub(super) claimed: std::time::Instant,
 }
 
 impl Runtime {
@@ -122,6 +124,7 @@ impl Runtime {
             cache: PromptCache::default(),
             images: HashMap::new(),
             unwritten: Vec::new(),
+            claimed: std::time::Instant::now(),
         })
     }
 

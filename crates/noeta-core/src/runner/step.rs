@@ -86,7 +86,21 @@ impl Claim<'_> {
                     .await;
             }
             self.lease.renew_when_due().await?;
-            if let Flow::Stop(outcome) = self.step().await? {
+            let began = std::time::Instant::now();
+            if steps == 1 {
+                tracing::debug!(
+                    target: "noeta::metrics",
+                    task = %self.task,
+                    claim_to_first_step_us = u64::try_from(self.claimed.elapsed().as_micros()).unwrap_or(u64::MAX),
+                );
+            }
+            let flow = self.step().await?;
+            tracing::debug!(
+                target: "noeta::metrics",
+                task = %self.task,
+                step_us = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX),
+            );
+            if let Flow::Stop(outcome) = flow {
                 return Ok(outcome);
             }
         }
