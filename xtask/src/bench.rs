@@ -20,6 +20,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta", "sqlite"),
         ("noeta-builtin-storage", "pg_append"),
         ("noeta", "queue"),
+        ("noeta-cli", "web"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
         ("noeta-builtin-mcp", "call"),

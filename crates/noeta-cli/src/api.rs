@@ -59,6 +59,8 @@ pub(crate) struct ServeArgs {
     pub(crate) workers: usize,
     /// `--plugin-dir`.
     pub(crate) plugin_dirs: Vec<PathBuf>,
+    /// The web frontend served at `/` (`None`: `--no-ui`).
+    pub(crate) ui: Option<Arc<dyn noeta::frontends::Frontend>>,
 }
 
 /// What every handler shares.
@@ -69,6 +71,7 @@ struct Api {
     plugin_dirs: Vec<PathBuf>,
     token: Option<String>,
     stop: Arc<AtomicBool>,
+    ui: Option<Arc<dyn noeta::frontends::Frontend>>,
 }
 
 type Shared = Arc<Api>;
@@ -183,6 +186,9 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         }
     );
     outln!("http://{bound}/v1/");
+    if args.ui.is_some() {
+        outln!("http://{bound}/");
+    }
     crate::stdio::flush_out();
     let api = Arc::new(Api {
         paths: paths.clone(),
@@ -191,8 +197,11 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         plugin_dirs: args.plugin_dirs,
         token,
         stop: Arc::clone(&stop),
+        ui: args.ui,
     });
     let router = Router::new()
+        .route("/", get(page))
+        .route("/assets/{name}", get(page))
         .route("/v1/tasks", get(list).post(create))
         .route("/v1/tasks/{id}", get(show))
         .route("/v1/tasks/{id}/events", get(events))
@@ -204,6 +213,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
             Arc::clone(&api),
             guard,
         ))
+        .layer(axum::middleware::from_fn(secure))
         .with_state(api);
     let signal = Arc::clone(&stop);
     axum::serve(listener, router)
@@ -218,8 +228,79 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// Refuses every request without the token, when one is set.
+/// The Content-Security-Policy of every answer: nothing but this server's own scripts, styles
+/// and API; no inline code, no frames, no forms posted elsewhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Adds the security headers to every answer, the page's included.
+async fn secure(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    response
+}
+
+/// Why a POST is refused as a possible cross-site request forgery, if it is: a body that is not
+/// JSON (a browser sends JSON across sites only after a preflight this server never grants), or
+/// an `Origin`/`Sec-Fetch-Site` that is not this server's.
+fn forged(request: &Request) -> Option<String> {
+    let headers = request.headers();
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if !json {
+        return Some("a POST must carry `Content-Type: application/json`".to_owned());
+    }
+    if headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| site != "same-origin" && site != "none")
+    {
+        return Some("a request from another site is refused".to_owned());
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let own = host.is_some_and(|host| {
+            origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                == Some(host)
+        });
+        if !own {
+            return Some(format!("a request from origin `{origin}` is refused"));
+        }
+    }
+    None
+}
+
+/// Refuses every API request without the token, when one is set, and every POST that may be
+/// forged; the page and its files need no token (they hold no data, and the page asks for it).
 async fn guard(State(api): State<Shared>, request: Request, next: Next) -> Response {
+    if !request.uri().path().starts_with("/v1/") {
+        return next.run(request).await;
+    }
+    if request.method() == axum::http::Method::POST
+        && let Some(why) = forged(&request)
+    {
+        return Fail(StatusCode::FORBIDDEN, why).into_response();
+    }
     if let Some(token) = &api.token {
         let given = request
             .headers()
@@ -242,6 +323,28 @@ async fn guard(State(api): State<Shared>, request: Request, next: Next) -> Respo
 /// Compares without stopping at the first difference.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The web frontend's page and files.
+async fn page(State(api): State<Shared>, uri: axum::http::Uri) -> Response {
+    let Some(ui) = &api.ui else {
+        return Fail(
+            StatusCode::NOT_FOUND,
+            "this server serves no page (--no-ui); the API is under /v1/".to_owned(),
+        )
+        .into_response();
+    };
+    match ui.assets().iter().find(|a| a.path == uri.path()) {
+        Some(asset) => (
+            [
+                (header::CONTENT_TYPE, asset.media_type),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            asset.body,
+        )
+            .into_response(),
+        None => Fail(StatusCode::NOT_FOUND, "no such file".to_owned()).into_response(),
+    }
 }
 
 impl Api {

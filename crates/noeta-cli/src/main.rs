@@ -123,6 +123,24 @@ enum Command {
         /// Worker slots run in this process; 0 leaves the queue to `noeta worker` processes
         #[arg(long, default_value_t = 1)]
         workers: usize,
+        /// Serve the API only, not the web page at `/`
+        #[arg(long)]
+        no_ui: bool,
+    },
+    /// Open a frontend over this workspace's tasks: `web` (serve on loopback, print the page's
+    /// URL) or `terminal` (a chat)
+    #[command(
+        after_help = "Examples:\n  noeta open web\n  noeta open web --store postgres://noeta@db/noeta --workers 0"
+    )]
+    Open {
+        /// The frontend: `web` or `terminal`
+        frontend: String,
+        /// The store (default `.noeta/noeta.db` in the workspace)
+        #[arg(long)]
+        store: Option<String>,
+        /// Worker slots run in this process (web)
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
     },
     /// Run the tasks of a store's queue (`noeta run --detach`), N at a time, until SIGTERM
     #[command(
@@ -570,6 +588,39 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
     })
 }
 
+/// `noeta open FRONTEND`: a web frontend served on loopback (its URL printed), or the
+/// terminal's chat.
+fn open(
+    paths: &HostPaths,
+    dirs: Vec<PathBuf>,
+    frontend: &str,
+    store: Option<String>,
+    workers: usize,
+) -> Result<ExitCode> {
+    let chosen = noeta::frontends::Frontends::standard()
+        .find(frontend)
+        .map_err(anyhow::Error::msg)?;
+    if chosen.assets().is_empty() {
+        let args = agent::AgentArgs {
+            store,
+            plugin_dirs: dirs,
+            chat: true,
+            ..agent::AgentArgs::default()
+        };
+        return block(tasks::chat(paths, &args, None));
+    }
+    block(api::serve(
+        paths,
+        api::ServeArgs {
+            addr: "127.0.0.1:0".to_owned(),
+            store,
+            workers,
+            plugin_dirs: dirs,
+            ui: Some(chosen),
+        },
+    ))
+}
+
 /// Runs an async command on a runtime of its own.
 fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
@@ -600,6 +651,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             addr,
             store,
             workers,
+            no_ui,
         } => block(api::serve(
             &paths,
             api::ServeArgs {
@@ -607,8 +659,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 store,
                 workers,
                 plugin_dirs: dirs,
+                ui: if no_ui {
+                    None
+                } else {
+                    noeta::frontends::Frontends::standard().find("web").ok()
+                },
             },
         )),
+        Command::Open {
+            frontend,
+            store,
+            workers,
+        } => open(&paths, dirs, &frontend, store, workers),
         Command::Worker {
             store,
             n,

@@ -55,8 +55,10 @@ pub(crate) struct Row {
     pub(crate) agent: String,
     /// The worker whose live lease holds it.
     pub(crate) worker: Option<String>,
-    /// The call it waits on and what is asked, when it waits for a person.
-    pub(crate) waiting: Option<(String, String)>,
+    /// The call it waits on, what is asked, and on what: `permission` (a person allows or
+    /// denies the call), `question` (a person answers the tool's question) or `children`
+    /// (child tasks).
+    pub(crate) waiting: Option<(String, String, &'static str)>,
 }
 
 impl Row {
@@ -76,9 +78,10 @@ impl Row {
             "status": status,
             "reason": reason,
             "worker": self.worker,
-            "waiting": self.waiting.as_ref().map(|(call_id, question)| json!({
+            "waiting": self.waiting.as_ref().map(|(call_id, question, on)| json!({
                 "call_id": call_id,
                 "question": question,
+                "on": on,
             })),
             "goal": self.goal,
         })
@@ -111,7 +114,12 @@ async fn row(stores: &Stores, info: TaskInfo, holders: &BTreeMap<TaskId, String>
         .unwrap_or_default();
     let waiting = match &state.core.turn {
         TurnState::Parked { call_id, question } if state.core.task_failed.is_none() => {
-            Some((call_id.clone(), question.clone()))
+            let on = match state.core.parked.get(call_id) {
+                None => "permission",
+                Some(parked) if parked.question.is_some() => "question",
+                Some(_) => "children",
+            };
+            Some((call_id.clone(), question.clone(), on))
         }
         _ => None,
     };

@@ -22,6 +22,8 @@ const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 struct Server {
     child: Child,
     addr: String,
+    /// Its standard output, kept open: a server writing to a closed pipe would end.
+    _stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl Drop for Server {
@@ -51,16 +53,19 @@ fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
     let addr = line
         .trim()
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix("/v1/"))
         .unwrap_or_else(|| panic!("serve printed {line:?}"))
         .to_owned();
-    Server { child, addr }
+    Server {
+        child,
+        addr,
+        _stdout: stdout,
+    }
 }
 
 /// One request; the status and the body parsed as JSON.

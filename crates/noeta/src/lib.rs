@@ -12,6 +12,7 @@ pub mod backends;
 mod browser;
 pub mod builtins;
 pub mod claude_plugins;
+pub mod frontends;
 mod host;
 pub mod install;
 pub mod listing;

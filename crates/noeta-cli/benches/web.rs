@@ -1,0 +1,159 @@
+//! The web frontend's first paint, printed as `name: value unit`:
+//!
+//! - `web_tasks_1000_first_paint_ms`: a store of 1,000 tasks served by `noeta serve` (release
+//!   binary, no workers), the page opened in headless Chromium: the time from the navigation's
+//!   start to the first frame painted after the task list was drawn (`performance.mark`), the
+//!   median of seven loads;
+//! - `web_assets_bytes`: the size of every file the page is made of, as embedded in the binary.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use futures::StreamExt;
+use noeta::frontends::Frontend;
+use noeta_core::provider::ScriptedProvider;
+use noeta_core::runner::Runtime;
+use noeta_core::store::TaskId;
+use serde_json::json;
+
+const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
+const TASKS: usize = 1_000;
+const LOADS: usize = 7;
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench failed: {message}");
+    std::process::exit(1)
+}
+
+fn ok<T, E: std::fmt::Display>(result: Result<T, E>) -> T {
+    result.unwrap_or_else(|e| fail(&e.to_string()))
+}
+
+fn chromium() -> PathBuf {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(name))
+                    .find(|p| p.is_file())
+            })
+        })
+        .unwrap_or_else(|| fail("Chromium is not installed: apt-get install chromium"))
+}
+
+/// A store of `TASKS` one-turn tasks, as `noeta run` leaves them.
+async fn store(dir: &std::path::Path) -> String {
+    let url = format!("sqlite:{}", dir.join("web.db").display());
+    let paths = noeta::HostPaths {
+        home: Some(dir.to_owned()),
+        workspace: dir.to_owned(),
+    };
+    let stores = ok(noeta::open_store(&paths, Some(&url)));
+    let model = Arc::new(ok(ScriptedProvider::from_json(
+        &json!({ "turns": [{ "text": "done" }] }).to_string(),
+        "bench",
+    )));
+    let runtime = Runtime::new(stores.log.clone(), stores.content.clone(), model);
+    let session = noeta_core::session::bare_session("main", "Answer.");
+    for n in 0..TASKS {
+        let task = ok(TaskId::new(format!("task-{n:04}")));
+        ok(runtime
+            .create(&session, &task, &format!("goal number {n}: look into it"))
+            .await);
+        ok(runtime.run(&session, &task).await);
+    }
+    url
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let dir = ok(tempfile::tempdir());
+    let url = store(dir.path()).await;
+    let mut server = ok(Command::new(NOETA)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--workers",
+            "0",
+            "--store",
+            &url,
+        ])
+        .env("HOME", dir.path())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn());
+    let mut stdout = BufReader::new(server.stdout.take().unwrap_or_else(|| fail("no stdout")));
+    let mut line = String::new();
+    ok(stdout.read_line(&mut line));
+    let api = line.trim().to_owned();
+    let page_url = api.trim_end_matches("v1/").to_owned();
+
+    let profile = ok(tempfile::tempdir());
+    let mut config = BrowserConfig::builder()
+        .chrome_executable(chromium())
+        .user_data_dir(profile.path())
+        .window_size(1000, 800)
+        .arg("--disable-gpu")
+        .arg("--disable-dev-shm-usage");
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if root {
+        config = config.no_sandbox();
+    }
+    let (browser, mut handler) = ok(Browser::launch(ok(config.build())).await);
+    tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let mut samples = Vec::new();
+    for _ in 0..LOADS {
+        let page = ok(browser.new_page(page_url.as_str()).await);
+        let mut painted = None;
+        for _ in 0..600 {
+            let at: Option<f64> = ok(page
+                .evaluate("performance.getEntriesByName('tasks-painted')[0]?.startTime ?? null")
+                .await)
+            .into_value()
+            .ok()
+            .flatten();
+            if at.is_some() {
+                painted = at;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let listed: Option<String> = ok(page.evaluate("document.body.dataset.listed").await)
+            .into_value()
+            .ok();
+        if listed.as_deref() != Some("1000") {
+            fail(&format!("the list shows {listed:?} tasks, not {TASKS}"));
+        }
+        samples.push(painted.unwrap_or_else(|| fail("the list was never painted")));
+        ok(page.close().await);
+    }
+    samples.sort_by(f64::total_cmp);
+    println!(
+        "web_tasks_1000_first_paint_ms: {:.1} ms",
+        samples[samples.len() / 2]
+    );
+    let bytes: usize = noeta::frontends::Web
+        .assets()
+        .iter()
+        .map(|a| a.body.len())
+        .sum();
+    println!("web_assets_bytes: {bytes} bytes");
+    drop(browser);
+    let _ = server.kill();
+    let _ = server.wait();
+}

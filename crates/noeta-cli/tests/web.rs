@@ -1,0 +1,484 @@
+//! The web frontend in a real browser: headless Chromium (Debian's `chromium`) driven over the
+//! DevTools Protocol against `noeta serve` — the task list, a task streaming, an ask approved
+//! from the keyboard, a question answered, a message sent, a task cancelled, and a tool result
+//! holding `<script>` and `<img onerror>` shown as text, running nothing. Screenshots of the
+//! task list and a task page are written under the test's target temporary directory
+//! (`web-screenshots/`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::Page;
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::page::ScreenshotParams;
+use futures::StreamExt;
+use noeta_testkit::cli::CliEnv;
+use serde_json::{Value, json};
+
+const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
+
+struct Server {
+    child: Child,
+    addr: String,
+    /// Its standard output, kept open: a server writing to a closed pipe would end.
+    _stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(env: &CliEnv) -> Server {
+    let mut child = env
+        .command(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "sqlite:web.db",
+            "--workers",
+            "2",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(env.root().join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1/"))
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_owned();
+    Server {
+        child,
+        addr,
+        _stdout: stdout,
+    }
+}
+
+/// One API request from the test itself (not the page): the status and the JSON body.
+fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn create(server: &Server, goal: &str, provider: &str, mode: &str) -> String {
+    let (status, created) = call(
+        server,
+        "POST",
+        "/v1/tasks",
+        Some(json!({ "goal": goal, "provider": provider, "permission_mode": mode })),
+    );
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+fn script(env: &CliEnv, name: &str, turns: Value) -> String {
+    let path = env.write(name, &json!({ "turns": turns }).to_string());
+    format!("scripted:{}", path.display())
+}
+
+fn chromium() -> PathBuf {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(name))
+                    .find(|p| p.is_file())
+            })
+        })
+        .expect("Chromium is not installed: apt-get install chromium (.ci/run installs it)")
+}
+
+async fn browser(profile: &std::path::Path) -> Browser {
+    let mut config = BrowserConfig::builder()
+        .chrome_executable(chromium())
+        .user_data_dir(profile)
+        .window_size(1000, 800)
+        .arg("--disable-gpu")
+        .arg("--disable-dev-shm-usage");
+    // Chromium's own sandbox does not run as root.
+    if std::env::var("USER").is_ok_and(|u| u == "root") || unsafe_is_root() {
+        config = config.no_sandbox();
+    }
+    let (browser, mut handler) = Browser::launch(config.build().unwrap()).await.unwrap();
+    tokio::spawn(async move { while handler.next().await.is_some() {} });
+    browser
+}
+
+fn unsafe_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Moves the page to `hash` (a route of the page: no new document is loaded).
+async fn go(page: &Page, hash: &str) {
+    eval(page, &format!("location.hash = {}", json!(hash))).await;
+}
+
+/// The value of `expression` in the page.
+async fn eval(page: &Page, expression: &str) -> Value {
+    page.evaluate(expression)
+        .await
+        .unwrap_or_else(|e| panic!("{expression}: {e}"))
+        .into_value::<Value>()
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until `condition` (a JavaScript expression) is true in the page.
+async fn wait_for(page: &Page, condition: &str) {
+    let start = Instant::now();
+    loop {
+        if eval(page, &format!("Boolean({condition})")).await == json!(true) {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let text = eval(page, "document.body.innerText").await;
+            panic!("never true: {condition}\npage: {text}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn screenshot(page: &Page, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = page
+        .screenshot(ScreenshotParams::builder().full_page(true).build())
+        .await
+        .unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = dir.join(name);
+    std::fs::write(&path, png).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as_text() {
+    let env = CliEnv::new(NOETA);
+    let server = serve(&env);
+    let base = format!("http://{}", server.addr);
+
+    // A task that asks to run a command, then answers twice.
+    let asking = create(
+        &server,
+        "run the tests",
+        &script(
+            &env,
+            "ask.json",
+            json!([
+                { "calls": [{ "name": "Bash", "input": { "command": "echo approved >> effects.txt" } }] },
+                { "text": "The tests ran." },
+                { "text": "Second answer." }
+            ]),
+        ),
+        "default",
+    );
+    // A task whose tool result is hostile markup.
+    let hostile = create(
+        &server,
+        "print markup",
+        &script(
+            &env,
+            "xss.json",
+            json!([
+                { "calls": [{ "name": "Bash", "input": { "command":
+                    "printf '%s\\n' '<script>document.title=\"pwned\"</script>' '<img src=x onerror=\"document.title=&quot;pwned2&quot;;window.pwned=1\">'" } }] },
+                { "text": "<b>bold?</b> <img src=x onerror=\"window.pwned=2\">" }
+            ]),
+        ),
+        "bypassPermissions",
+    );
+    // A task that asks a question.
+    let question = create(
+        &server,
+        "pick a colour",
+        &script(
+            &env,
+            "question.json",
+            json!([
+                { "calls": [{ "name": "AskUserQuestion", "input": { "questions": [{
+                    "question": "Which colour?", "header": "Colour", "multiSelect": false,
+                    "options": [
+                        { "label": "Red", "description": "warm" },
+                        { "label": "Blue", "description": "cool" }
+                    ]
+                }] } }] },
+                { "text": "Blue it is." }
+            ]),
+        ),
+        "default",
+    );
+    // A task that takes its time: cancelled from the page.
+    let slow = create(
+        &server,
+        "take your time",
+        &script(
+            &env,
+            "slow.json",
+            json!([{ "text": "late", "delay_ms": 30_000 }]),
+        ),
+        "default",
+    );
+
+    let profile = tempfile::tempdir().unwrap();
+    let browser = browser(profile.path()).await;
+    let page = browser.new_page(format!("{base}/")).await.unwrap();
+
+    // The list: every task, the ones waiting on a person first.
+    wait_for(&page, "document.body.dataset.listed === '4'").await;
+    wait_for(
+        &page,
+        "document.querySelector('tbody tr.you') && document.querySelectorAll('tbody tr.you').length === 2",
+    )
+    .await;
+    let first = eval(
+        &page,
+        "document.querySelector('tbody tr td.goal').innerText",
+    )
+    .await;
+    assert!(
+        first == "run the tests" || first == "pick a colour",
+        "waiting tasks first: {first}"
+    );
+    let shot = screenshot(&page, "task-list.png").await;
+    assert!(std::fs::metadata(&shot).unwrap().len() > 1_000);
+
+    // The asking task: its ask shown, approved with the keyboard.
+    go(&page, &format!("#/task/{asking}")).await;
+    wait_for(&page, "document.body.dataset.waiting === 'permission'").await;
+    wait_for(&page, "document.getElementById('allow') !== null").await;
+    let asked = eval(&page, "document.querySelector('.ask').innerText").await;
+    assert!(asked.as_str().unwrap().contains("Bash"), "{asked}");
+    eval(
+        &page,
+        "document.body.dispatchEvent(new KeyboardEvent('keydown', { key: 'a', bubbles: true }))",
+    )
+    .await;
+    wait_for(&page, "document.body.dataset.status === 'turn ended'").await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript').innerText.includes('The tests ran.')",
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("effects.txt")).unwrap(),
+        "approved\n"
+    );
+    let shot = screenshot(&page, "task-page.png").await;
+    assert!(std::fs::metadata(&shot).unwrap().len() > 1_000);
+
+    // The next message, typed into the box and sent.
+    eval(
+        &page,
+        "(() => { const m = document.getElementById('message'); m.value = 'once more'; m.form.requestSubmit(); })()",
+    )
+    .await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript').innerText.includes('Second answer.')",
+    )
+    .await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript').innerText.includes('once more')",
+    )
+    .await;
+
+    // The question: an option picked and sent.
+    go(&page, &format!("#/task/{question}")).await;
+    wait_for(&page, "document.body.dataset.waiting === 'question'").await;
+    wait_for(
+        &page,
+        "document.querySelector('#question-form input[value=\"Blue\"]') !== null",
+    )
+    .await;
+    eval(
+        &page,
+        "(() => { document.querySelector('#question-form input[value=\"Blue\"]').click(); document.getElementById('question-form').requestSubmit(); })()",
+    )
+    .await;
+    wait_for(&page, "document.body.dataset.status === 'turn ended'").await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript').innerText.includes('Blue it is.')",
+    )
+    .await;
+    let (_, events) = call(
+        &server,
+        "GET",
+        &format!("/v1/tasks/{question}/events"),
+        None,
+    );
+    assert!(
+        events
+            .to_string()
+            .contains(r#""answers":{"Which colour?":"Blue"}"#),
+        "{events}"
+    );
+
+    // Hostile output: shown as text, nothing runs, no element is made from it.
+    go(&page, &format!("#/task/{hostile}")).await;
+    wait_for(&page, "document.body.dataset.status === 'turn ended'").await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript').innerText.includes('onerror')",
+    )
+    .await;
+    let text = eval(&page, "document.querySelector('.transcript').innerText").await;
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains("<script>document.title=\"pwned\"</script>"),
+        "{text}"
+    );
+    assert!(text.contains("<img src=x onerror="), "{text}");
+    assert!(text.contains("<b>bold?</b>"), "{text}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(eval(&page, "document.title").await, json!("noeta"));
+    assert_eq!(eval(&page, "window.pwned === undefined").await, json!(true));
+    assert_eq!(
+        eval(
+            &page,
+            "document.querySelectorAll('main img, main script, main b').length"
+        )
+        .await,
+        json!(0)
+    );
+
+    // Cancel from the page.
+    go(&page, &format!("#/task/{slow}")).await;
+    wait_for(&page, "document.getElementById('task-status') !== null").await;
+    eval(
+        &page,
+        "(() => { window.confirm = () => true; [...document.querySelectorAll('button')].find(b => b.innerText === 'Cancel task').click(); })()",
+    )
+    .await;
+    wait_for(&page, "document.body.dataset.status === 'failed'").await;
+    wait_for(
+        &page,
+        "document.getElementById('task-status').innerText.includes('cancelled')",
+    )
+    .await;
+
+    // The raw log.
+    go(&page, &format!("#/task/{asking}/log")).await;
+    wait_for(&page, "document.querySelectorAll('tbody tr').length > 10").await;
+    let rows = eval(&page, "document.querySelector('tbody').innerText").await;
+    assert!(
+        rows.as_str().unwrap().contains("core/ask_answered"),
+        "{rows}"
+    );
+    drop(browser);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
+    let env = CliEnv::new(NOETA);
+    let server = serve(&env);
+    for path in ["/", "/assets/app.js", "/v1/tasks", "/nothing"] {
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let head = response
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        assert!(
+            head.contains("content-security-policy: default-src 'none'; script-src 'self';"),
+            "{path}: {head}"
+        );
+        assert!(
+            head.contains("x-content-type-options: nosniff"),
+            "{path}: {head}"
+        );
+    }
+    // A form from another site, or a POST that is not JSON, is refused.
+    let forged = [
+        (
+            "Content-Type: text/plain\r\n",
+            "Content-Type: application/json",
+        ),
+        (
+            "Content-Type: application/json\r\nOrigin: http://evil.example\r\n",
+            "origin `http://evil.example` is refused",
+        ),
+        (
+            "Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n",
+            "another site",
+        ),
+    ];
+    for (headers, says) in forged {
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        let body = r#"{"goal":"x"}"#;
+        write!(
+            stream,
+            "POST /v1/tasks HTTP/1.0\r\nHost: {}\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            server.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.0 403"), "{response}");
+        assert!(response.contains(says), "{response}");
+    }
+    // The page's own origin may post.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    let body = r#"{"goal":"  "}"#;
+    write!(
+        stream,
+        "POST /v1/tasks HTTP/1.0\r\nHost: {0}\r\nOrigin: http://{0}\r\nSec-Fetch-Site: same-origin\r\nContent-Type: application/json\r\nContent-Length: {1}\r\n\r\n{body}",
+        server.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.0 400"), "{response}");
+    // An unknown frontend is named with the known ones.
+    let out = env.run(&["open", "tui"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        noeta_testkit::cli::stderr(&out)
+            .contains("there is no frontend `tui` — known frontends: terminal, web"),
+        "{}",
+        noeta_testkit::cli::stderr(&out)
+    );
+}
