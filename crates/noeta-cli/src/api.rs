@@ -132,6 +132,42 @@ fn token(paths: &HostPaths, args: &AgentArgs) -> Result<Option<String>> {
     }
 }
 
+/// The built-in web frontend `noeta serve` serves at `/`.
+pub(crate) fn web_page() -> Arc<dyn noeta::frontends::Frontend> {
+    Arc::new(noeta::frontends::Web)
+}
+
+/// `noeta open FRONTEND`: a web frontend served on loopback (its URL printed), or the
+/// terminal's chat.
+pub(crate) async fn open(
+    paths: &HostPaths,
+    plugin_dirs: Vec<PathBuf>,
+    frontend: &str,
+    store: Option<String>,
+    workers: usize,
+) -> Result<ExitCode> {
+    let chosen = noeta::frontends::Frontends::standard()
+        .find(frontend)
+        .map_err(anyhow::Error::msg)?;
+    if chosen.assets().is_empty() {
+        let args = AgentArgs {
+            store,
+            plugin_dirs,
+            chat: true,
+            ..AgentArgs::default()
+        };
+        return crate::tasks::chat(paths, &args, None).await;
+    }
+    let args = ServeArgs {
+        addr: "127.0.0.1:0".to_owned(),
+        store,
+        workers,
+        plugin_dirs,
+        ui: Some(chosen),
+    };
+    serve(paths, args).await
+}
+
 /// `noeta serve [--addr ADDR] [--store URL] [--workers N]`.
 pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode> {
     let addr: SocketAddr = args.addr.parse().map_err(|_| {

@@ -588,39 +588,6 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
     })
 }
 
-/// `noeta open FRONTEND`: a web frontend served on loopback (its URL printed), or the
-/// terminal's chat.
-fn open(
-    paths: &HostPaths,
-    dirs: Vec<PathBuf>,
-    frontend: &str,
-    store: Option<String>,
-    workers: usize,
-) -> Result<ExitCode> {
-    let chosen = noeta::frontends::Frontends::standard()
-        .find(frontend)
-        .map_err(anyhow::Error::msg)?;
-    if chosen.assets().is_empty() {
-        let args = agent::AgentArgs {
-            store,
-            plugin_dirs: dirs,
-            chat: true,
-            ..agent::AgentArgs::default()
-        };
-        return block(tasks::chat(paths, &args, None));
-    }
-    block(api::serve(
-        paths,
-        api::ServeArgs {
-            addr: "127.0.0.1:0".to_owned(),
-            store,
-            workers,
-            plugin_dirs: dirs,
-            ui: Some(chosen),
-        },
-    ))
-}
-
 /// Runs an async command on a runtime of its own.
 fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
@@ -659,18 +626,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 store,
                 workers,
                 plugin_dirs: dirs,
-                ui: if no_ui {
-                    None
-                } else {
-                    noeta::frontends::Frontends::standard().find("web").ok()
-                },
+                ui: (!no_ui).then(api::web_page),
             },
         )),
         Command::Open {
             frontend,
             store,
             workers,
-        } => open(&paths, dirs, &frontend, store, workers),
+        } => block(api::open(&paths, dirs, &frontend, store, workers)),
         Command::Worker {
             store,
             n,
