@@ -6,8 +6,6 @@
 //!   median of seven loads;
 //! - `web_assets_bytes`: the size of every file the page is made of, as embedded in the binary.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +16,7 @@ use noeta::frontends::Frontend;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
 use noeta_core::store::TaskId;
+use noeta_testkit::serve::{Server, chromium, is_root};
 use serde_json::json;
 
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
@@ -31,19 +30,6 @@ fn fail(message: &str) -> ! {
 
 fn ok<T, E: std::fmt::Display>(result: Result<T, E>) -> T {
     result.unwrap_or_else(|e| fail(&e.to_string()))
-}
-
-fn chromium() -> PathBuf {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|name| {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join(name))
-                    .find(|p| p.is_file())
-            })
-        })
-        .unwrap_or_else(|| fail("Chromium is not installed: apt-get install chromium"))
 }
 
 /// A store of `TASKS` one-turn tasks, as `noeta run` leaves them.
@@ -74,44 +60,34 @@ async fn store(dir: &std::path::Path) -> String {
 async fn main() {
     let dir = ok(tempfile::tempdir());
     let url = store(dir.path()).await;
-    let mut server = ok(Command::new(NOETA)
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--workers",
-            "0",
-            "--store",
-            &url,
-        ])
-        .env("HOME", dir.path())
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn());
-    let mut stdout = BufReader::new(server.stdout.take().unwrap_or_else(|| fail("no stdout")));
-    let mut line = String::new();
-    ok(stdout.read_line(&mut line));
-    let api = line.trim().to_owned();
-    let page_url = api.trim_end_matches("v1/").to_owned();
+    let server = ok(Server::start(
+        Command::new(NOETA)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--workers",
+                "0",
+                "--store",
+                &url,
+            ])
+            .env("HOME", dir.path())
+            .current_dir(dir.path())
+            .stderr(Stdio::null()),
+    ));
+    let page_url = server.page();
 
     let profile = ok(tempfile::tempdir());
     let mut config = BrowserConfig::builder()
-        .chrome_executable(chromium())
+        .chrome_executable(
+            chromium()
+                .unwrap_or_else(|| fail("Chromium is not installed: apt-get install chromium")),
+        )
         .user_data_dir(profile.path())
         .window_size(1000, 800)
         .arg("--disable-gpu")
         .arg("--disable-dev-shm-usage");
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if root {
+    if is_root() {
         config = config.no_sandbox();
     }
     let (browser, mut handler) = ok(Browser::launch(ok(config.build())).await);
@@ -154,6 +130,5 @@ async fn main() {
         .sum();
     println!("web_assets_bytes: {bytes} bytes");
     drop(browser);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }

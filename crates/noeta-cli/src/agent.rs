@@ -341,7 +341,9 @@ impl AgentHost {
         }
         let runtime = runtime
             .with_host_facts(facts)
-            .with_text_sink(Arc::new(move |piece: &str| text.text(piece)))
+            .with_text_sink(Arc::new(move |_task: &TaskId, piece: &str| {
+                text.text(piece)
+            }))
             .with_progress(Arc::new(move |call, text| sink.progress(call, text)));
         Ok(Self {
             runtime,

@@ -38,6 +38,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::agent::{self, AgentArgs, AgentHost};
+use crate::live::{Follower, LiveText};
 use crate::overview;
 use crate::stdio::{eoutln, outln};
 use crate::worker::{self, WorkerArgs};
@@ -72,6 +73,8 @@ struct Api {
     token: Option<String>,
     stop: Arc<AtomicBool>,
     ui: Option<Arc<dyn noeta::frontends::Frontend>>,
+    /// Reply text streaming from this process's worker slots.
+    live: Option<LiveText>,
 }
 
 type Shared = Arc<Api>;
@@ -191,6 +194,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     }
     let stores = noeta::open_store(paths, args.store.as_deref())?;
     let stop = Arc::new(AtomicBool::new(false));
+    let live = (args.workers > 0).then(LiveText::new);
     let working = if args.workers > 0 {
         let worker = worker::open(
             paths,
@@ -202,6 +206,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
             },
             Some(stores.clone()),
             Arc::clone(&stop),
+            live.clone(),
         )?;
         Some(tokio::spawn(worker.run()))
     } else {
@@ -234,6 +239,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         token,
         stop: Arc::clone(&stop),
         ui: args.ui,
+        live,
     });
     let router = Router::new()
         .route("/", get(page))
@@ -637,6 +643,18 @@ async fn event_json(api: &Api, event: noeta_core::store::Event) -> Result<Value,
 /// How often a followed task's log is read again.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
+/// A client following one task's events.
+struct Following {
+    api: Shared,
+    task: TaskId,
+    /// The last sequence number sent.
+    after: u64,
+    /// The reply text streaming in from this process's worker slots.
+    follower: Option<Follower>,
+    /// When the log is read again.
+    next_read: tokio::time::Instant,
+}
+
 async fn events(
     State(api): State<Shared>,
     Path(id): Path<String>,
@@ -665,29 +683,63 @@ async fn events(
         }
         return Ok(Json(Value::Array(out)).into_response());
     }
-    let stream = futures::stream::unfold((api, task, after), |(api, task, after)| async move {
+    let follower = api.live.as_ref().map(LiveText::follow);
+    let state = Following {
+        api,
+        task,
+        after,
+        follower,
+        next_read: tokio::time::Instant::now(),
+    };
+    let stream = futures::stream::unfold(state, |mut state| async move {
         loop {
-            if api.stop.load(Ordering::SeqCst) {
+            if state.api.stop.load(Ordering::SeqCst) {
                 return None;
             }
-            let batch = match api.stores.log.read(&task, after).await {
+            let now = tokio::time::Instant::now();
+            if now < state.next_read {
+                // Until the log is read again, the reply text streaming in meanwhile.
+                let text = match state.follower.as_mut() {
+                    Some(follower) => tokio::select! {
+                        () = tokio::time::sleep_until(state.next_read) => None,
+                        text = follower.next(&state.task) => Some(text),
+                    },
+                    None => {
+                        tokio::time::sleep_until(state.next_read).await;
+                        None
+                    }
+                };
+                match text {
+                    Some(Some(text)) if !text.is_empty() => {
+                        let piece = SseEvent::default()
+                            .event("text")
+                            .data(json!({ "text": text }).to_string());
+                        return Some((vec![piece], state));
+                    }
+                    Some(None) => state.follower = None,
+                    _ => {}
+                }
+                continue;
+            }
+            state.next_read = now + FOLLOW_EVERY;
+            let batch = match state.api.stores.log.read(&state.task, state.after).await {
                 Ok(batch) => batch,
                 Err(err) => {
                     let failed = SseEvent::default()
                         .event("error")
                         .data(json!({ "error": err.to_string() }).to_string());
-                    return Some((vec![failed], (api, task, u64::MAX)));
+                    state.after = u64::MAX;
+                    return Some((vec![failed], state));
                 }
             };
             if batch.is_empty() {
-                tokio::time::sleep(FOLLOW_EVERY).await;
                 continue;
             }
-            let mut last = after;
+            let mut last = state.after;
             let mut sent = Vec::with_capacity(batch.len());
             for event in batch {
                 last = event.seq;
-                let data = match event_json(&api, event).await {
+                let data = match event_json(&state.api, event).await {
                     Ok(data) => data,
                     Err(err) => json!({ "seq": last, "error": err.to_string() }),
                 };
@@ -697,7 +749,12 @@ async fn events(
                         .data(data.to_string()),
                 );
             }
-            return Some((sent, (api, task, last)));
+            state.after = last;
+            // What streamed before these events belongs to replies now recorded.
+            if let Some(follower) = state.follower.as_mut() {
+                follower.skip_waiting();
+            }
+            return Some((sent, state));
         }
     })
     .flat_map(|batch| futures::stream::iter(batch.into_iter().map(Ok::<_, Infallible>)));

@@ -9,6 +9,7 @@ mod check;
 mod diff;
 mod doctor;
 mod interact;
+mod live;
 mod mcp;
 mod output;
 mod overview;

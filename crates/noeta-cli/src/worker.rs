@@ -28,6 +28,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::agent::{self, AgentArgs};
+use crate::live::LiveText;
 use crate::stdio::eoutln;
 
 /// `noeta worker`'s choices.
@@ -86,13 +87,15 @@ pub(crate) struct Worker {
     args: WorkerArgs,
     stores: Stores,
     stop: Arc<AtomicBool>,
+    /// Where the slots' reply text streams to (`noeta serve`'s followers).
+    live: Option<LiveText>,
     runners: Mutex<HashMap<Recorded, Arc<Runner>>>,
 }
 
 /// `noeta worker [--store URL] [-n N]`.
 pub(crate) async fn work(paths: &HostPaths, args: WorkerArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = open(paths, args, None, Arc::clone(&stop))?;
+    let worker = open(paths, args, None, Arc::clone(&stop), None)?;
     tokio::spawn(stop_on_signal(stop));
     worker.run().await?;
     Ok(ExitCode::SUCCESS)
@@ -105,6 +108,7 @@ pub(crate) fn open(
     args: WorkerArgs,
     stores: Option<Stores>,
     stop: Arc<AtomicBool>,
+    live: Option<LiveText>,
 ) -> Result<Arc<Worker>> {
     if args.slots == 0 {
         bail!("-n must be at least 1 (the number of tasks this worker runs at once)");
@@ -158,6 +162,7 @@ pub(crate) fn open(
         args,
         stores,
         stop,
+        live,
         runners: Mutex::new(HashMap::new()),
     }))
 }
@@ -336,10 +341,13 @@ impl Worker {
         for (agent, provider) in host.agent_models(&model).models {
             runtime = runtime.with_agent_model(agent, provider);
         }
-        let runtime = runtime
+        let mut runtime = runtime
             .with_lease_ttl(self.args.lease_secs.saturating_mul(1_000))
             .as_pool_worker()
             .with_stop(Arc::clone(&self.stop));
+        if let Some(live) = &self.live {
+            runtime = runtime.with_text_sink(live.sink());
+        }
         let runner = Arc::new(Runner {
             host: Arc::new(host),
             runtime,

@@ -10,28 +10,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use noeta_testkit::cli::{CliEnv, stderr};
+use noeta_testkit::serve::Server;
 use serde_json::{Value, json};
 
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
-
-/// A running `noeta serve` and where it listens (`host:port`).
-struct Server {
-    child: Child,
-    addr: String,
-    /// Its standard output, kept open: a server writing to a closed pipe would end.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
     let mut command = env.command(&[
@@ -46,26 +32,7 @@ fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
     for (key, value) in vars {
         command.env(key, value);
     }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/v1/"))
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_owned();
-    Server {
-        child,
-        addr,
-        _stdout: stdout,
-    }
+    Server::start(command.stderr(Stdio::null())).unwrap()
 }
 
 /// One request; the status and the body parsed as JSON.
@@ -76,24 +43,7 @@ fn call(
     body: Option<Value>,
     token: Option<&str>,
 ) -> (u16, Value) {
-    let mut stream = TcpStream::connect(&server.addr).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        server.addr,
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let value = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
-    (status, value)
+    server.call(method, path, body.as_ref(), token)
 }
 
 fn get(server: &Server, path: &str) -> Value {
@@ -118,7 +68,8 @@ fn wait_status(server: &Server, task: &str, prefix: &str) -> Value {
     }
 }
 
-/// Follows a task's events as SSE until `until` says stop; the sequence numbers and kinds seen.
+/// Follows a task's events as SSE until `until` says stop; the sequence numbers and kinds seen,
+/// with reply text streamed between them as `(0, "text: …")`.
 fn follow(
     server: &Server,
     task: &str,
@@ -142,6 +93,7 @@ fn follow(
     let mut reader = BufReader::new(stream);
     let mut seen = Vec::new();
     let mut id = None;
+    let mut text = false;
     let mut line = String::new();
     loop {
         line.clear();
@@ -149,6 +101,13 @@ fn follow(
         let line = line.trim_end();
         if let Some(value) = line.strip_prefix("id: ") {
             id = Some(value.parse::<u64>().unwrap());
+        } else if line == "event: text" {
+            text = true;
+        } else if let Some(data) = line.strip_prefix("data: ")
+            && std::mem::take(&mut text)
+        {
+            let piece: Value = serde_json::from_str(data).unwrap();
+            seen.push((0, format!("text: {}", piece["text"].as_str().unwrap())));
         } else if let Some(data) = line.strip_prefix("data: ") {
             let event: Value = serde_json::from_str(data).unwrap();
             assert_eq!(Some(event["seq"].as_u64().unwrap()), id, "{event}");
@@ -172,7 +131,7 @@ fn bash_script(env: &CliEnv, delay_ms: u64) -> String {
 fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
     let env = CliEnv::new(NOETA);
     let server = serve(&env, &[]);
-    let provider = bash_script(&env, 300);
+    let provider = bash_script(&env, 1_000);
 
     // Create in the default mode: the command waits for a person.
     let (status, created) = call(
@@ -218,7 +177,27 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
     let rest = follow(&server, &task, Some(last_seen), |e| {
         e["kind"] == "turn_ended"
     });
-    let seqs: Vec<u64> = first.iter().chain(&rest).map(|(s, _)| *s).collect();
+    // The reply's text streamed in before the reply was recorded (display only: no id).
+    let streamed: String = rest
+        .iter()
+        .filter_map(|(_, k)| k.strip_prefix("text: "))
+        .collect();
+    assert!(
+        streamed.ends_with("done") && "first done".ends_with(&streamed),
+        "{rest:?}"
+    );
+    let replied = rest
+        .iter()
+        .rposition(|(_, k)| k == "assistant_reply")
+        .unwrap();
+    let last_piece = rest.iter().rposition(|(s, _)| *s == 0).unwrap();
+    assert!(last_piece < replied, "{rest:?}");
+    let seqs: Vec<u64> = first
+        .iter()
+        .chain(&rest)
+        .map(|(s, _)| *s)
+        .filter(|s| *s > 0)
+        .collect();
     assert_eq!(
         seqs,
         (1..=seqs.len() as u64).collect::<Vec<_>>(),

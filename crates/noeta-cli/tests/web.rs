@@ -11,10 +11,9 @@
     reason = "test helpers outside #[test] functions"
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use chromiumoxide::Page;
@@ -22,72 +21,31 @@ use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::page::ScreenshotParams;
 use futures::StreamExt;
 use noeta_testkit::cli::CliEnv;
+use noeta_testkit::serve::{Server, chromium, is_root};
 use serde_json::{Value, json};
 
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
-struct Server {
-    child: Child,
-    addr: String,
-    /// Its standard output, kept open: a server writing to a closed pipe would end.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
+    let mut command = env.command(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        "sqlite:web.db",
+        "--workers",
+        "2",
+    ]);
+    for (key, value) in vars {
+        command.env(key, value);
     }
-}
-
-fn serve(env: &CliEnv) -> Server {
-    let mut child = env
-        .command(&[
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "sqlite:web.db",
-            "--workers",
-            "2",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(env.root().join("serve.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/v1/"))
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_owned();
-    Server {
-        child,
-        addr,
-        _stdout: stdout,
-    }
+    command.stderr(std::fs::File::create(env.root().join("serve.log")).unwrap());
+    Server::start(&mut command).unwrap()
 }
 
 /// One API request from the test itself (not the page): the status and the JSON body.
 fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(&server.addr).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        server.addr,
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    server.call(method, path, body.as_ref(), None)
 }
 
 fn create(server: &Server, goal: &str, provider: &str, mode: &str) -> String {
@@ -106,44 +64,23 @@ fn script(env: &CliEnv, name: &str, turns: Value) -> String {
     format!("scripted:{}", path.display())
 }
 
-fn chromium() -> PathBuf {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find_map(|name| {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join(name))
-                    .find(|p| p.is_file())
-            })
-        })
-        .expect("Chromium is not installed: apt-get install chromium (.ci/run installs it)")
-}
-
 async fn browser(profile: &std::path::Path) -> Browser {
-    let mut config = BrowserConfig::builder()
-        .chrome_executable(chromium())
-        .user_data_dir(profile)
-        .window_size(1000, 800)
-        .arg("--disable-gpu")
-        .arg("--disable-dev-shm-usage");
+    let mut config =
+        BrowserConfig::builder()
+            .chrome_executable(chromium().expect(
+                "Chromium is not installed: apt-get install chromium (.ci/run installs it)",
+            ))
+            .user_data_dir(profile)
+            .window_size(1000, 800)
+            .arg("--disable-gpu")
+            .arg("--disable-dev-shm-usage");
     // Chromium's own sandbox does not run as root.
-    if std::env::var("USER").is_ok_and(|u| u == "root") || unsafe_is_root() {
+    if is_root() {
         config = config.no_sandbox();
     }
     let (browser, mut handler) = Browser::launch(config.build().unwrap()).await.unwrap();
     tokio::spawn(async move { while handler.next().await.is_some() {} });
     browser
-}
-
-fn unsafe_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// Moves the page to `hash` (a route of the page: no new document is loaded).
@@ -191,7 +128,7 @@ async fn screenshot(page: &Page, name: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as_text() {
     let env = CliEnv::new(NOETA);
-    let server = serve(&env);
+    let server = serve(&env, &[]);
     let base = format!("http://{}", server.addr);
 
     // A task that asks to run a command, then answers twice.
@@ -278,6 +215,50 @@ async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as
     );
     let shot = screenshot(&page, "task-list.png").await;
     assert!(std::fs::metadata(&shot).unwrap().len() > 1_000);
+
+    // Reply text streams into the page as the model writes it, then gives way to the reply.
+    let words = "one two three four five six seven eight nine ten";
+    let streaming = create(
+        &server,
+        "stream a reply",
+        &script(
+            &env,
+            "stream.json",
+            json!([{ "text": words, "delay_ms": 5_000 }]),
+        ),
+        "default",
+    );
+    go(&page, &format!("#/task/{streaming}")).await;
+    wait_for(
+        &page,
+        "document.querySelector('.entry.streaming .text')?.textContent.length > 0",
+    )
+    .await;
+    let partial = eval(
+        &page,
+        "document.querySelector('.entry.streaming .text').textContent",
+    )
+    .await;
+    let partial = partial.as_str().unwrap();
+    assert!(
+        words.contains(partial) && partial.len() < words.len(),
+        "streamed so far: {partial:?}"
+    );
+    wait_for(&page, "document.body.dataset.status === 'turn ended'").await;
+    wait_for(
+        &page,
+        "document.querySelector('.entry.streaming') === null && document.querySelector('.transcript').innerText.includes('nine ten')",
+    )
+    .await;
+    assert_eq!(
+        eval(
+            &page,
+            "[...document.querySelectorAll('.entry.assistant')].filter(e => e.innerText.includes('one two')).length"
+        )
+        .await,
+        json!(1),
+        "the recorded reply once, the streamed text gone"
+    );
 
     // The asking task: its ask shown, approved with the keyboard.
     go(&page, &format!("#/task/{asking}")).await;
@@ -409,7 +390,7 @@ async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
     let env = CliEnv::new(NOETA);
-    let server = serve(&env);
+    let server = serve(&env, &[]);
     for path in ["/", "/assets/app.js", "/v1/tasks", "/nothing"] {
         let mut stream = TcpStream::connect(&server.addr).unwrap();
         write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
@@ -481,4 +462,74 @@ async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
         "{}",
         noeta_testkit::cli::stderr(&out)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_asks_for_the_token_once_per_tab() {
+    let env = CliEnv::new(NOETA);
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
+    );
+    let server = serve(&env, &[("NOETA_SERVE_TOKEN", "page-s3cret")]);
+    let provider = script(
+        &env,
+        "hello.json",
+        json!([{ "text": "Hello from behind a token." }]),
+    );
+    let (status, created) = server.call(
+        "POST",
+        "/v1/tasks",
+        Some(&json!({ "goal": "behind a token", "provider": provider })),
+        Some("page-s3cret"),
+    );
+    assert_eq!(status, 201, "{created}");
+    let task = created["id"].as_str().unwrap().to_owned();
+
+    let profile = tempfile::tempdir().unwrap();
+    let browser = browser(profile.path()).await;
+    let page = browser.new_page(server.page()).await.unwrap();
+    wait_for(&page, "document.getElementById('token') !== null").await;
+    assert_eq!(
+        eval(&page, "document.body.dataset.listed === undefined").await,
+        json!(true),
+        "nothing listed without the token"
+    );
+    let submit = |token: &str| {
+        format!(
+            "(() => {{ const t = document.getElementById('token'); t.value = {}; t.form.requestSubmit(); }})()",
+            json!(token)
+        )
+    };
+    // A wrong token: asked for again.
+    eval(&page, &submit("wrong")).await;
+    wait_for(
+        &page,
+        "sessionStorage.getItem('noeta-token') === 'wrong' && document.getElementById('token')?.value === ''",
+    )
+    .await;
+    // The right one: the list, then the task followed over the event stream with it.
+    eval(&page, &submit("page-s3cret")).await;
+    wait_for(&page, "document.body.dataset.listed === '1'").await;
+    go(&page, &format!("#/task/{task}")).await;
+    wait_for(
+        &page,
+        "document.querySelector('.transcript')?.innerText.includes('Hello from behind a token.')",
+    )
+    .await;
+    // Kept for the tab: a reload asks nothing.
+    page.reload().await.unwrap();
+    wait_for(
+        &page,
+        "document.querySelector('.transcript')?.innerText.includes('Hello from behind a token.')",
+    )
+    .await;
+    assert_eq!(
+        eval(&page, "document.getElementById('token') === null").await,
+        json!(true)
+    );
+    // Another tab has its own session storage: it asks again.
+    let other = browser.new_page(server.page()).await.unwrap();
+    wait_for(&other, "document.getElementById('token') !== null").await;
+    drop(browser);
 }

@@ -312,12 +312,114 @@ impl ScriptedProvider {
         self.script.turns.is_empty()
     }
 
-    /// Waits as long as turn `index` says its answer takes.
-    async fn take_time(&self, index: usize) {
-        let delay = self.script.turns[index].delay_ms;
-        if delay > 0 {
-            futures_timer::Delay::new(std::time::Duration::from_millis(delay)).await;
+    /// Waits as long as turn `index` says its answer takes; with `on_text`, its text streams
+    /// word by word over that time, as a model's would.
+    async fn take_time(&self, index: usize, on_text: Option<&TextSink<'_>>) {
+        let turn = &self.script.turns[index];
+        let pieces: Vec<&str> = match on_text {
+            Some(_) => turn.text.split_inclusive(' ').collect(),
+            None => Vec::new(),
+        };
+        let delay = std::time::Duration::from_millis(turn.delay_ms);
+        let each = delay / u32::try_from(pieces.len().max(1)).unwrap_or(u32::MAX);
+        if pieces.is_empty() && !delay.is_zero() {
+            futures_timer::Delay::new(delay).await;
         }
+        for piece in pieces {
+            if !each.is_zero() {
+                futures_timer::Delay::new(each).await;
+            }
+            if let Some(sink) = on_text {
+                sink(piece);
+            }
+        }
+    }
+
+    /// The answer to `request`, its text handed to `on_text` as it "arrives".
+    async fn answer(
+        &self,
+        request: &ModelRequest,
+        on_text: Option<&TextSink<'_>>,
+    ) -> Result<ModelReply, ProviderError> {
+        if let Some(agent) = self.agents.get(&request.agent) {
+            let reply = agent.complete(request).await?;
+            if let Some(sink) = on_text.filter(|_| !reply.text.is_empty()) {
+                sink(&reply.text);
+            }
+            return Ok(reply);
+        }
+        if let Purpose::Auxiliary { name } = &request.purpose {
+            return self.auxiliary_reply(name, request);
+        }
+        let missing = || ProviderError::Fatal {
+            message: format!(
+                "the model script has {} step(s) and step {} was asked for",
+                self.steps.len(),
+                request.step + 1
+            ),
+        };
+        let step = usize::try_from(request.step)
+            .ok()
+            .and_then(|i| self.steps.get(i))
+            .ok_or_else(missing)?;
+        let error = {
+            let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
+            if served.0 != request.step {
+                *served = (request.step, 0);
+            }
+            let error = step.errors.get(served.1).copied();
+            if error.is_some() {
+                served.1 += 1;
+            }
+            error
+        };
+        if let Some(index) = error {
+            self.take_time(index, None).await;
+            return Err(match self.script.turns[index].error {
+                Some(ScriptError::ContextOverflow) => ProviderError::ContextOverflow {
+                    message: format!("scripted overflow at turn {}", index + 1),
+                },
+                Some(ScriptError::Transient) => ProviderError::Transient {
+                    message: format!("scripted transient error at turn {}", index + 1),
+                    retry_after_ms: None,
+                },
+                _ => ProviderError::Fatal {
+                    message: format!("scripted fatal error at turn {}", index + 1),
+                },
+            });
+        }
+        let index = step.answer.ok_or_else(missing)?;
+        self.take_time(index, on_text).await;
+        let turn = &self.script.turns[index];
+        let calls: Vec<ToolCall> = turn
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: c
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_{}_{}", index + 1, i + 1)),
+                name: c.name.clone(),
+                input: if c.input.is_null() {
+                    Value::Object(serde_json::Map::new())
+                } else {
+                    c.input.clone()
+                },
+            })
+            .collect();
+        let stop = turn.stop.unwrap_or(if calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        });
+        Ok(ModelReply {
+            text: turn.text.clone(),
+            calls,
+            stop: Some(stop),
+            usage: turn.usage.unwrap_or_default(),
+            reasoning: turn.reasoning.clone(),
+        })
     }
 
     fn auxiliary_reply(
@@ -373,81 +475,15 @@ impl Provider for ScriptedProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ProviderError> {
-        if let Some(agent) = self.agents.get(&request.agent) {
-            return agent.complete(request).await;
-        }
-        if let Purpose::Auxiliary { name } = &request.purpose {
-            return self.auxiliary_reply(name, request);
-        }
-        let missing = || ProviderError::Fatal {
-            message: format!(
-                "the model script has {} step(s) and step {} was asked for",
-                self.steps.len(),
-                request.step + 1
-            ),
-        };
-        let step = usize::try_from(request.step)
-            .ok()
-            .and_then(|i| self.steps.get(i))
-            .ok_or_else(missing)?;
-        let error = {
-            let mut served = self.served.lock().unwrap_or_else(PoisonError::into_inner);
-            if served.0 != request.step {
-                *served = (request.step, 0);
-            }
-            let error = step.errors.get(served.1).copied();
-            if error.is_some() {
-                served.1 += 1;
-            }
-            error
-        };
-        if let Some(index) = error {
-            self.take_time(index).await;
-            return Err(match self.script.turns[index].error {
-                Some(ScriptError::ContextOverflow) => ProviderError::ContextOverflow {
-                    message: format!("scripted overflow at turn {}", index + 1),
-                },
-                Some(ScriptError::Transient) => ProviderError::Transient {
-                    message: format!("scripted transient error at turn {}", index + 1),
-                    retry_after_ms: None,
-                },
-                _ => ProviderError::Fatal {
-                    message: format!("scripted fatal error at turn {}", index + 1),
-                },
-            });
-        }
-        let index = step.answer.ok_or_else(missing)?;
-        self.take_time(index).await;
-        let turn = &self.script.turns[index];
-        let calls: Vec<ToolCall> = turn
-            .calls
-            .iter()
-            .enumerate()
-            .map(|(i, c)| ToolCall {
-                id: c
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| format!("call_{}_{}", index + 1, i + 1)),
-                name: c.name.clone(),
-                input: if c.input.is_null() {
-                    Value::Object(serde_json::Map::new())
-                } else {
-                    c.input.clone()
-                },
-            })
-            .collect();
-        let stop = turn.stop.unwrap_or(if calls.is_empty() {
-            StopReason::EndTurn
-        } else {
-            StopReason::ToolUse
-        });
-        Ok(ModelReply {
-            text: turn.text.clone(),
-            calls,
-            stop: Some(stop),
-            usage: turn.usage.unwrap_or_default(),
-            reasoning: turn.reasoning.clone(),
-        })
+        self.answer(request, None).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelReply, ProviderError> {
+        self.answer(request, Some(on_text)).await
     }
 }
 
@@ -488,6 +524,22 @@ mod tests {
                 .contains("the model script has 1 step(s) and step 2 was asked for"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_scripted_turn_streams_its_text_word_by_word_over_its_delay() {
+        let provider = ScriptedProvider::from_json(
+            r#"{ "turns": [{ "text": "one two three", "delay_ms": 30 }, { "text": "whole" }] }"#,
+            "test",
+        )
+        .unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let sink = |piece: &str| seen.lock().unwrap().push(piece.to_owned());
+        let reply = block_on(provider.complete_streaming(&step("main", 0), &sink)).unwrap();
+        assert_eq!(reply.text, "one two three");
+        let reply = block_on(provider.complete_streaming(&step("main", 1), &sink)).unwrap();
+        assert_eq!(reply.text, "whole");
+        assert_eq!(*seen.lock().unwrap(), ["one ", "two ", "three", "whole"]);
     }
 
     #[test]

@@ -176,6 +176,9 @@ pub trait Sessions: Send + Sync {
 /// enough that a load folds a short tail, rarely enough that short turns do not pay for it.
 pub const SNAPSHOT_EVERY: u64 = 128;
 
+/// Receives the text of a task's step reply, piece by piece, as the model streams it.
+pub type TaskTextSink = dyn Fn(&TaskId, &str) + Send + Sync;
+
 /// Runs tasks against one store and one provider.
 pub struct Runtime {
     log: Arc<dyn EventLog>,
@@ -188,7 +191,7 @@ pub struct Runtime {
     worker: String,
     lease_ttl_ms: u64,
     progress: Option<ProgressSink>,
-    text: Option<Arc<crate::provider::TextSink<'static>>>,
+    text: Option<Arc<TaskTextSink>>,
     snapshot_every: u64,
     pool: bool,
     exec: Option<Arc<dyn crate::exec::ExecEnv>>,
@@ -406,9 +409,9 @@ impl Runtime {
         self.agent_models.get(agent).unwrap_or(&self.provider)
     }
 
-    /// Receives the text of each step's reply as it streams in (not recorded; the reply is,
-    /// once whole).
-    pub fn with_text_sink(mut self, sink: Arc<crate::provider::TextSink<'static>>) -> Self {
+    /// Receives the text of each step's reply as it streams in, with the task it belongs to
+    /// (not recorded; the reply is, once whole).
+    pub fn with_text_sink(mut self, sink: Arc<TaskTextSink>) -> Self {
         self.text = Some(sink);
         self
     }

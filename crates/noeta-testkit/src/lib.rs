@@ -1,6 +1,8 @@
 //! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
-//! a dying log, a plugin's session), damage done to a store file, the npm MCP reference servers, a PostgreSQL server, a loopback HTTP request reader, the generators of the
-//! parsers' property tests and the CLI test environment for noeta's tests (a dev-dependency only).
+//! a dying log, a plugin's session), damage done to a store file, the npm MCP reference
+//! servers, a PostgreSQL server, a loopback HTTP request reader, a `noeta serve` process, the
+//! generators of the parsers' property tests and the CLI test environment for noeta's tests (a
+//! dev-dependency only).
 
 pub mod cli;
 pub mod damage;
@@ -12,3 +14,4 @@ pub mod http;
 pub mod npm;
 pub mod pg;
 pub mod pypi;
+pub mod serve;

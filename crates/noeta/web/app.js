@@ -155,8 +155,9 @@ function sleep(ms) {
 // --- following a task's events ----------------------------------------------------------------
 
 /** Follows a task's events as Server-Sent Events (over fetch, so the token can be sent),
- * reconnecting with Last-Event-ID; calls `onEvents` with each batch. */
-async function follow(id, onEvents, signal) {
+ * reconnecting with Last-Event-ID; calls `onEvents` with each batch of recorded events and
+ * `onText` with reply text as it streams (not recorded, so it carries no id). */
+async function follow(id, onEvents, onText, signal) {
   let last = 0;
   while (!signal.aborted) {
     try {
@@ -179,12 +180,17 @@ async function follow(id, onEvents, signal) {
           const block = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
           let data = "";
+          let type = "message";
           for (const line of block.split("\n")) {
             if (line.startsWith("data:")) data += line.slice(5).trimStart();
+            else if (line.startsWith("event:")) type = line.slice(6).trim();
           }
           if (!data) continue;
           const event = JSON.parse(data);
-          if (typeof event.seq === "number" && event.seq > last) {
+          if (type === "text") {
+            if (batch.length) onEvents(batch.splice(0));
+            onText(event.text ?? "");
+          } else if (typeof event.seq === "number" && event.seq > last) {
             last = event.seq;
             batch.push(event);
           }
@@ -232,8 +238,22 @@ class Transcript {
     return el;
   }
 
+  /** Reply text as it streams in: shown until the reply is recorded. */
+  stream(text) {
+    if (!this.live) {
+      this.liveText = h("div", { class: "text" });
+      this.live = this.entry("assistant streaming", "assistant (writing)", this.liveText);
+      this.live.setAttribute("aria-busy", "true");
+    }
+    this.liveText.textContent += text;
+  }
+
   add(event) {
     const { extension, kind, data, message } = event;
+    if (this.live && extension === "core" && /^(assistant_reply|turn_|task_)/.test(kind)) {
+      this.live.remove();
+      this.live = null;
+    }
     if (extension !== "core") {
       // Extensions' records: compaction and reminders as such, anything entering the
       // conversation by its message; the rest only in the log view.
@@ -454,6 +474,7 @@ async function showTask(main, id) {
       drawAsk();
       pending = setTimeout(refresh, 150);
     },
+    (text) => transcript.stream(text),
     controller.signal,
   ).catch((err) => {
     if (err instanceof Unauthorized) askToken(main);
@@ -514,6 +535,7 @@ async function showLog(main, id) {
         body.append(h("tr", {}, h("td", {}, e.seq), h("td", {}, `${e.extension}/${e.kind}`), h("td", {}, textBlock(JSON.stringify(e.data, null, 2) + (e.message ? `\n\n${e.message}` : "")))));
       }
     },
+    () => {},
     controller.signal,
   ).catch((err) => {
     if (err instanceof Unauthorized) askToken(main);

@@ -271,7 +271,11 @@ impl Claim<'_> {
             let hashes = self.segment_hashes(&request);
             let provider = self.rt.provider_for(&self.session.spec.name);
             let answer = match &self.rt.text {
-                Some(sink) => provider.complete_streaming(&request, sink.as_ref()).await,
+                Some(sink) => {
+                    let task = &self.task;
+                    let piece = |text: &str| sink(task, text);
+                    provider.complete_streaming(&request, &piece).await
+                }
                 None => provider.complete(&request).await,
             };
             let reply = match answer {

@@ -3618,7 +3618,9 @@ fn a_text_sink_sees_each_step_reply_as_it_comes() {
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = {
         let seen = seen.clone();
-        Arc::new(move |piece: &str| seen.lock().unwrap().push(piece.to_owned()))
+        Arc::new(move |task: &TaskId, piece: &str| {
+            seen.lock().unwrap().push(format!("{task}: {piece}"));
+        })
     };
     let rt = h
         .runtime(json!([
@@ -3630,7 +3632,10 @@ fn a_text_sink_sees_each_step_reply_as_it_comes() {
     let t = task("streamed");
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
-    assert_eq!(*seen.lock().unwrap(), ["looking", "done"]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["streamed: looking", "streamed: done"]
+    );
 }
 
 #[test]
