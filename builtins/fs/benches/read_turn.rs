@@ -85,7 +85,12 @@ fn main() {
     let session = session();
     // Warm up allocators, caches and the page cache.
     run(&session, dir.path());
-    let mut per_step: Vec<f64> = (0..9)
+    // More runs for a profiler: `NOETA_BENCH_RUNS=2000 perf record …`.
+    let runs = std::env::var("NOETA_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(9);
+    let mut per_step: Vec<f64> = (0..runs)
         .map(|_| run(&session, dir.path()) * 1e6 / STEPS as f64)
         .collect();
     per_step.sort_by(f64::total_cmp);

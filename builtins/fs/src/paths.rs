@@ -82,6 +82,9 @@ pub(crate) struct Target {
     pub(crate) rel: String,
     /// Whether it is in a write root rather than the workspace.
     pub(crate) in_write_root: bool,
+    /// What the path names (as `std::fs::metadata` gives it), when it exists and was looked
+    /// at while resolving it.
+    pub(crate) meta: Option<std::fs::Metadata>,
 }
 
 impl Workspace {
@@ -97,7 +100,7 @@ impl Workspace {
 
     /// The workspace rooted at `given`.
     pub(crate) fn at(given: &Path, tool: &str) -> Result<Self, ToolError> {
-        let root = std::fs::canonicalize(given).map_err(|err| {
+        let root = real_root(given).map_err(|err| {
             ToolError::Fatal(format!(
                 "{tool}: the workspace `{}` is not usable: {err}",
                 given.display()
@@ -144,6 +147,32 @@ impl Workspace {
             })
     }
 
+    /// `path` as it is when it lies under the (real) root or a write root and none of its
+    /// parts below that is a symlink — one `lstat` a part instead of resolving the whole
+    /// path; `None` when a part is a symlink or cannot be looked at (resolve it then).
+    /// `last` is the path's own `lstat`, when already made.
+    fn without_links(&self, path: &Path, last: Option<&std::fs::Metadata>) -> Option<PathBuf> {
+        let base = std::iter::once(self.root.as_path())
+            .chain(self.roots.iter().map(|r| r.real.as_path()))
+            .find(|base| path.starts_with(base))?;
+        let parts: Vec<Component<'_>> = path.strip_prefix(base).ok()?.components().collect();
+        let mut at = base.to_path_buf();
+        for (i, part) in parts.iter().enumerate() {
+            let Component::Normal(name) = part else {
+                return None;
+            };
+            at.push(name);
+            let link = match last.filter(|_| i + 1 == parts.len()) {
+                Some(meta) => meta.file_type().is_symlink(),
+                None => at.symlink_metadata().ok()?.file_type().is_symlink(),
+            };
+            if link {
+                return None;
+            }
+        }
+        Some(at)
+    }
+
     /// Whether the real path `real` is in the workspace or a write root.
     fn inside(&self, real: &Path) -> bool {
         real.starts_with(&self.root) || self.roots.iter().any(|r| real.starts_with(&r.real))
@@ -178,16 +207,23 @@ impl Workspace {
         // The deepest part that exists is resolved through its symlinks; the rest is new.
         let mut existing = self.place(&normal).ok_or_else(outside)?;
         let mut missing: Vec<std::ffi::OsString> = Vec::new();
-        while existing.symlink_metadata().is_err() {
+        let found = loop {
+            if let Ok(meta) = existing.symlink_metadata() {
+                break Some(meta);
+            }
             let Some(name) = existing.file_name().map(ToOwned::to_owned) else {
-                break;
+                break None;
             };
             missing.push(name);
             if !existing.pop() {
-                break;
+                break None;
             }
-        }
-        let real = std::fs::canonicalize(&existing).map_err(|err| {
+        };
+        // What the path names, when it exists and is not a symlink (its `lstat` is its `stat`).
+        let real = self
+            .without_links(&existing, found.as_ref())
+            .map_or_else(|| std::fs::canonicalize(&existing), Ok);
+        let real = real.map_err(|err| {
             fail(
                 tool,
                 format!(
@@ -206,6 +242,7 @@ impl Workspace {
                 ),
             ));
         }
+        let meta = found.filter(|m| missing.is_empty() && !m.file_type().is_symlink());
         let mut abs = real;
         for name in missing.iter().rev() {
             abs.push(name);
@@ -216,6 +253,7 @@ impl Workspace {
             abs,
             rel,
             in_write_root,
+            meta,
         })
     }
 
@@ -414,4 +452,40 @@ pub(crate) fn described(base: &str, roots: &[WriteRoot]) -> String {
         "{base} Besides the workspace, files under these directories may be used by absolute path: {}.",
         roots.join(", ")
     )
+}
+
+/// Workspace roots already resolved, by the path given, with the identity of that path
+/// (device and inode) when it was resolved.
+#[cfg(unix)]
+type RealRoots = std::collections::HashMap<PathBuf, ((u64, u64), PathBuf)>;
+#[cfg(unix)]
+static REAL_ROOTS: std::sync::LazyLock<std::sync::Mutex<RealRoots>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// `given` with every symlink resolved, remembered while the path given still names the same
+/// directory (one `stat` instead of resolving each part on every call).
+#[cfg(unix)]
+fn real_root(given: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(given)?;
+    let id = (meta.dev(), meta.ino());
+    let mut roots = REAL_ROOTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((seen, real)) = roots.get(given)
+        && *seen == id
+    {
+        return Ok(real.clone());
+    }
+    let real = std::fs::canonicalize(given)?;
+    if roots.len() >= 256 {
+        roots.clear();
+    }
+    roots.insert(given.to_path_buf(), (id, real.clone()));
+    Ok(real)
+}
+
+#[cfg(not(unix))]
+fn real_root(given: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(given)
 }

@@ -1,5 +1,6 @@
 //! `Read`: a text file in `cat -n` form, recording its digest in the read registry.
 
+use std::io::Read as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -38,14 +39,6 @@ pub(crate) fn image_type(head: &[u8]) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// The first bytes of a file.
-fn head_of(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut head = Vec::with_capacity(16);
-    std::fs::File::open(path)?.take(16).read_to_end(&mut head)?;
-    Ok(head)
 }
 
 const DESCRIPTION: &str = "\
@@ -131,8 +124,11 @@ impl Tool for Read {
         let ws = Workspace::of(ctx, NAME)?.with_roots(&self.settings.write_roots);
         let target = ws.resolve(NAME, &input.file_path)?;
         let rel = &target.rel;
-        let meta = std::fs::metadata(&target.abs)
-            .map_err(|_| fail(NAME, format!("file `{rel}` does not exist")))?;
+        let meta = match target.meta.clone() {
+            Some(meta) => meta,
+            None => std::fs::metadata(&target.abs)
+                .map_err(|_| fail(NAME, format!("file `{rel}` does not exist")))?,
+        };
         if meta.is_dir() {
             return Err(fail(
                 NAME,
@@ -140,7 +136,31 @@ impl Tool for Read {
             ));
         }
         crate::paths::regular(NAME, rel, &meta)?;
-        if let Some(media_type) = head_of(&target.abs).ok().and_then(|h| image_type(&h)) {
+        // The file is opened once: its first bytes say what it is, the rest is read on from
+        // there when it is shown whole.
+        let cannot = |err: std::io::Error| fail(NAME, format!("cannot read `{rel}`: {err}"));
+        // A file that may be shown whole is read in one go (its size is known), a larger one
+        // from its head on.
+        let small = meta.len() <= MAX_WHOLE_FILE_BYTES;
+        let first = if small { meta.len() } else { 16 };
+        let mut file = std::fs::File::open(&target.abs).map_err(cannot)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(first).unwrap_or(16));
+        (&mut file)
+            .take(first)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        let mut whole = |mut bytes: Vec<u8>| {
+            if small {
+                return Ok(bytes);
+            }
+            bytes.reserve(usize::try_from(meta.len()).unwrap_or(0));
+            (&mut file)
+                .take(u64::MAX)
+                .read_to_end(&mut bytes)
+                .map(|_| bytes)
+                .map_err(cannot)
+        };
+        if let Some(media_type) = image_type(&bytes) {
             if meta.len() > MAX_IMAGE_BYTES {
                 return Err(fail(
                     NAME,
@@ -150,8 +170,7 @@ impl Tool for Read {
                     ),
                 ));
             }
-            let bytes = std::fs::read(&target.abs)
-                .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+            let bytes = whole(bytes)?;
             ctx.record(
                 EXTENSION,
                 "read",
@@ -160,7 +179,7 @@ impl Tool for Read {
             let shown = format!("Image file `{rel}` ({media_type}, {} bytes).", bytes.len());
             return Ok(ToolOutput::text(shown).with_attachment(media_type, bytes));
         }
-        if head_of(&target.abs).is_ok_and(|h| h.starts_with(b"%PDF-")) {
+        if bytes.starts_with(b"%PDF-") {
             if input.offset.is_some() || input.limit.is_some() {
                 return Err(fail(
                     NAME,
@@ -178,8 +197,7 @@ impl Tool for Read {
                     ),
                 ));
             }
-            let bytes = std::fs::read(&target.abs)
-                .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+            let bytes = whole(bytes)?;
             let shown = pdf_text(rel, &bytes, input.pages.as_deref())?;
             ctx.record(
                 EXTENSION,
@@ -231,8 +249,7 @@ impl Tool for Read {
             );
             return Ok(ToolOutput::text(shown));
         }
-        let bytes = std::fs::read(&target.abs)
-            .map_err(|err| fail(NAME, format!("cannot read `{rel}`: {err}")))?;
+        let bytes = whole(bytes)?;
         let text = text_of(&bytes).ok_or_else(|| not_text(NAME, rel))?;
         let digest = sha256_hex(&bytes);
         let mut rendered = None;

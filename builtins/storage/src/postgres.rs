@@ -151,7 +151,89 @@ fn unknown(task: &TaskId) -> StoreError {
     StoreError::UnknownTask { task: task.clone() }
 }
 
+/// A batch as the columns of one insert: checked against the record size bound, the data
+/// serialised.
+struct Columns {
+    extensions: Vec<String>,
+    kinds: Vec<String>,
+    data: Vec<String>,
+    messages: Vec<Option<String>>,
+}
+
+impl Columns {
+    fn of<'a>(batch: impl IntoIterator<Item = &'a Record> + Clone) -> Result<Self, StoreError> {
+        check_batch(batch.clone())?;
+        let len = batch.clone().into_iter().count();
+        let mut extensions = Vec::with_capacity(len);
+        let mut kinds = Vec::with_capacity(len);
+        let mut data = Vec::with_capacity(len);
+        let mut messages = Vec::with_capacity(len);
+        for record in batch {
+            extensions.push(record.extension.clone());
+            kinds.push(record.kind.clone());
+            data.push(
+                serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
+                    message: format!(
+                        "record `{}`/`{}` does not serialise: {e}",
+                        record.extension, record.kind
+                    ),
+                })?,
+            );
+            messages.push(record.message.clone());
+        }
+        Ok(Self {
+            extensions,
+            kinds,
+            data,
+            messages,
+        })
+    }
+}
+
 impl PgStore {
+    /// Appends a checked batch, column by column, under `lease`.
+    async fn append_columns(&self, lease: &Lease, columns: Columns) -> Result<u64, StoreError> {
+        let lease = lease.clone();
+        let Columns {
+            extensions,
+            kinds,
+            data,
+            messages,
+        } = columns;
+        self.run(move |mut client, now| async move {
+            let tx = client.transaction().await?;
+            let row = lock_task(&tx, &lease.task, now).await?;
+            if !row.live(&lease) {
+                return Err(row.stale(&lease).into());
+            }
+            if extensions.is_empty() {
+                return Ok(row.head);
+            }
+            let first = int(row.head + 1);
+            let last = row.head + extensions.len() as u64;
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO noeta_events (task_no, seq, extension, kind, data, message)
+                     SELECT $1, $2 + n - 1, e, k, d, m
+                     FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
+                          WITH ORDINALITY AS r(e, k, d, m, n)",
+                )
+                .await?;
+            tx.execute(
+                &insert,
+                &[&row.no, &first, &extensions, &kinds, &data, &messages],
+            )
+            .await?;
+            let head = tx
+                .prepare_cached("UPDATE noeta_tasks SET head = $1 WHERE task_no = $2")
+                .await?;
+            tx.execute(&head, &[&int(last), &row.no]).await?;
+            tx.commit().await?;
+            Ok(last)
+        })
+        .await
+    }
+
     /// Connects to the database at `url` (`postgres://…` or `postgresql://…`), creating or
     /// migrating the schema. Leases are timed by the database's clock, or by `clock` when
     /// given (tests that move time by hand).
@@ -518,57 +600,12 @@ impl EventLog for PgStore {
     }
 
     async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        check_batch(batch)?;
-        let mut extensions = Vec::with_capacity(batch.len());
-        let mut kinds = Vec::with_capacity(batch.len());
-        let mut data = Vec::with_capacity(batch.len());
-        let mut messages = Vec::with_capacity(batch.len());
-        for record in batch {
-            extensions.push(record.extension.clone());
-            kinds.push(record.kind.clone());
-            data.push(
-                serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
-                    message: format!(
-                        "record `{}`/`{}` does not serialise: {e}",
-                        record.extension, record.kind
-                    ),
-                })?,
-            );
-            messages.push(record.message.clone());
-        }
-        let lease = lease.clone();
-        self.run(move |mut client, now| async move {
-            let tx = client.transaction().await?;
-            let row = lock_task(&tx, &lease.task, now).await?;
-            if !row.live(&lease) {
-                return Err(row.stale(&lease).into());
-            }
-            if extensions.is_empty() {
-                return Ok(row.head);
-            }
-            let first = int(row.head + 1);
-            let last = row.head + extensions.len() as u64;
-            let insert = tx
-                .prepare_cached(
-                    "INSERT INTO noeta_events (task_no, seq, extension, kind, data, message)
-                     SELECT $1, $2 + n - 1, e, k, d, m
-                     FROM unnest($3::text[], $4::text[], $5::text[], $6::text[])
-                          WITH ORDINALITY AS r(e, k, d, m, n)",
-                )
-                .await?;
-            tx.execute(
-                &insert,
-                &[&row.no, &first, &extensions, &kinds, &data, &messages],
-            )
-            .await?;
-            let head = tx
-                .prepare_cached("UPDATE noeta_tasks SET head = $1 WHERE task_no = $2")
-                .await?;
-            tx.execute(&head, &[&int(last), &row.no]).await?;
-            tx.commit().await?;
-            Ok(last)
-        })
-        .await
+        self.append_columns(lease, Columns::of(batch)?).await
+    }
+
+    async fn append_shared(&self, lease: &Lease, batch: &[Arc<Record>]) -> Result<u64, StoreError> {
+        self.append_columns(lease, Columns::of(batch.iter().map(AsRef::as_ref))?)
+            .await
     }
 
     async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {

@@ -50,6 +50,42 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Appends rows made from a checked batch under `lease`.
+    async fn append_rows(&self, lease: &Lease, rows: Vec<PendingRow>) -> Result<u64, StoreError> {
+        let lease = lease.clone();
+        self.run(move |conn, clock| {
+            let tx = write(conn)?;
+            let row = task_row(&tx, &lease.task)?;
+            if !row.live(&lease, clock.now_ms()) {
+                return Err(row.stale(&lease).into());
+            }
+            let mut seq = head(&tx, row.no)?;
+            if rows.is_empty() {
+                return Ok(seq);
+            }
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO events (task_no, seq, extension, kind, data, message)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for r in &rows {
+                    seq += 1;
+                    insert.execute(params![
+                        row.no,
+                        int(seq),
+                        r.extension,
+                        r.kind,
+                        r.data,
+                        r.message
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(seq)
+        })
+        .await
+    }
+
     /// Opens the store file at `path`, creating it, its parent directories and the schema when
     /// missing. Leases are timed by `clock`.
     ///
@@ -267,6 +303,29 @@ fn task_info((id, parent, created, head): InfoRow) -> Result<TaskInfo, Fail> {
     })
 }
 
+/// The rows of `batch`, checked against the record size bound and serialised.
+fn pending_rows<'a>(
+    batch: impl IntoIterator<Item = &'a Record> + Clone,
+) -> Result<Vec<PendingRow>, StoreError> {
+    check_batch(batch.clone())?;
+    batch
+        .into_iter()
+        .map(|record| {
+            Ok(PendingRow {
+                extension: record.extension.clone(),
+                kind: record.kind.clone(),
+                data: serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
+                    message: format!(
+                        "record `{}`/`{}` does not serialise: {e}",
+                        record.extension, record.kind
+                    ),
+                })?,
+                message: record.message.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()
+}
+
 /// A record ready for its row: `data` already serialised.
 struct PendingRow {
     extension: String,
@@ -384,55 +443,12 @@ impl EventLog for SqliteStore {
     }
 
     async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError> {
-        check_batch(batch)?;
-        let rows = batch
-            .iter()
-            .map(|record| {
-                Ok(PendingRow {
-                    extension: record.extension.clone(),
-                    kind: record.kind.clone(),
-                    data: serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
-                        message: format!(
-                            "record `{}`/`{}` does not serialise: {e}",
-                            record.extension, record.kind
-                        ),
-                    })?,
-                    message: record.message.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let lease = lease.clone();
-        self.run(move |conn, clock| {
-            let tx = write(conn)?;
-            let row = task_row(&tx, &lease.task)?;
-            if !row.live(&lease, clock.now_ms()) {
-                return Err(row.stale(&lease).into());
-            }
-            let mut seq = head(&tx, row.no)?;
-            if rows.is_empty() {
-                return Ok(seq);
-            }
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO events (task_no, seq, extension, kind, data, message)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for r in &rows {
-                    seq += 1;
-                    insert.execute(params![
-                        row.no,
-                        int(seq),
-                        r.extension,
-                        r.kind,
-                        r.data,
-                        r.message
-                    ])?;
-                }
-            }
-            tx.commit()?;
-            Ok(seq)
-        })
-        .await
+        self.append_rows(lease, pending_rows(batch)?).await
+    }
+
+    async fn append_shared(&self, lease: &Lease, batch: &[Arc<Record>]) -> Result<u64, StoreError> {
+        self.append_rows(lease, pending_rows(batch.iter().map(AsRef::as_ref))?)
+            .await
     }
 
     async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError> {

@@ -188,6 +188,13 @@ pub struct CoreState {
     pub last_stop: Option<StopReason>,
     /// The index in `messages` of the newest user message.
     pub last_user: Option<usize>,
+    /// How many of `messages` are the assistant's: kept as messages come and go, so a step
+    /// never counts them (not in snapshots: recounted when one is restored).
+    #[serde(skip)]
+    pub assistant_messages: u64,
+    /// The indexes in `messages` of the messages with attachments, kept the same way.
+    #[serde(skip)]
+    pub attached: Vec<usize>,
     /// The user message whose turn-intake hooks have run.
     pub intake_seq: u64,
     /// Answers to asks, by call id.
@@ -198,6 +205,12 @@ impl CoreState {
     fn push(&mut self, mut message: Message) {
         message.hash = message.link(&self.chain);
         self.chain = message.hash;
+        if message.role == Role::Assistant {
+            self.assistant_messages += 1;
+        }
+        if !message.attachments.is_empty() {
+            self.attached.push(self.messages.len());
+        }
         Arc::make_mut(&mut self.messages).push(message);
     }
 
@@ -209,6 +222,20 @@ impl CoreState {
             chain = message.hash;
         }
         self.chain = chain;
+        self.recount();
+    }
+
+    /// Recounts what is kept about `messages` as they change (after they were replaced).
+    fn recount(&mut self) {
+        self.assistant_messages = self
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count() as u64;
+        self.attached = (self.messages.iter().enumerate())
+            .filter(|(_, m)| !m.attachments.is_empty())
+            .map(|(i, _)| i)
+            .collect();
     }
 }
 
@@ -356,6 +383,10 @@ impl Folder {
             .filter(|s| s.plugin_set == self.plugin_set)
             .and_then(|s| serde_json::from_str::<TaskState>(&s.state).ok())
             .filter(|state| Some(state.seq) == snapshot.map(|s| s.seq))
+            .map(|mut state| {
+                state.core.recount();
+                state
+            })
     }
 
     /// Folds the events after `state.seq` onto `state`.

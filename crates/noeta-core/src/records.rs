@@ -350,17 +350,26 @@ impl CoreRecord {
 
 /// Moves an oversized payload (and message) to the content store; the record keeps the ref.
 pub async fn spill(record: Record, content: &dyn ContentStore) -> Result<Record, StoreError> {
+    Ok(spilled(&record, content).await?.unwrap_or(record))
+}
+
+/// What is written in `record`'s place when its payload is oversized (moved to the content
+/// store, the ref kept); `None` when it is written as it is.
+pub async fn spilled(
+    record: &Record,
+    content: &dyn ContentStore,
+) -> Result<Option<Record>, StoreError> {
     if record.payload_size() <= MAX_RECORD_BYTES {
-        return Ok(record);
+        return Ok(None);
     }
     let body = json!({ "data": record.data, "message": record.message });
     let bytes = crate::canonical::to_bytes(&body);
     let reference = content.put("application/json", &bytes).await?;
-    Ok(Record::new(
-        record.extension,
-        record.kind,
+    Ok(Some(Record::new(
+        record.extension.clone(),
+        record.kind.clone(),
         json!({ SPILLED: reference }),
-    ))
+    )))
 }
 
 /// Reads a spilled record's payload back; other records are returned as they are.

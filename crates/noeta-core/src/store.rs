@@ -182,8 +182,20 @@ impl Record {
 
     /// The serialised size of the payload plus the message, which [`MAX_RECORD_BYTES`] bounds.
     pub fn payload_size(&self) -> usize {
-        serde_json::to_vec(&self.data).map_or(usize::MAX, |b| b.len())
-            + self.message.as_ref().map_or(0, String::len)
+        /// Counts what would be written, keeping none of it.
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0 += bytes.len();
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        let data = serde_json::to_writer(&mut count, &self.data).map_or(usize::MAX, |()| count.0);
+        data.saturating_add(self.message.as_ref().map_or(0, String::len))
     }
 }
 
@@ -363,6 +375,14 @@ pub trait EventLog: Send + Sync {
     /// Appends a batch atomically under a live lease; returns the last sequence number written.
     async fn append(&self, lease: &Lease, batch: &[Record]) -> Result<u64, StoreError>;
 
+    /// [`append`](Self::append) of records already shared — the runner's, which it keeps in
+    /// the events it folds — so a store that keeps records as they are keeps them without a
+    /// copy. By default, copies them and appends.
+    async fn append_shared(&self, lease: &Lease, batch: &[Arc<Record>]) -> Result<u64, StoreError> {
+        let owned: Vec<Record> = batch.iter().map(|r| Record::clone(r)).collect();
+        self.append(lease, &owned).await
+    }
+
     /// The events with a sequence number greater than `after`, in order.
     async fn read(&self, task: &TaskId, after: u64) -> Result<Vec<Event>, StoreError>;
 
@@ -430,7 +450,7 @@ impl ContentRef {
 }
 
 /// Checks every record of a batch against [`MAX_RECORD_BYTES`].
-pub fn check_batch(batch: &[Record]) -> Result<(), StoreError> {
+pub fn check_batch<'a>(batch: impl IntoIterator<Item = &'a Record>) -> Result<(), StoreError> {
     for record in batch {
         let size = record.payload_size();
         if size > MAX_RECORD_BYTES {

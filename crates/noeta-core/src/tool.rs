@@ -647,7 +647,8 @@ pub trait Tool: Send + Sync {
     /// The description the model reads.
     fn description(&self) -> &str;
 
-    /// The JSON Schema of the input object.
+    /// The JSON Schema of the input object; the same for the life of the tool (calls are
+    /// checked against it as first compiled).
     fn input_schema(&self) -> Value;
 
     /// Behavioural flags.

@@ -59,6 +59,31 @@ pub(super) static VALIDATORS: std::sync::LazyLock<
 /// Schemas kept compiled at most; past it the cache starts over.
 pub(super) const MAX_VALIDATORS: usize = 1024;
 
+/// The validator of each tool object seen, by the object's address. The entry holds the tool,
+/// so no other tool takes that address while it lives; a tool's schema is fixed for the life of
+/// the object. A call then finds its validator without rendering the schema.
+type ByTool = HashMap<usize, (Arc<dyn Tool>, Arc<jsonschema::Validator>)>;
+static BY_TOOL: std::sync::LazyLock<Mutex<ByTool>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn validator_of(tool: &Arc<dyn Tool>) -> Result<Arc<jsonschema::Validator>, String> {
+    let key = Arc::as_ptr(tool).cast::<()>() as usize;
+    if let Some((_, validator)) = BY_TOOL
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return Ok(Arc::clone(validator));
+    }
+    let validator = validator(tool.as_ref())?;
+    let mut cache = BY_TOOL.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache.len() >= MAX_VALIDATORS {
+        cache.clear();
+    }
+    cache.insert(key, (Arc::clone(tool), Arc::clone(&validator)));
+    Ok(validator)
+}
+
 pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, String> {
     let schema = tool.input_schema();
     let key = canonical::to_bytes(&schema);
@@ -77,11 +102,11 @@ pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, S
     Ok(validator)
 }
 
-pub(super) fn check_input(tool: &dyn Tool, input: &Value) -> Result<(), String> {
+pub(super) fn check_input(tool: &Arc<dyn Tool>, input: &Value) -> Result<(), String> {
     if tool.flags().unchecked_input {
         return Ok(());
     }
-    let validator = validator(tool)?;
+    let validator = validator_of(tool)?;
     let errors: Vec<String> = validator
         .iter_errors(input)
         .map(|e| {
@@ -118,7 +143,7 @@ impl Claim<'_> {
             let Some(tool) = offer.find(&call.name) else {
                 return Gate::Deny(missing_tool(offer, &call.name));
             };
-            if let Err(reason) = check_input(tool.as_ref(), &call.input) {
+            if let Err(reason) = check_input(tool, &call.input) {
                 return Gate::Deny(reason);
             }
             match self.hooks().before_tool(view, &call).await {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::extension::View;
 use crate::fold::TaskState;
 use crate::hooks::Hooks;
-use crate::records::{CoreRecord, hydrate_all, spill};
+use crate::records::{CoreRecord, hydrate_all, spilled};
 use crate::session::Session;
 use crate::store::{Event, Lease, Record, StoreError, TaskId};
 use crate::tool::Keeper;
@@ -58,7 +58,7 @@ pub(super) struct Claim<'s> {
     /// is written with their started-records, one durable write instead of two. The next
     /// commit writes them first; anything slow or outside this process (a person asked, the
     /// turn ending, the claim ending) writes them before it starts.
-    pub(super) unwritten: Vec<(Record, Event)>,
+    pub(super) unwritten: Vec<(Arc<Record>, Event)>,
     /// When the claim was taken (for the claim-to-first-step metric).
     pub(super) claimed: std::time::Instant,
 }
@@ -187,12 +187,13 @@ impl Claim<'_> {
     /// Folds `records` in now and leaves their append to the next commit (see `unwritten`).
     pub(super) async fn defer(&mut self, records: Vec<Record>) -> Result<(), RunError> {
         for record in records {
-            let spilled = spill(record.clone(), self.rt.content.as_ref()).await?;
+            let written = spilled(&record, self.rt.content.as_ref()).await?;
             let event = Event::new(self.state.seq + 1, record);
+            let written = written.map_or_else(|| Arc::clone(&event.record), Arc::new);
             self.session
                 .folder
                 .apply(Arc::make_mut(&mut self.state), &event)?;
-            self.unwritten.push((spilled, event));
+            self.unwritten.push((written, event));
         }
         Ok(())
     }
@@ -223,14 +224,18 @@ impl Claim<'_> {
             events.push(event);
         }
         let folded = events.len();
+        let mut records: Vec<Arc<Record>> = records.into_iter().map(Arc::new).collect();
         for record in &records {
-            batch.push(spill(record.clone(), self.rt.content.as_ref()).await?);
+            batch.push(match spilled(record, self.rt.content.as_ref()).await? {
+                Some(written) => Arc::new(written),
+                None => Arc::clone(record),
+            });
         }
         let lease = self.lease.current();
         let last = self
             .rt
             .log
-            .append(&lease, &batch)
+            .append_shared(&lease, &batch)
             .await
             .map_err(lease::lost)?;
         let first = last + 1 - batch.len() as u64;
@@ -244,12 +249,10 @@ impl Claim<'_> {
             }
             .into());
         }
-        events.extend(
-            records
-                .into_iter()
-                .enumerate()
-                .map(|(i, record)| Event::new(first + (folded + i) as u64, record)),
-        );
+        events.extend(records.drain(..).enumerate().map(|(i, record)| Event {
+            seq: first + (folded + i) as u64,
+            record,
+        }));
         {
             let state = Arc::make_mut(&mut self.state);
             for event in &events[folded..] {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::canonical;
 use crate::extension::{ModelRequest, Purpose, Segment};
-use crate::fold::{Role, chain_hash};
+use crate::fold::chain_hash;
 use crate::tool::Tool;
 
 use super::claim::Claim;
@@ -146,13 +146,7 @@ impl Claim<'_> {
         Ok(ModelRequest {
             purpose: Purpose::Step,
             agent: self.session.spec.name.clone(),
-            step: self
-                .state
-                .core
-                .messages
-                .iter()
-                .filter(|m| m.role == Role::Assistant)
-                .count() as u64,
+            step: self.state.core.assistant_messages,
             system: system.join("\n\n"),
             tools,
             entries: offer.entries.clone(),

@@ -323,7 +323,19 @@ impl Claim<'_> {
         &mut self,
         mut request: ModelRequest,
     ) -> Result<ModelRequest, RunError> {
-        for message in request.messages.iter() {
+        // The messages with attachments are known without a scan, unless a `before_model`
+        // hook changed the conversation.
+        let scanned: Vec<usize>;
+        let attached = if Arc::ptr_eq(&request.messages, &self.state.core.messages) {
+            &self.state.core.attached
+        } else {
+            scanned = (request.messages.iter().enumerate())
+                .filter(|(_, m)| !m.attachments.is_empty())
+                .map(|(i, _)| i)
+                .collect();
+            &scanned
+        };
+        for message in attached.iter().map(|&i| &request.messages[i]) {
             for reference in &message.attachments {
                 if request.attachments.contains_key(&reference.sha256) {
                     continue;
