@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
@@ -13,8 +12,9 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
-/// Runs the in-process benchmarks, then times the release `noeta plugins list` as a whole process.
-pub(crate) fn run(root: &Path) -> Result<()> {
+/// Runs the in-process benchmarks, then the whole-process figures of the release `noeta`.
+/// `only`: just the bench of that name (`processes`: just the whole-process figures).
+pub(crate) fn run(root: &Path, only: Option<&str>) -> Result<()> {
     for (package, bench) in [
         ("noeta", "load"),
         ("noeta", "sqlite"),
@@ -28,6 +28,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("noeta-builtin-sandbox", "exec"),
         ("noeta-builtin-browser", "navigate"),
     ] {
+        if only.is_some_and(|only| only != bench) {
+            continue;
+        }
         let status = Command::new(cargo())
             .args(["bench", "--quiet", "-p", package, "--bench", bench])
             .current_dir(root)
@@ -36,6 +39,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         if !status.success() {
             bail!("the `{bench}` bench of `{package}` failed");
         }
+    }
+    if only.is_some_and(|only| only != "processes") {
+        return Ok(());
     }
     let status = Command::new(cargo())
         .args(["build", "--quiet", "--release", "-p", "noeta-cli"])
@@ -48,32 +54,5 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let target = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| root.join("target").display().to_string());
     let binary = Path::new(&target).join("release").join("noeta");
-    let home = std::env::temp_dir().join(format!("noeta-bench-home-{}", std::process::id()));
-    std::fs::create_dir_all(&home)?;
-    let mut samples = Vec::new();
-    for _ in 0..50 {
-        let start = Instant::now();
-        let out = Command::new(&binary)
-            .args(["plugins", "list"])
-            .env("HOME", &home)
-            .current_dir(&home)
-            .output()
-            .with_context(|| format!("running {}", binary.display()))?;
-        let elapsed = start.elapsed();
-        if !out.status.success() {
-            bail!(
-                "`noeta plugins list` failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        samples.push(elapsed.as_secs_f64() * 1000.0);
-    }
-    let _ = std::fs::remove_dir_all(&home);
-    samples.sort_by(f64::total_cmp);
-    println!(
-        "noeta_plugins_list_process_median_ms: {:.2} ms",
-        samples[samples.len() / 2]
-    );
-    println!("noeta_plugins_list_process_min_ms: {:.2} ms", samples[0]);
-    Ok(())
+    crate::processes::run(&binary)
 }

@@ -1,8 +1,9 @@
-//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench`.
+//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME]`.
 
 mod bench;
 mod codegen;
 mod goldens;
+mod processes;
 mod producers;
 mod tidy;
 
@@ -16,7 +17,8 @@ commands:
   codegen            write crates/noeta/src/builtins.rs from the directories under builtins/
   tidy               check the layering rules, the built-in crates and the generated list
   goldens [--bless]  check (or rewrite) the byte goldens under tests/golden/
-  bench              build with the release profile and print measured figures";
+  bench [NAME]       build with the release profile and print measured figures (NAME: one
+                     bench, e.g. read_turn, or `processes` for the whole-process figures)";
 
 /// The workspace root.
 pub(crate) fn root() -> PathBuf {
@@ -44,7 +46,9 @@ fn main() -> Result<()> {
         }
         ["goldens"] => goldens::run(&root(), false),
         ["goldens", "--bless"] => goldens::run(&root(), true),
-        ["bench"] => bench::run(&root()),
+        ["bench"] => bench::run(&root(), None),
+        ["bench", only] => bench::run(&root(), Some(only)),
+        ["peak-rss", binary, dir] => processes::peak_rss(Path::new(binary), Path::new(dir)),
         _ => {
             eprintln!("{USAGE}");
             bail!("unknown or missing command")

@@ -91,33 +91,39 @@ async fn run(exec: &Arc<dyn ExecEnv>, program: &str, args: &[&str]) -> Result<St
 
 /// The git lines: branch, uncommitted changes and recent commits.
 async fn git_state(exec: &Arc<dyn ExecEnv>) -> Vec<String> {
-    let branch = match run(exec, "git", &["rev-parse", "--abbrev-ref", "HEAD"]).await {
-        Ok(branch) => branch,
+    let not_a_repository = || vec!["- Git: not a git repository".to_owned()];
+    // Without a `.git` here or above (and no `GIT_DIR`), git finds no repository either: no
+    // need to start it to hear so.
+    if exec.name() == "local" && !maybe_repository(exec.workspace()) {
+        return not_a_repository();
+    }
+    // One command gives the branch (its first line) and the uncommitted paths.
+    let status = match run(exec, "git", &["status", "--porcelain=v1", "--branch"]).await {
+        Ok(status) => status,
         Err(why) if why.contains("not available") => {
             return vec!["- Git: unavailable (git is not installed)".to_owned()];
         }
-        Err(why) if why.contains("unknown revision") || why.contains("ambiguous argument") => {
-            // A repository without commits yet.
-            "(no commits yet)".to_owned()
-        }
-        Err(_) => return vec!["- Git: not a git repository".to_owned()],
+        Err(_) => return not_a_repository(),
     };
+    let mut status = status.lines();
+    let branch = status
+        .next()
+        .and_then(|line| line.strip_prefix("## "))
+        .map_or_else(|| "(unknown)".to_owned(), branch_of);
     let mut lines = vec![format!("- Git branch: {branch}")];
-    if let Ok(status) = run(exec, "git", &["status", "--porcelain=v1"]).await {
-        let changed: Vec<&str> = status.lines().filter(|l| !l.trim().is_empty()).collect();
-        if changed.is_empty() {
-            lines.push("- Uncommitted changes: none".to_owned());
-        } else {
-            lines.push(format!("- Uncommitted changes: {} paths", changed.len()));
-            lines.extend(
-                changed
-                    .iter()
-                    .take(LISTED_CHANGES)
-                    .map(|l| format!("  {l}")),
-            );
-            if changed.len() > LISTED_CHANGES {
-                lines.push(format!("  … and {} more", changed.len() - LISTED_CHANGES));
-            }
+    let changed: Vec<&str> = status.filter(|l| !l.trim().is_empty()).collect();
+    if changed.is_empty() {
+        lines.push("- Uncommitted changes: none".to_owned());
+    } else {
+        lines.push(format!("- Uncommitted changes: {} paths", changed.len()));
+        lines.extend(
+            changed
+                .iter()
+                .take(LISTED_CHANGES)
+                .map(|l| format!("  {l}")),
+        );
+        if changed.len() > LISTED_CHANGES {
+            lines.push(format!("  … and {} more", changed.len() - LISTED_CHANGES));
         }
     }
     let count = RECENT_COMMITS.to_string();
@@ -133,6 +139,26 @@ async fn git_state(exec: &Arc<dyn ExecEnv>) -> Vec<String> {
         lines.extend(log.lines().map(|l| format!("  {l}")));
     }
     lines
+}
+
+/// The branch named by the head line of `git status --branch` (after `## `): `main` of
+/// `main...origin/main [ahead 1]`, `HEAD` when detached, `(no commits yet)` before the first.
+fn branch_of(head: &str) -> String {
+    if head.starts_with("No commits yet on ") || head.starts_with("Initial commit on ") {
+        return "(no commits yet)".to_owned();
+    }
+    if head.starts_with("HEAD (no branch)") {
+        return "HEAD".to_owned();
+    }
+    head.split("...").next().unwrap_or(head).to_owned()
+}
+
+/// Whether git could find a repository for `dir`: a `.git` in it or above it, or `GIT_DIR`.
+fn maybe_repository(dir: &std::path::Path) -> bool {
+    std::env::var_os("GIT_DIR").is_some()
+        || dir
+            .ancestors()
+            .any(|d| d.join(".git").symlink_metadata().is_ok())
 }
 
 #[async_trait]
@@ -175,5 +201,20 @@ impl Extension for Environment {
             ERASED_KIND => Ok(()),
             other => Err(format!("unknown record kind `{other}`")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::branch_of;
+
+    #[test]
+    fn the_branch_is_read_from_the_status_head_line() {
+        assert_eq!(branch_of("main"), "main");
+        assert_eq!(branch_of("main...origin/main [ahead 1, behind 2]"), "main");
+        assert_eq!(branch_of("feature/x...origin/feature/x"), "feature/x");
+        assert_eq!(branch_of("HEAD (no branch)"), "HEAD");
+        assert_eq!(branch_of("No commits yet on trunk"), "(no commits yet)");
+        assert_eq!(branch_of("Initial commit on trunk"), "(no commits yet)");
     }
 }

@@ -1,0 +1,189 @@
+//! The whole-process figures of `cargo xtask bench`: the release `noeta` binary started as a
+//! user starts it, stdout and stderr to `/dev/null`, timed from spawn to exit.
+//!
+//! - `run_zero_step_process_ms`: `noeta run` of a turn whose one model call answers at once
+//!   (memory store, agent `main`, the bundled scripted model): what starting a task costs.
+//! - `run_zero_step_peak_rss_kib`: the largest peak resident set of those runs
+//!   (`getrusage(RUSAGE_CHILDREN)` in a process that starts nothing else).
+//! - `read_turn_50_cli_process_ms` and `cli_step_marginal_us`: the same with 50 steps of one
+//!   `Read` each, and (T(50 steps) − T(0 steps)) / 50 — what a step costs through the CLI.
+//! - `plugins_check_process_ms`: `noeta plugins check --resolve`, the declaration path.
+//! - `noeta_plugins_list_process_ms`: `noeta plugins list`.
+//!
+//! Each is the median of `RUNS` runs after `WARMUPS`, printed with `NAME_spread_pct`: the
+//! range of the runs as a percentage of the median.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+const WARMUPS: usize = 3;
+const RUNS: usize = 21;
+const STEPS: usize = 50;
+
+/// The median and the spread (range over median, in per cent) of `samples`.
+pub(crate) fn median_spread(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let median = samples[samples.len() / 2];
+    let range = samples[samples.len() - 1] - samples[0];
+    (
+        median,
+        if median > 0.0 {
+            range / median * 100.0
+        } else {
+            0.0
+        },
+    )
+}
+
+/// Prints `name: value unit` and its spread.
+pub(crate) fn print(name: &str, samples: &mut [f64], unit: &str) -> f64 {
+    let (median, spread) = median_spread(samples);
+    println!("{name}: {median:.2} {unit}");
+    println!("{name}_spread_pct: {spread:.1} %");
+    median
+}
+
+/// A home and workspace for the runs: the model scripts and the 50 files read.
+fn scratch() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("noeta-bench-process-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("zero.json"),
+        json!({ "turns": [{ "text": "done" }] }).to_string(),
+    )?;
+    let mut turns: Vec<_> = (0..STEPS)
+        .map(|i| json!({ "calls": [{ "name": "Read", "input": { "file_path": format!("f{i:02}.txt") } }] }))
+        .collect();
+    turns.push(json!({ "text": "done" }));
+    std::fs::write(
+        dir.join("fifty.json"),
+        json!({ "turns": turns }).to_string(),
+    )?;
+    for i in 0..STEPS {
+        let body: String = (0..20)
+            .map(|line| format!("file {i:02}, line {line:02}.\n"))
+            .collect();
+        std::fs::write(dir.join(format!("f{i:02}.txt")), body)?;
+    }
+    Ok(dir)
+}
+
+/// `noeta ARGS` in `dir` (also its home), as a user runs it; fails naming what failed.
+fn command(binary: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .env("HOME", dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+/// The milliseconds of each of `RUNS` runs of `noeta ARGS`, after `WARMUPS`.
+fn times(binary: &Path, dir: &Path, args: &[&str]) -> Result<Vec<f64>> {
+    let mut samples = Vec::with_capacity(RUNS);
+    for i in 0..WARMUPS + RUNS {
+        let start = Instant::now();
+        let status = command(binary, dir, args)
+            .status()
+            .with_context(|| format!("running {}", binary.display()))?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        if !status.success() {
+            bail!("`noeta {}` failed ({status})", args.join(" "));
+        }
+        if i >= WARMUPS {
+            samples.push(ms);
+        }
+    }
+    Ok(samples)
+}
+
+const ZERO: &[&str] = &[
+    "run",
+    "--store",
+    "memory:",
+    "--provider",
+    "scripted:zero.json",
+    "say done",
+];
+
+const FIFTY: &[&str] = &[
+    "run",
+    "--store",
+    "memory:",
+    "--provider",
+    "scripted:fifty.json",
+    "read the files",
+];
+
+/// Measures and prints every whole-process figure.
+pub(crate) fn run(binary: &Path) -> Result<()> {
+    let dir = scratch()?;
+    let measured = measure(binary, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
+}
+
+fn measure(binary: &Path, dir: &Path) -> Result<()> {
+    let zero = print(
+        "run_zero_step_process_ms",
+        &mut times(binary, dir, ZERO)?,
+        "ms",
+    );
+    let fifty = print(
+        "read_turn_50_cli_process_ms",
+        &mut times(binary, dir, FIFTY)?,
+        "ms",
+    );
+    println!(
+        "cli_step_marginal_us: {:.1} us",
+        (fifty - zero) * 1e3 / STEPS as f64
+    );
+    // The peak resident set, in a process of its own so that nothing else it started counts.
+    let exe = std::env::current_exe().context("finding the xtask binary")?;
+    let out = Command::new(exe)
+        .args([
+            "peak-rss",
+            &binary.display().to_string(),
+            &dir.display().to_string(),
+        ])
+        .output()
+        .context("measuring the peak resident set")?;
+    if !out.status.success() {
+        bail!(
+            "measuring the peak resident set failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    print(
+        "plugins_check_process_ms",
+        &mut times(binary, dir, &["plugins", "check", "--resolve"])?,
+        "ms",
+    );
+    print(
+        "noeta_plugins_list_process_ms",
+        &mut times(binary, dir, &["plugins", "list"])?,
+        "ms",
+    );
+    Ok(())
+}
+
+/// `cargo xtask peak-rss BINARY DIR` (run by the bench): runs the zero-step turn and prints
+/// the largest peak resident set of those runs.
+pub(crate) fn peak_rss(binary: &Path, dir: &Path) -> Result<()> {
+    times(binary, dir, ZERO)?;
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .context("getrusage")?;
+    // Linux gives kibibytes.
+    println!("run_zero_step_peak_rss_kib: {} KiB", usage.max_rss());
+    Ok(())
+}
