@@ -23,6 +23,7 @@ pub(crate) fn run(root: &Path, only: Option<&str>) -> Result<()> {
         ("noeta-cli", "web"),
         ("noeta-core", "runner"),
         ("noeta-builtin-fs", "read_turn"),
+        ("noeta", "agent_turn"),
         ("noeta-builtin-mcp", "call"),
         ("noeta-extproc", "roundtrip"),
         ("noeta-builtin-sandbox", "exec"),
