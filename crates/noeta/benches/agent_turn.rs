@@ -72,7 +72,12 @@ fn main() {
     let host = ok(Host::open(HostConfig::new(paths)));
     // Warm up allocators, caches and the page cache.
     run(&host, 0);
-    let mut per_step: Vec<f64> = (1..=9)
+    // More runs for a profiler: `NOETA_BENCH_RUNS=300 perf record …`.
+    let runs = std::env::var("NOETA_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(9);
+    let mut per_step: Vec<f64> = (1..=runs)
         .map(|n| run(&host, n) * 1e6 / STEPS as f64)
         .collect();
     per_step.sort_by(f64::total_cmp);
