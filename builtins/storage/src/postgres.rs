@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use noeta_core::store::{
     Clock, ContentRef, ContentStore, Event, EventLog, Lease, Record, Snapshot, StoreError, TaskId,
-    TaskInfo, check_batch, content_ref,
+    TaskInfo, checked_json, content_ref,
 };
 use tokio_postgres::{NoTls, Row};
 
@@ -151,8 +151,7 @@ fn unknown(task: &TaskId) -> StoreError {
     StoreError::UnknownTask { task: task.clone() }
 }
 
-/// A batch as the columns of one insert: checked against the record size bound, the data
-/// serialised.
+/// A batch as the columns of one insert.
 struct Columns {
     extensions: Vec<String>,
     kinds: Vec<String>,
@@ -161,32 +160,21 @@ struct Columns {
 }
 
 impl Columns {
-    fn of<'a>(batch: impl IntoIterator<Item = &'a Record> + Clone) -> Result<Self, StoreError> {
-        check_batch(batch.clone())?;
-        let len = batch.clone().into_iter().count();
-        let mut extensions = Vec::with_capacity(len);
-        let mut kinds = Vec::with_capacity(len);
-        let mut data = Vec::with_capacity(len);
-        let mut messages = Vec::with_capacity(len);
+    /// Each record serialised once and checked against the record size bound.
+    fn of<'a>(batch: impl IntoIterator<Item = &'a Record>) -> Result<Self, StoreError> {
+        let mut columns = Self {
+            extensions: Vec::new(),
+            kinds: Vec::new(),
+            data: Vec::new(),
+            messages: Vec::new(),
+        };
         for record in batch {
-            extensions.push(record.extension.clone());
-            kinds.push(record.kind.clone());
-            data.push(
-                serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
-                    message: format!(
-                        "record `{}`/`{}` does not serialise: {e}",
-                        record.extension, record.kind
-                    ),
-                })?,
-            );
-            messages.push(record.message.clone());
+            columns.data.push(checked_json(record)?);
+            columns.extensions.push(record.extension.clone());
+            columns.kinds.push(record.kind.clone());
+            columns.messages.push(record.message.clone());
         }
-        Ok(Self {
-            extensions,
-            kinds,
-            data,
-            messages,
-        })
+        Ok(columns)
     }
 }
 

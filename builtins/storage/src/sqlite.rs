@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use noeta_core::store::{
     Clock, ContentRef, ContentStore, Event, EventLog, Lease, Record, Snapshot, StoreError, TaskId,
-    TaskInfo, check_batch, content_ref,
+    TaskInfo, checked_json, content_ref,
 };
 use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Row, Transaction, TransactionBehavior, params,
@@ -303,27 +303,21 @@ fn task_info((id, parent, created, head): InfoRow) -> Result<TaskInfo, Fail> {
     })
 }
 
-/// The rows of `batch`, checked against the record size bound and serialised.
+/// The rows of `batch`, each serialised once and checked against the record size bound.
 fn pending_rows<'a>(
-    batch: impl IntoIterator<Item = &'a Record> + Clone,
+    batch: impl IntoIterator<Item = &'a Record>,
 ) -> Result<Vec<PendingRow>, StoreError> {
-    check_batch(batch.clone())?;
     batch
         .into_iter()
         .map(|record| {
             Ok(PendingRow {
                 extension: record.extension.clone(),
                 kind: record.kind.clone(),
-                data: serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
-                    message: format!(
-                        "record `{}`/`{}` does not serialise: {e}",
-                        record.extension, record.kind
-                    ),
-                })?,
+                data: checked_json(record)?,
                 message: record.message.clone(),
             })
         })
-        .collect::<Result<Vec<_>, StoreError>>()
+        .collect()
 }
 
 /// A record ready for its row: `data` already serialised.

@@ -20,19 +20,7 @@ use serde_json::{Value, json};
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
 fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
-    let mut command = env.command(&[
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--store",
-        "sqlite:api.db",
-        "--workers",
-        "2",
-    ]);
-    for (key, value) in vars {
-        command.env(key, value);
-    }
-    Server::start(command.stderr(Stdio::null())).unwrap()
+    noeta_testkit::serve::serve(env, "sqlite:api.db", vars, Stdio::null())
 }
 
 /// One request; the status and the body parsed as JSON.

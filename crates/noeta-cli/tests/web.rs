@@ -27,20 +27,14 @@ use serde_json::{Value, json};
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
 fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
-    let mut command = env.command(&[
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--store",
+    noeta_testkit::serve::serve(
+        env,
         "sqlite:web.db",
-        "--workers",
-        "2",
-    ]);
-    for (key, value) in vars {
-        command.env(key, value);
-    }
-    command.stderr(std::fs::File::create(env.root().join("serve.log")).unwrap());
-    Server::start(&mut command).unwrap()
+        vars,
+        std::fs::File::create(env.root().join("serve.log"))
+            .unwrap()
+            .into(),
+    )
 }
 
 /// One API request from the test itself (not the page): the status and the JSON body.

@@ -452,14 +452,36 @@ impl ContentRef {
 /// Checks every record of a batch against [`MAX_RECORD_BYTES`].
 pub fn check_batch<'a>(batch: impl IntoIterator<Item = &'a Record>) -> Result<(), StoreError> {
     for record in batch {
-        let size = record.payload_size();
-        if size > MAX_RECORD_BYTES {
-            return Err(StoreError::RecordTooLarge {
-                extension: record.extension.clone(),
-                kind: record.kind.clone(),
-                size,
-            });
-        }
+        within_bound(record, record.payload_size())?;
+    }
+    Ok(())
+}
+
+/// `record`'s data as JSON text, checked against [`MAX_RECORD_BYTES`] with its message: for a
+/// store that writes the text, one serialisation does for both.
+pub fn checked_json(record: &Record) -> Result<String, StoreError> {
+    let data = serde_json::to_string(&record.data).map_err(|e| StoreError::Backend {
+        message: format!(
+            "record `{}`/`{}` does not serialise: {e}",
+            record.extension, record.kind
+        ),
+    })?;
+    within_bound(
+        record,
+        data.len()
+            .saturating_add(record.message.as_ref().map_or(0, String::len)),
+    )?;
+    Ok(data)
+}
+
+/// Refuses a record whose payload is `size` bytes when that is past [`MAX_RECORD_BYTES`].
+fn within_bound(record: &Record, size: usize) -> Result<(), StoreError> {
+    if size > MAX_RECORD_BYTES {
+        return Err(StoreError::RecordTooLarge {
+            extension: record.extension.clone(),
+            kind: record.kind.clone(),
+            size,
+        });
     }
     Ok(())
 }

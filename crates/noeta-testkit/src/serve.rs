@@ -100,6 +100,32 @@ impl Server {
     }
 }
 
+/// `noeta serve` in `env` on a free loopback port, over `store` with two worker slots, with
+/// `vars` set and its standard error to `stderr`.
+///
+/// # Panics
+/// When it does not start.
+pub fn serve(
+    env: &crate::cli::CliEnv,
+    store: &str,
+    vars: &[(&str, &str)],
+    stderr: Stdio,
+) -> Server {
+    let mut command = env.command(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        store,
+        "--workers",
+        "2",
+    ]);
+    for (key, value) in vars {
+        command.env(key, value);
+    }
+    Server::start(command.stderr(stderr)).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The Chromium on `PATH` (`chromium`, `chromium-browser` or `google-chrome`).
 pub fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

@@ -67,12 +67,7 @@ impl MemoryEventLog {
     ) -> Result<u64, StoreError> {
         let now = self.clock.now_ms();
         let mut tasks = self.lock();
-        let log = tasks
-            .get_mut(&lease.task)
-            .ok_or_else(|| unknown(&lease.task))?;
-        if !live(log, lease, now) {
-            return Err(stale(log, lease));
-        }
+        let log = leased(&mut tasks, lease, now)?;
         let mut seq = log.events.len() as u64;
         log.events.reserve(batch.len());
         for record in batch {
@@ -111,6 +106,21 @@ fn live(log: &TaskLog, lease: &Lease, now: u64) -> bool {
             .lease
             .as_ref()
             .is_some_and(|l| l.worker == lease.worker && l.expires_ms > now)
+}
+
+/// The log of `lease`'s task, when `lease` is its live lease at `now`.
+fn leased<'a>(
+    tasks: &'a mut BTreeMap<TaskId, TaskLog>,
+    lease: &Lease,
+    now: u64,
+) -> Result<&'a mut TaskLog, StoreError> {
+    let log = tasks
+        .get_mut(&lease.task)
+        .ok_or_else(|| unknown(&lease.task))?;
+    if !live(log, lease, now) {
+        return Err(stale(log, lease));
+    }
+    Ok(log)
 }
 
 fn stale(log: &TaskLog, lease: &Lease) -> StoreError {
@@ -197,12 +207,7 @@ impl EventLog for MemoryEventLog {
     async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
         let now = self.clock.now_ms();
         let mut tasks = self.lock();
-        let log = tasks
-            .get_mut(&lease.task)
-            .ok_or_else(|| unknown(&lease.task))?;
-        if !live(log, lease, now) {
-            return Err(stale(log, lease));
-        }
+        let log = leased(&mut tasks, lease, now)?;
         let expires_ms = now.saturating_add(ttl_ms);
         if let Some(held) = &mut log.lease {
             held.expires_ms = expires_ms;
