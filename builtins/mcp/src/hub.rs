@@ -26,6 +26,9 @@ use tokio::io::AsyncBufReadExt;
 use crate::remote::{Remote, RemoteResolver};
 use crate::settings::{Server, Transport};
 
+/// How long the error of a server that failed to start waits for the rest of its stderr.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
 /// Lines of a server's stderr kept for its error messages.
 const STDERR_LINES: usize = 20;
 
@@ -641,7 +644,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            if let Some(stderr) = stderr {
+            let reader = stderr.map(|stderr| {
                 let kept = slot.stderr.clone();
                 kept.lock().unwrap_or_else(PoisonError::into_inner).clear();
                 tokio::spawn(async move {
@@ -653,9 +656,20 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                         }
                         kept.push_back(line);
                     }
-                });
+                })
+            });
+            match ().serve(transport).await {
+                Ok(service) => service,
+                Err(e) => {
+                    // What a server that failed to start wrote to stderr says why: let the
+                    // reader take in the rest before the error is reported (briefly — one that
+                    // still runs keeps stderr open).
+                    if let Some(reader) = reader {
+                        let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+                    }
+                    return Err(e.to_string());
+                }
             }
-            ().serve(transport).await.map_err(|e| e.to_string())?
         }
         Transport::Http { url, headers } => http_service(url, headers).await?,
         Transport::Host => {
