@@ -10,6 +10,7 @@ use std::time::Instant;
 use futures::executor::block_on;
 use noeta_builtin_browser::{Backend, Config};
 use noeta_core::ToolContext;
+use noeta_testkit::bench;
 use serde_json::{Value, json};
 
 const RUNS: usize = 30;
@@ -69,18 +70,31 @@ fn main() {
     let config = Config::parse(&Value::Null, profiles.path())
         .unwrap_or_else(|e| fail(&e))
         .unwrap_or_else(|| fail("no chromium on PATH (apt-get install chromium)"));
-    let backend = Arc::new(Backend::new(config));
-    let tools = noeta_builtin_browser::tools(&backend);
-    let Some(navigate_tool) = tools.iter().find(|t| t.name() == "browser_navigate") else {
-        fail("no browser_navigate");
-    };
     let base = format!("http://127.0.0.1:{}", server());
-    let first = navigate(navigate_tool, &format!("{base}/start"));
-    let mut samples: Vec<f64> = (0..RUNS)
-        .map(|i| navigate(navigate_tool, &format!("{base}/page{}", i % 2)))
-        .collect();
-    samples.sort_by(f64::total_cmp);
+    // Each start is a new backend, so a new Chromium; the last one stays for the navigations.
+    let mut last: Option<(Arc<Backend>, Arc<dyn noeta_core::Tool>)> = None;
+    let starts = bench::sampled(bench::runs(5), || {
+        if let Some((backend, _)) = last.take() {
+            backend.close_all();
+        }
+        let backend = Arc::new(Backend::new(config.clone()));
+        let tools = noeta_builtin_browser::tools(&backend);
+        let Some(navigate_tool) = tools.into_iter().find(|t| t.name() == "browser_navigate") else {
+            fail("no browser_navigate");
+        };
+        let first = navigate(&navigate_tool, &format!("{base}/start"));
+        last = Some((backend, navigate_tool));
+        first
+    });
+    let Some((backend, navigate_tool)) = last else {
+        fail("no browser was started")
+    };
+    let mut i = 0;
+    let samples = bench::sampled(RUNS, || {
+        i += 1;
+        navigate(&navigate_tool, &format!("{base}/page{}", i % 2))
+    });
     backend.close_all();
-    println!("browser_start_and_navigate_ms: {first:.1} ms");
-    println!("browser_navigate_ms: {:.2} ms", samples[samples.len() / 2]);
+    bench::report("browser_start_and_navigate_ms", "ms", 1, &starts);
+    bench::report("browser_navigate_ms", "ms", 2, &samples);
 }

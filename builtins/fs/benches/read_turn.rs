@@ -18,6 +18,7 @@ use noeta_core::{
     ActivationRules, AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins,
     standard_registry,
 };
+use noeta_testkit::bench;
 use serde_json::{Value, json};
 
 const STEPS: usize = 50;
@@ -83,19 +84,10 @@ fn main() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&e.to_string()));
     files(dir.path());
     let session = session();
-    // Warm up allocators, caches and the page cache.
-    run(&session, dir.path());
-    // More runs for a profiler: `NOETA_BENCH_RUNS=2000 perf record …`.
-    let runs = std::env::var("NOETA_BENCH_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(9);
-    let mut per_step: Vec<f64> = (0..runs)
-        .map(|_| run(&session, dir.path()) * 1e6 / STEPS as f64)
-        .collect();
-    per_step.sort_by(f64::total_cmp);
-    println!(
-        "read_turn_50_memory_per_step_us: {:.1} us",
-        per_step[per_step.len() / 2]
-    );
+    // One warm-up run (allocators, caches, the page cache), then the samples; more for a
+    // profiler: `NOETA_BENCH_RUNS=2000 perf record …`.
+    let per_step = bench::sampled(bench::runs(9), || {
+        run(&session, dir.path()) * 1e6 / STEPS as f64
+    });
+    bench::report("read_turn_50_memory_per_step_us", "us", 1, &per_step);
 }

@@ -12,19 +12,15 @@ use noeta_core::ToolContext;
 use noeta_core::extension::{Extension, View};
 use noeta_core::fold::TaskState;
 use noeta_core::store::TaskId;
+use noeta_testkit::bench;
 use serde_json::json;
 
-const CONNECTS: usize = 5;
+const CONNECTS: usize = 6;
 const CALLS: usize = 200;
 
 fn fail(message: &str) -> ! {
     eprintln!("bench failed: {message}");
     std::process::exit(1)
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 fn server() -> PathBuf {
@@ -49,7 +45,8 @@ fn main() {
         }
         last = Some((mcp, tools));
     }
-    println!("mcp_connect_ms: {:.1} ms", median(connects));
+    // Each connection starts its own server process, so the first is the warm-up.
+    bench::report("mcp_connect_ms", "ms", 1, &connects[1..]);
 
     let Some((_mcp, tools)) = last else {
         fail("no connection")
@@ -69,5 +66,10 @@ fn main() {
             fail(&out.text);
         }
     }
-    println!("mcp_stdio_call_us: {:.0} us", median(calls));
+    bench::report(
+        "mcp_stdio_call_us",
+        "us",
+        0,
+        &bench::run_medians(&calls[CALLS / 10..], bench::runs(5)),
+    );
 }

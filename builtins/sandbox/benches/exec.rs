@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use futures::executor::block_on;
 use noeta_core::exec::{ExecCommand, ExecEnv, LocalExecEnv};
+use noeta_testkit::bench;
 use serde_json::json;
 
 const RUNS: usize = 50;
@@ -16,24 +17,21 @@ fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-fn median_ms(env: &dyn ExecEnv) -> f64 {
+/// `RUNS` runs of `true` after one warm-up, in milliseconds.
+fn samples_ms(env: &dyn ExecEnv) -> Vec<f64> {
     let command = ExecCommand::new("true", Vec::<String>::new());
-    let mut samples: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            let out = block_on(env.run(&command)).unwrap_or_else(|e| fail(&e.to_string()));
-            if out.status != Some(0) {
-                fail(&format!(
-                    "`true` ended with {:?} in {}",
-                    out.status,
-                    env.name()
-                ));
-            }
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    bench::sampled(RUNS, || {
+        let start = Instant::now();
+        let out = block_on(env.run(&command)).unwrap_or_else(|e| fail(&e.to_string()));
+        if out.status != Some(0) {
+            fail(&format!(
+                "`true` ended with {:?} in {}",
+                out.status,
+                env.name()
+            ));
+        }
+        start.elapsed().as_secs_f64() * 1e3
+    })
 }
 
 fn main() {
@@ -44,9 +42,11 @@ fn main() {
         .0
         .build(Arc::clone(&local) as _, &json!({ "max_processes": 64 }))
         .unwrap_or_else(|e| fail(&e));
-    println!("local_exec_ms: {:.2} ms", median_ms(local.as_ref()));
-    println!(
-        "sandbox_bwrap_exec_ms: {:.2} ms",
-        median_ms(sandbox.as_ref())
+    bench::report("local_exec_ms", "ms", 2, &samples_ms(local.as_ref()));
+    bench::report(
+        "sandbox_bwrap_exec_ms",
+        "ms",
+        2,
+        &samples_ms(sandbox.as_ref()),
     );
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use futures::executor::block_on;
 use noeta_builtin_storage::SqliteStore;
 use noeta_core::store::{EventLog, Lease, ManualClock, Record, TaskId};
+use noeta_testkit::bench;
 use serde_json::json;
 
 const BATCHES_PER_ROUND: u64 = 200;
@@ -33,11 +34,6 @@ fn task(store: &SqliteStore, name: &str) -> Lease {
     block_on(store.claim(&task, "bench", u64::MAX / 4)).unwrap_or_else(|e| fail(&e.to_string()))
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
 fn main() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&e.to_string()));
     let store = SqliteStore::open(dir.path().join("bench.db"), ManualClock::at(0))
@@ -59,28 +55,25 @@ fn main() {
             start.elapsed().as_secs_f64() * 1e6 / BATCHES_PER_ROUND as f64
         })
         .collect();
-    println!("sqlite_append_batch_us: {:.1} us", median(per_batch));
+    bench::report("sqlite_append_batch_us", "us", 1, &per_batch);
 
     let lease = task(&store, "fold");
     let hundred: Vec<Record> = (0..100).map(record).collect();
     for _ in 0..LOG_EVENTS / 100 {
         block_on(store.append(&lease, &hundred)).unwrap_or_else(|e| fail(&e.to_string()));
     }
-    let reads: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let start = Instant::now();
-            let events =
-                block_on(store.read(&lease.task, 0)).unwrap_or_else(|e| fail(&e.to_string()));
-            let elapsed = start.elapsed().as_secs_f64() * 1e3;
-            if events.len() as u64 != LOG_EVENTS {
-                fail(&format!(
-                    "read {} events, expected {LOG_EVENTS}",
-                    events.len()
-                ));
-            }
-            black_box(events);
-            elapsed
-        })
-        .collect();
-    println!("sqlite_fold_read_10k_ms: {:.2} ms", median(reads));
+    let reads = bench::sampled(ROUNDS, || {
+        let start = Instant::now();
+        let events = block_on(store.read(&lease.task, 0)).unwrap_or_else(|e| fail(&e.to_string()));
+        let elapsed = start.elapsed().as_secs_f64() * 1e3;
+        if events.len() as u64 != LOG_EVENTS {
+            fail(&format!(
+                "read {} events, expected {LOG_EVENTS}",
+                events.len()
+            ));
+        }
+        black_box(events);
+        elapsed
+    });
+    bench::report("sqlite_fold_read_10k_ms", "ms", 2, &reads);
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use futures::executor::block_on;
 use noeta_builtin_storage::PgStore;
 use noeta_core::store::{EventLog, Record, TaskId};
+use noeta_testkit::bench;
 use noeta_testkit::pg::PgServer;
 use serde_json::json;
 
@@ -27,11 +28,6 @@ fn record(n: u64) -> Record {
         "note",
         json!({ "n": n, "text": "a short note of the kind a step records", "ok": true }),
     )
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 fn main() {
@@ -65,16 +61,14 @@ fn main() {
     for _ in 0..LOG_EVENTS / 100 {
         block_on(store.append(&lease, &chunk)).unwrap_or_else(|e| fail(&e.to_string()));
     }
-    let reads: Vec<f64> = (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            let events = block_on(store.read(&long, 0)).unwrap_or_else(|e| fail(&e.to_string()));
-            if events.len() as u64 != LOG_EVENTS {
-                fail("the log did not read back whole");
-            }
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    println!("pg_append_step_us: {:.0} us", median(per_step));
-    println!("pg_read_10k_ms: {:.2} ms", median(reads));
+    let reads = bench::sampled(5, || {
+        let start = Instant::now();
+        let events = block_on(store.read(&long, 0)).unwrap_or_else(|e| fail(&e.to_string()));
+        if events.len() as u64 != LOG_EVENTS {
+            fail("the log did not read back whole");
+        }
+        start.elapsed().as_secs_f64() * 1e3
+    });
+    bench::report("pg_append_step_us", "us", 0, &per_step);
+    bench::report("pg_read_10k_ms", "ms", 2, &reads);
 }

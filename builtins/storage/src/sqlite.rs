@@ -1,10 +1,11 @@
 //! The SQLite store: one file holding every task's event log, leases, snapshots and content bodies.
 //!
 //! Its semantics are the in-memory reference store's (`noeta_core::store::MemoryEventLog`),
-//! checked by the kernel's contract suite. Every write is one `BEGIN IMMEDIATE`
-//! transaction that re-reads the task's lease first, so an append under a stale
+//! checked by the kernel's contract suite. Every write runs in a `BEGIN IMMEDIATE`
+//! transaction and re-reads the task's lease first, so an append under a stale
 //! or lapsed lease is refused and writes nothing, even when another process
-//! holds another handle on the same file.
+//! holds another handle on the same file. Appends and lease renewals of tasks stepping at
+//! once share transactions and commits (group commit, `worker.rs`), each in its own savepoint.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,18 +54,17 @@ impl SqliteStore {
     /// Appends rows made from a checked batch under `lease`.
     async fn append_rows(&self, lease: &Lease, rows: Vec<PendingRow>) -> Result<u64, StoreError> {
         let lease = lease.clone();
-        self.run(move |conn, clock| {
-            let tx = write(conn)?;
-            let row = task_row(&tx, &lease.task)?;
+        self.grouped(move |conn, clock| {
+            let row = task_row(conn, &lease.task)?;
             if !row.live(&lease, clock.now_ms()) {
                 return Err(row.stale(&lease).into());
             }
-            let mut seq = head(&tx, row.no)?;
+            let mut seq = head(conn, row.no)?;
             if rows.is_empty() {
                 return Ok(seq);
             }
             {
-                let mut insert = tx.prepare_cached(
+                let mut insert = conn.prepare_cached(
                     "INSERT INTO events (task_no, seq, extension, kind, data, message)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?;
@@ -80,7 +80,6 @@ impl SqliteStore {
                     ])?;
                 }
             }
-            tx.commit()?;
             Ok(seq)
         })
         .await
@@ -144,6 +143,21 @@ impl SqliteStore {
         let clock = Arc::clone(&self.clock);
         self.worker
             .call(move |conn| Ok(job(conn, clock.as_ref())))
+            .await?
+            .map_err(|fail| self.store_error(fail))
+    }
+
+    /// Runs `job` inside a write transaction it may share with the writes of other tasks (group
+    /// commit, see `worker`), answering once that transaction has committed. `job` neither
+    /// begins nor commits.
+    async fn grouped<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &dyn Clock) -> Result<T, Fail> + Send + 'static,
+    {
+        let clock = Arc::clone(&self.clock);
+        self.worker
+            .write(move |conn| job(conn, clock.as_ref()))
             .await?
             .map_err(|fail| self.store_error(fail))
     }
@@ -400,17 +414,15 @@ impl EventLog for SqliteStore {
 
     async fn renew(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
         let lease = lease.clone();
-        self.run(move |conn, clock| {
-            let tx = write(conn)?;
-            let row = task_row(&tx, &lease.task)?;
+        self.grouped(move |conn, clock| {
+            let row = task_row(conn, &lease.task)?;
             let now = clock.now_ms();
             if !row.live(&lease, now) {
                 return Err(row.stale(&lease).into());
             }
             let expires_ms = now.saturating_add(ttl_ms);
-            tx.prepare_cached("UPDATE tasks SET lease_expires_ms = ?1 WHERE task_no = ?2")?
+            conn.prepare_cached("UPDATE tasks SET lease_expires_ms = ?1 WHERE task_no = ?2")?
                 .execute(params![int(expires_ms), row.no])?;
-            tx.commit()?;
             Ok(Lease {
                 expires_ms,
                 ..lease

@@ -18,6 +18,7 @@ use noeta_core::runner::Runtime;
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{Event, EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
 use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
+use noeta_testkit::bench;
 use serde_json::{Value, json};
 
 struct Look;
@@ -123,37 +124,22 @@ fn mean_us(durations: &[Duration]) -> f64 {
     durations.iter().map(Duration::as_secs_f64).sum::<f64>() / durations.len().max(1) as f64 * 1e6
 }
 
-fn median_of(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn step_durations(stamps: &[Instant]) -> Vec<Duration> {
     stamps.windows(2).map(|w| w[1] - w[0]).collect()
 }
 
 fn main() {
-    // Warm up allocators and caches.
-    black_box(run_turn(50));
+    let runs = bench::runs(5);
+    let per_step = bench::sampled(runs, || run_turn(50).elapsed.as_secs_f64() * 1e6 / 51.0);
+    bench::report("step_overhead_50_us", "us", 1, &per_step);
 
-    let mut per_step = Vec::new();
-    for _ in 0..5 {
-        let w = run_turn(50);
-        per_step.push(w.elapsed.as_secs_f64() * 1e6 / 51.0);
-    }
-    per_step.sort_by(f64::total_cmp);
-    println!(
-        "step_overhead_50_us: {:.1} us",
-        per_step[per_step.len() / 2]
-    );
-
-    // Medians over five 1,000-step turns: the point is whether cost grows with history, so one
+    // Medians over 1,000-step turns: the point is whether cost grows with history, so one
     // noisy run must not decide it.
     let mut first10 = Vec::new();
     let mut last10 = Vec::new();
     let mut first_half = Vec::new();
     let mut second_half = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..runs {
         let long = run_turn(1000);
         let steps = step_durations(&long.stamps);
         first10.push(mean_us(&steps[..10]));
@@ -162,25 +148,15 @@ fn main() {
         first_half.push(mean_us(head));
         second_half.push(mean_us(tail));
     }
-    println!(
-        "step_overhead_1000_first10_us: {:.1} us",
-        median_of(first10)
-    );
-    println!("step_overhead_1000_last10_us: {:.1} us", median_of(last10));
-    println!(
-        "step_overhead_1000_first_half_us: {:.1} us",
-        median_of(first_half)
-    );
-    println!(
-        "step_overhead_1000_second_half_us: {:.1} us",
-        median_of(second_half)
-    );
+    bench::report("step_overhead_1000_first10_us", "us", 1, &first10);
+    bench::report("step_overhead_1000_last10_us", "us", 1, &last10);
+    bench::report("step_overhead_1000_first_half_us", "us", 1, &first_half);
+    bench::report("step_overhead_1000_second_half_us", "us", 1, &second_half);
 
     let big = run_turn(2500);
     let raw = block_on(big.log.read(&big.task, 0)).unwrap_or_else(|e| fail(&e.to_string()));
     println!("fold_events: {} events", raw.len());
-    let mut times = Vec::new();
-    for _ in 0..7 {
+    let fold = bench::sampled(runs.max(7), || {
         let start = Instant::now();
         let mut events = raw.clone();
         block_on(hydrate_all(&mut events, big.content.as_ref()))
@@ -190,39 +166,28 @@ fn main() {
             .folder
             .fold(&events)
             .unwrap_or_else(|e| fail(&e.to_string()));
-        times.push(start.elapsed());
+        let ms = start.elapsed().as_secs_f64() * 1e3;
         black_box(state);
-    }
-    times.sort();
-    println!(
-        "fold_10k_events_ms: {:.2} ms",
-        times[times.len() / 2].as_secs_f64() * 1e3
-    );
+        ms
+    });
+    bench::report("fold_10k_events_ms", "ms", 2, &fold);
 
-    // The parts: reading (cloning) the events, hydrating them, and folding already-read events.
+    // The parts: reading (cloning) the events, and folding already-read events.
     let mut read = Vec::new();
     let mut fold_only = Vec::new();
-    for _ in 0..7 {
+    for _ in 0..runs.max(7) {
         let start = Instant::now();
         let events: Vec<Event> = raw.to_vec();
-        read.push(start.elapsed());
+        read.push(start.elapsed().as_secs_f64() * 1e3);
         let start = Instant::now();
         let state = big
             .session
             .folder
             .fold(&events)
             .unwrap_or_else(|e| fail(&e.to_string()));
-        fold_only.push(start.elapsed());
+        fold_only.push(start.elapsed().as_secs_f64() * 1e3);
         black_box(state);
     }
-    read.sort();
-    fold_only.sort();
-    println!(
-        "fold_10k_read_only_ms: {:.2} ms",
-        read[3].as_secs_f64() * 1e3
-    );
-    println!(
-        "fold_10k_apply_only_ms: {:.2} ms",
-        fold_only[3].as_secs_f64() * 1e3
-    );
+    bench::report("fold_10k_read_only_ms", "ms", 2, &read);
+    bench::report("fold_10k_apply_only_ms", "ms", 2, &fold_only);
 }

@@ -16,6 +16,7 @@ use noeta_core::plugin_command::CommandPlugins;
 use noeta_core::store::TaskId;
 use noeta_core::{ResolveRequest, Resolved};
 use noeta_extproc::ProgramPlugins;
+use noeta_testkit::bench;
 use serde_json::json;
 
 const WARMUP: usize = 50;
@@ -24,11 +25,6 @@ const CALLS: usize = 2_000;
 fn fail(message: &str) -> ! {
     eprintln!("bench failed: {message}");
     std::process::exit(1)
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 fn main() {
@@ -78,5 +74,10 @@ fn main() {
             fail("the guard refused a harmless command");
         }
     }
-    println!("ext_process_hook_roundtrip_us: {:.1} us", median(samples));
+    bench::report(
+        "ext_process_hook_roundtrip_us",
+        "us",
+        1,
+        &bench::run_medians(&samples, bench::runs(5)),
+    );
 }

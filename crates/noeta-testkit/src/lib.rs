@@ -1,9 +1,10 @@
 //! Fixture plugins, the byte-golden helper, the kernel's harness (store, clock, scripted model,
 //! a dying log, a plugin's session), damage done to a store file, the npm MCP reference
 //! servers, a PostgreSQL server, a loopback HTTP request reader, a `noeta serve` process, the
-//! generators of the parsers' property tests and the CLI test environment for noeta's tests (a
+//! generators of the parsers' property tests, how benches print a figure and the CLI test environment for noeta's tests (a
 //! dev-dependency only).
 
+pub mod bench;
 pub mod cli;
 pub mod damage;
 pub mod fixtures;

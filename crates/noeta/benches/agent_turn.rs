@@ -15,6 +15,7 @@ use noeta::{Host, HostConfig, HostPaths};
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::RunOutcome;
 use noeta_core::store::TaskId;
+use noeta_testkit::bench;
 use serde_json::{Value, json};
 
 const STEPS: usize = 50;
@@ -70,21 +71,13 @@ fn main() {
         workspace: dir.path().to_owned(),
     };
     let host = ok(Host::open(HostConfig::new(paths)));
-    // Warm up allocators, caches and the page cache.
-    run(&host, 0);
-    // More runs for a profiler: `NOETA_BENCH_RUNS=300 perf record …`.
-    let runs = std::env::var("NOETA_BENCH_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(9);
-    let mut per_step: Vec<f64> = (1..=runs)
-        .map(|n| run(&host, n) * 1e6 / STEPS as f64)
-        .collect();
-    per_step.sort_by(f64::total_cmp);
-    let median = per_step[per_step.len() / 2];
-    println!("read_turn_50_cli_agent_per_step_us: {median:.1} us");
-    println!(
-        "read_turn_50_cli_agent_per_step_us_spread_pct: {:.1} %",
-        (per_step[per_step.len() - 1] - per_step[0]) / median * 100.0
-    );
+    // One warm-up run (allocators, caches, the page cache), then the samples; more for a
+    // profiler: `NOETA_BENCH_RUNS=300 perf record …`.
+    let mut n = 0;
+    let per_step = bench::sampled(bench::runs(9), || {
+        let elapsed = run(&host, n);
+        n += 1;
+        elapsed * 1e6 / STEPS as f64
+    });
+    bench::report("read_turn_50_cli_agent_per_step_us", "us", 1, &per_step);
 }

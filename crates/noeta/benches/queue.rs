@@ -25,6 +25,7 @@ use noeta_core::{
     ActivationRules, AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins,
     standard_registry,
 };
+use noeta_testkit::bench;
 use noeta_testkit::pg::PgServer;
 use serde_json::json;
 
@@ -157,12 +158,15 @@ fn throughput(pg: &PgServer, session: &Arc<Session>, workers: usize) -> f64 {
 fn main() {
     let pg = PgServer::start(true).unwrap_or_else(|e| fail(&e));
     let session = session();
-    println!("queue_claim_us: {:.1} us", claim_us(&pg, &session));
+    let runs = bench::runs(5);
+    let claims = bench::sampled(runs, || claim_us(&pg, &session));
+    bench::report("queue_claim_us", "us", 1, &claims);
     for (workers, name) in [
         (1, "worker_throughput_1w_tasks_per_s"),
         (2, "worker_throughput_2w_tasks_per_s"),
         (4, "worker_throughput_tasks_per_s"),
     ] {
-        println!("{name}: {:.0} tasks/s", throughput(&pg, &session, workers));
+        let rates = bench::sampled(runs, || throughput(&pg, &session, workers));
+        bench::report(name, "tasks/s", 0, &rates);
     }
 }

@@ -3,6 +3,12 @@
 //! - `read_turn_50_sqlite_per_step_us`: the read turn of the `fs` bench (50 scripted steps,
 //!   each one `Read` of a different 20-line file, then a final answer) on a fresh SQLite file,
 //!   the whole run's time divided by the 50 steps;
+//! - `read_turn_50_sqlite_loaded_per_step_us`: the same while two threads keep both cores
+//!   busy, and `read_turn_50_sqlite_loaded_ratio`, loaded over alone;
+//! - `sqlite_steps_per_s_1_task` and `sqlite_steps_per_s_8_tasks`: one, then eight, read
+//!   turns stepping at once on one store (each on its own thread, as the worker pool runs
+//!   them), steps per second over all of them; writes of tasks stepping at once share
+//!   commits, so the second should be well above the first;
 //! - `resume_10k_sqlite_ms`: a task of about 10,000 events on a SQLite file, with a new user
 //!   message waiting, is resumed the way a new `noeta` process resumes it: open the store, then
 //!   a run, which folds the log (from its latest snapshot) and takes one more model step to
@@ -12,6 +18,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::executor::block_on;
@@ -25,11 +32,24 @@ use noeta_core::{
     ActivationRules, AgentOptions, LoadOptions, PluginSource, compile_agent, load_plugins,
     standard_registry,
 };
+use noeta_testkit::bench;
 use serde_json::{Value, json};
 
 const STEPS: usize = 50;
+/// Threads spinning beside the loaded figure: one per core of the reference machine.
+const LOAD_THREADS: usize = 2;
 /// Steps of the long task: four events each (request, reply, call started, call finished).
 const LONG_STEPS: usize = 2_000;
+
+/// Keeps a core busy until `stop`.
+fn spin(stop: &AtomicBool) {
+    let mut x = 1u64;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..10_000 {
+            x = black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+    }
+}
 
 fn fail(message: &str) -> ! {
     eprintln!("bench failed: {message}");
@@ -76,11 +96,17 @@ fn model(turns: &[Value]) -> Arc<ScriptedProvider> {
     )
 }
 
+fn open(db: &Path) -> Arc<SqliteStore> {
+    Arc::new(SqliteStore::open(db, Arc::new(SystemClock)).unwrap_or_else(|e| fail(&e.to_string())))
+}
+
 fn runtime(db: &Path, root: &Path, model: Arc<ScriptedProvider>) -> Runtime {
-    let store = Arc::new(
-        SqliteStore::open(db, Arc::new(SystemClock)).unwrap_or_else(|e| fail(&e.to_string())),
-    );
-    Runtime::new(store.clone(), store, model).with_exec_env(Arc::new(LocalExecEnv::new(root)))
+    on(&open(db), root, model)
+}
+
+fn on(store: &Arc<SqliteStore>, root: &Path, model: Arc<ScriptedProvider>) -> Runtime {
+    Runtime::new(store.clone(), store.clone(), model)
+        .with_exec_env(Arc::new(LocalExecEnv::new(root)))
 }
 
 fn ended(outcome: &RunOutcome) {
@@ -91,10 +117,14 @@ fn ended(outcome: &RunOutcome) {
 
 /// One read turn on a fresh database: the seconds from the first step to the final answer.
 fn read_turn(session: &Session, root: &Path, db: &Path) -> f64 {
+    read_turn_on(session, root, &open(db), "bench")
+}
+
+fn read_turn_on(session: &Session, root: &Path, store: &Arc<SqliteStore>, name: &str) -> f64 {
     let mut turns = reads(STEPS);
     turns.push(json!({ "text": "done" }));
-    let runtime = runtime(db, root, model(&turns));
-    let task = TaskId::new("bench").unwrap_or_else(|e| fail(&e.to_string()));
+    let runtime = on(store, root, model(&turns));
+    let task = TaskId::new(name).unwrap_or_else(|e| fail(&e.to_string()));
     block_on(runtime.create(session, &task, "read them all"))
         .unwrap_or_else(|e| fail(&e.to_string()));
     let start = Instant::now();
@@ -109,17 +139,56 @@ fn main() {
     files(dir.path());
     let session = session();
 
-    let mut per_step: Vec<f64> = (0..7)
-        .map(|i| {
-            let db = dir.path().join(format!("turn-{i}.db"));
-            read_turn(&session, dir.path(), &db) * 1e6 / STEPS as f64
+    let mut n = 0;
+    let per_step = bench::sampled(bench::runs(7), || {
+        n += 1;
+        let db = dir.path().join(format!("turn-{n}.db"));
+        read_turn(&session, dir.path(), &db) * 1e6 / STEPS as f64
+    });
+    let alone = bench::report("read_turn_50_sqlite_per_step_us", "us", 1, &per_step);
+
+    // The same with both cores kept busy by spinning threads beside it.
+    let loaded = {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..LOAD_THREADS {
+                scope.spawn(|| spin(&stop));
+            }
+            let samples = bench::sampled(bench::runs(7), || {
+                n += 1;
+                let db = dir.path().join(format!("turn-{n}.db"));
+                read_turn(&session, dir.path(), &db) * 1e6 / STEPS as f64
+            });
+            stop.store(true, Ordering::Relaxed);
+            samples
         })
-        .collect();
-    per_step.sort_by(f64::total_cmp);
-    println!(
-        "read_turn_50_sqlite_per_step_us: {:.1} us",
-        per_step[per_step.len() / 2]
-    );
+    };
+    let loaded = bench::report("read_turn_50_sqlite_loaded_per_step_us", "us", 1, &loaded);
+    println!("read_turn_50_sqlite_loaded_ratio: {:.2} x", loaded / alone);
+
+    // Tasks stepping at once on one store: steps per second over all of them.
+    let mut round = 0;
+    for tasks in [1, 8] {
+        let rates = bench::sampled(bench::runs(5), || {
+            round += 1;
+            let store = open(&dir.path().join(format!("many-{round}.db")));
+            let start = Instant::now();
+            std::thread::scope(|scope| {
+                let root = dir.path();
+                for t in 0..tasks {
+                    let (session, store) = (&session, &store);
+                    scope.spawn(move || read_turn_on(session, root, store, &format!("task-{t}")));
+                }
+            });
+            (tasks * STEPS) as f64 / start.elapsed().as_secs_f64()
+        });
+        let name = if tasks == 1 {
+            "sqlite_steps_per_s_1_task".to_owned()
+        } else {
+            format!("sqlite_steps_per_s_{tasks}_tasks")
+        };
+        bench::report(&name, "steps/s", 0, &rates);
+    }
 
     // The long task, written once.
     let db = dir.path().join("long.db");
@@ -144,8 +213,9 @@ fn main() {
     // Each sample resumes a copy of the database as it was, so every sample does the same work;
     // the model (a script of 2,000 turns here) is made outside the timing, as a real one is cheap.
     let scripted = model(&turns);
-    let mut samples = Vec::new();
-    for i in 0..5 {
+    let mut i = 0;
+    let samples = bench::sampled(bench::runs(5), || {
+        i += 1;
         let copy = dir.path().join(format!("resume-{i}.db"));
         std::fs::copy(&db, &copy).unwrap_or_else(|e| fail(&e.to_string()));
         for suffix in ["-wal", "-shm"] {
@@ -161,9 +231,9 @@ fn main() {
         let runtime = runtime(&copy, dir.path(), scripted.clone());
         let outcome =
             block_on(runtime.run(&session, &task)).unwrap_or_else(|e| fail(&e.to_string()));
-        samples.push(start.elapsed().as_secs_f64() * 1e3);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
         ended(&outcome);
-    }
-    samples.sort_by(f64::total_cmp);
-    println!("resume_10k_sqlite_ms: {:.2} ms", samples[samples.len() / 2]);
+        ms
+    });
+    bench::report("resume_10k_sqlite_ms", "ms", 2, &samples);
 }
