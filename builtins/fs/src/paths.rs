@@ -100,7 +100,7 @@ impl Workspace {
 
     /// The workspace rooted at `given`.
     pub(crate) fn at(given: &Path, tool: &str) -> Result<Self, ToolError> {
-        let root = real_root(given).map_err(|err| {
+        let root = noeta_core::exec::real_root(given).map_err(|err| {
             ToolError::Fatal(format!(
                 "{tool}: the workspace `{}` is not usable: {err}",
                 given.display()
@@ -452,40 +452,4 @@ pub(crate) fn described(base: &str, roots: &[WriteRoot]) -> String {
         "{base} Besides the workspace, files under these directories may be used by absolute path: {}.",
         roots.join(", ")
     )
-}
-
-/// Workspace roots already resolved, by the path given, with the identity of that path
-/// (device and inode) when it was resolved.
-#[cfg(unix)]
-type RealRoots = std::collections::HashMap<PathBuf, ((u64, u64), PathBuf)>;
-#[cfg(unix)]
-static REAL_ROOTS: std::sync::LazyLock<std::sync::Mutex<RealRoots>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// `given` with every symlink resolved, remembered while the path given still names the same
-/// directory (one `stat` instead of resolving each part on every call).
-#[cfg(unix)]
-fn real_root(given: &Path) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = std::fs::metadata(given)?;
-    let id = (meta.dev(), meta.ino());
-    let mut roots = REAL_ROOTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((seen, real)) = roots.get(given)
-        && *seen == id
-    {
-        return Ok(real.clone());
-    }
-    let real = std::fs::canonicalize(given)?;
-    if roots.len() >= 256 {
-        roots.clear();
-    }
-    roots.insert(given.to_path_buf(), (id, real.clone()));
-    Ok(real)
-}
-
-#[cfg(not(unix))]
-fn real_root(given: &Path) -> std::io::Result<PathBuf> {
-    std::fs::canonicalize(given)
 }

@@ -548,7 +548,10 @@ impl Extension for Compaction {
         request: ModelRequest,
     ) -> Result<ModelRequest, StepSignal> {
         let state = compaction::read(view as &dyn StateView);
-        let (overlaid, head) = self.with_overlay(view, &state, request.clone());
+        // The overlay replaces the messages alone: keeping the original ones is enough to undo
+        // it, without a copy of the whole request on every step.
+        let original = Arc::clone(&request.messages);
+        let (overlaid, head) = self.with_overlay(view, &state, request);
         let Some(model) = view.model().filter(|_| self.settings.enabled) else {
             return Ok(overlaid);
         };
@@ -558,7 +561,8 @@ impl Extension for Compaction {
         if estimate < usable {
             return Ok(overlaid);
         }
-        drop(overlaid);
+        let mut request = overlaid;
+        request.messages = original;
         let Some(next) = self
             .compact(view, &state, Trigger::Threshold, estimate, usable / 3)
             .await?

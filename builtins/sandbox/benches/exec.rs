@@ -42,11 +42,17 @@ fn main() {
         .0
         .build(Arc::clone(&local) as _, &json!({ "max_processes": 64 }))
         .unwrap_or_else(|e| fail(&e));
-    bench::report("local_exec_ms", "ms", 2, &samples_ms(local.as_ref()));
+    let runs = bench::runs(5);
+    bench::report(
+        "local_exec_ms",
+        "ms",
+        2,
+        &bench::run_medians(&samples_ms(local.as_ref()), runs),
+    );
     bench::report(
         "sandbox_bwrap_exec_ms",
         "ms",
         2,
-        &samples_ms(sandbox.as_ref()),
+        &bench::run_medians(&samples_ms(sandbox.as_ref()), runs),
     );
 }

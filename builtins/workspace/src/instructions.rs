@@ -186,7 +186,22 @@ fn shown(dir: &str, file: &str) -> String {
 
 /// The workspace root, resolved (symlinks and all), when there is one.
 fn real_root(view: &View<'_>) -> Option<PathBuf> {
-    view.workspace().and_then(|root| root.canonicalize().ok())
+    view.workspace()
+        .and_then(|root| noeta_core::exec::real_root(root).ok())
+}
+
+/// Whether `path` names a file directly in `root` that is no symlink: it is then in the root's
+/// own directory, whose instructions are loaded when the task starts.
+fn directly_in(root: &Path, path: &str) -> bool {
+    let given = Path::new(path);
+    let mut parts = given.components();
+    matches!(
+        (parts.next(), parts.next()),
+        (Some(Component::Normal(_)), None)
+    ) && root
+        .join(given)
+        .symlink_metadata()
+        .is_ok_and(|meta| !meta.file_type().is_symlink())
 }
 
 /// The directories from the root (exclusive) down to `dir` (inclusive), relative to the root.
@@ -243,6 +258,9 @@ impl Extension for Instructions {
         ) else {
             return Ok(output);
         };
+        if directly_in(&root, path) {
+            return Ok(output);
+        }
         let Ok(file) = root.join(path).canonicalize() else {
             return Ok(output);
         };

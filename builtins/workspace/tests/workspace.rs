@@ -257,6 +257,26 @@ fn a_read_into_a_subdirectory_brings_its_instructions_once() {
 }
 
 #[test]
+fn a_read_at_the_root_brings_nothing_unless_it_is_a_link_into_a_subdirectory() {
+    let h = instructions();
+    h.write("NOETA.md", "Root rules.");
+    h.write("top.txt", "x");
+    h.write("app/AGENTS.md", "App rules.");
+    h.write("app/page.txt", "x");
+    std::os::unix::fs::symlink(
+        h.workspace.path().join("app/page.txt"),
+        h.workspace.path().join("page-link.txt"),
+    )
+    .unwrap();
+    h.turn("t", "go", read("top.txt"));
+    assert_eq!(h.kinds("t", "instructions"), vec!["loaded"]);
+    // The link's file lives in `app/`: its instructions apply.
+    h.turn("t", "more", read("page-link.txt"));
+    assert_eq!(h.kinds("t", "instructions"), vec!["loaded", "loaded"]);
+    assert!(h.last()[1].ends_with("App rules."), "{:?}", h.last());
+}
+
+#[test]
 fn reads_outside_the_workspace_and_symlinks_out_of_it_bring_nothing() {
     let h = instructions();
     let outside = tempfile::tempdir().unwrap();

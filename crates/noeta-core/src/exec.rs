@@ -332,8 +332,7 @@ impl LocalExecEnv {
         };
         let joined = self.workspace.join(dir);
         let real = std::fs::canonicalize(&joined).unwrap_or(joined);
-        let root =
-            std::fs::canonicalize(&self.workspace).unwrap_or_else(|_| self.workspace.clone());
+        let root = real_root(&self.workspace).unwrap_or_else(|_| self.workspace.clone());
         if real.starts_with(&root) {
             Ok(real)
         } else {
@@ -697,4 +696,47 @@ impl ExecEnv for LocalExecEnv {
         let job: Arc<dyn ExecJob> = job;
         Ok(job)
     }
+}
+
+/// Workspace roots already resolved, by the path given, with the identity of that path
+/// (device and inode) when it was resolved.
+#[cfg(unix)]
+type RealRoots = std::collections::HashMap<PathBuf, ((u64, u64), PathBuf)>;
+#[cfg(unix)]
+static REAL_ROOTS: std::sync::LazyLock<std::sync::Mutex<RealRoots>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// `given` (a workspace root) with every symlink resolved, remembered while the path given
+/// still names the same directory: one `stat` instead of resolving each part on every call.
+///
+/// # Errors
+/// When `given` cannot be resolved (it does not exist, or a part of it cannot be read).
+#[cfg(unix)]
+pub fn real_root(given: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(given)?;
+    let id = (meta.dev(), meta.ino());
+    let mut roots = REAL_ROOTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((seen, real)) = roots.get(given)
+        && *seen == id
+    {
+        return Ok(real.clone());
+    }
+    let real = std::fs::canonicalize(given)?;
+    if roots.len() >= 256 {
+        roots.clear();
+    }
+    roots.insert(given.to_path_buf(), (id, real.clone()));
+    Ok(real)
+}
+
+/// `given` with every symlink resolved.
+///
+/// # Errors
+/// When `given` cannot be resolved.
+#[cfg(not(unix))]
+pub fn real_root(given: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(given)
 }

@@ -341,12 +341,10 @@ impl<'a> Hooks<'a> {
     ) -> Result<ModelRequest, StepSignal> {
         let mut request = request;
         for ext in self.0 {
-            request = signalling(
-                ext.name(),
-                "before_model",
-                ext.before_model(view, request.clone()),
-            )
-            .await?;
+            // Each hook owns the request it is handed: a signal or a panic ends the step, so
+            // nothing needs it afterwards.
+            request =
+                signalling(ext.name(), "before_model", ext.before_model(view, request)).await?;
         }
         Ok(request)
     }

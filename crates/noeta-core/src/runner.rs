@@ -24,7 +24,7 @@ use crate::tool::{Inbox, ProgressSink};
 mod calls;
 mod claim;
 mod commands;
-mod compose;
+pub(crate) mod compose;
 mod direct;
 mod lease;
 mod queue;

@@ -47,6 +47,9 @@ pub struct Session {
     /// The resident content kinds in layout order: the session packs' kinds by band (ties in
     /// pack order), then the agent's `content_kind` contributions.
     pub kinds: Vec<crate::contrib::ContentKindSpec>,
+    /// The stable prefix the session's requests last carried, and its hash, shared by its
+    /// claims.
+    pub(crate) prefix: crate::runner::compose::SessionPrefix,
 }
 
 impl Session {
@@ -800,6 +803,7 @@ pub fn build_session_shared(
         pins,
         folder,
         kinds,
+        prefix: Default::default(),
     })
 }
 
@@ -827,5 +831,6 @@ pub fn bare_session(name: &str, instructions: &str) -> Session {
         pins: Vec::new(),
         folder,
         kinds: Vec::new(),
+        prefix: Default::default(),
     }
 }

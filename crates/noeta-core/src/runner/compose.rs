@@ -3,7 +3,7 @@
 //! unchanged prefix skip rendering and hashing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
@@ -23,15 +23,35 @@ type Schemas = Arc<Vec<Value>>;
 #[derive(Default)]
 pub(super) struct PromptCache {
     /// The stable prefix as last sent, and its hash.
-    stable: Option<StablePrefix>,
+    stable: Option<Arc<StablePrefix>>,
     /// The tools last rendered and their schemas.
     rendered: Option<RenderedTools>,
     /// The residents as last sent, and their hash.
     residents: Option<(Vec<String>, String)>,
+    /// The tail (reminders) as last sent, and its hash.
+    tail: Option<(Vec<String>, canonical::Digest)>,
+}
+
+/// The stable prefix last hashed by any claim of one session, so that each turn (a new claim)
+/// of a long-lived session does not render and hash the same prefix again.
+#[derive(Clone, Default)]
+pub(crate) struct SessionPrefix(Arc<Mutex<Option<Arc<StablePrefix>>>>);
+
+impl SessionPrefix {
+    fn get(&self) -> Option<Arc<StablePrefix>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, prefix: Arc<StablePrefix>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(prefix);
+    }
 }
 
 /// A stable prefix as sent: system text, tool schemas, entries, and its hash.
-struct StablePrefix {
+pub(crate) struct StablePrefix {
     system: String,
     tools: Schemas,
     entries: Vec<Value>,
@@ -160,24 +180,37 @@ impl Claim<'_> {
     /// The hash of each segment of the request as sent (after `before_model`); the stable
     /// prefix and residents are re-hashed only when they differ from the previous request's.
     pub(super) fn segment_hashes(&mut self, request: &ModelRequest) -> SegmentHashes {
+        let same = |last: &StablePrefix| {
+            last.system == request.system
+                && (Arc::ptr_eq(&last.tools, &request.tools) || last.tools == request.tools)
+                && last.entries == request.entries
+        };
         let stable = match &self.cache.stable {
-            Some(last)
-                if last.system == request.system
-                    && (Arc::ptr_eq(&last.tools, &request.tools)
-                        || last.tools == request.tools)
-                    && last.entries == request.entries =>
-            {
-                last.hash.clone()
-            }
+            Some(last) if same(last) => last.hash.clone(),
             _ => {
-                let body = json!({ "system": request.system, "tools": request.tools, "entries": request.entries });
-                let hash = canonical::sha256_hex(&canonical::to_bytes(&body));
-                self.cache.stable = Some(StablePrefix {
-                    system: request.system.clone(),
-                    tools: Arc::clone(&request.tools),
-                    entries: request.entries.clone(),
-                    hash: hash.clone(),
-                });
+                let shared = &self.session.prefix;
+                let prefix = match shared.get() {
+                    // Held with this claim's schemas, so its next steps match them by identity.
+                    Some(last) if same(&last) => Arc::new(StablePrefix {
+                        tools: Arc::clone(&request.tools),
+                        system: last.system.clone(),
+                        entries: last.entries.clone(),
+                        hash: last.hash.clone(),
+                    }),
+                    _ => {
+                        let body = json!({ "system": request.system, "tools": request.tools, "entries": request.entries });
+                        let prefix = Arc::new(StablePrefix {
+                            system: request.system.clone(),
+                            tools: Arc::clone(&request.tools),
+                            entries: request.entries.clone(),
+                            hash: canonical::sha256_hex(&canonical::to_bytes(&body)),
+                        });
+                        shared.set(Arc::clone(&prefix));
+                        prefix
+                    }
+                };
+                let hash = prefix.hash.clone();
+                self.cache.stable = Some(prefix);
                 hash
             }
         };
@@ -189,7 +222,14 @@ impl Claim<'_> {
                 hash
             }
         };
-        let tail = canonical::Digest::blake3(&[&canonical::to_bytes(&json!(request.tail))]);
+        let tail = match &self.cache.tail {
+            Some((texts, hash)) if *texts == request.tail => *hash,
+            _ => {
+                let hash = canonical::Digest::blake3(&[&canonical::to_bytes(&json!(request.tail))]);
+                self.cache.tail = Some((request.tail.clone(), hash));
+                hash
+            }
+        };
         // A `before_model` that changed the conversation is hashed as sent.
         let chain = if Arc::ptr_eq(&request.messages, &self.state.core.messages) {
             self.state.core.chain

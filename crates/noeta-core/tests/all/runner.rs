@@ -4071,6 +4071,18 @@ fn the_stable_prefix_changes_exactly_when_the_tools_or_the_system_text_change() 
     assert_ne!(stable[0], stable[1], "the tool set grew");
     assert_eq!(stable[1], stable[2], "nothing changed");
     assert_eq!(stable[2], stable[3], "identical across a resume");
+    // The session remembers the last prefix for its next claims, but only while it matches:
+    // a new task, whose first request has no `Extra`, hashes as the first one did.
+    let t3 = task("prefix3");
+    let rt3 = h.runtime(json!([{ "text": "x" }]));
+    block_on(rt3.create(&s, &t3, "go")).unwrap();
+    block_on(rt3.run(&s, &t3)).unwrap();
+    let third = h
+        .events(&t3)
+        .into_iter()
+        .find(|e| e.record.kind == "request_composed")
+        .unwrap();
+    assert_eq!(third.record.data["stable"].as_str().unwrap(), stable[0]);
     // Changing the system text changes it.
     let mut other = session(vec![
         offers(vec![Arc::new(TestTool::new("Work"))]),
