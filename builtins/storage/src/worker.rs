@@ -6,8 +6,9 @@
 //!
 //! **Group commit.** Writes sent with [`Worker::write`] share transactions: the thread begins
 //! one for the first write it finds, runs every write already queued behind it (up to
-//! [`GROUP_LIMIT`]), each inside its own savepoint, and commits once. A write that fails rolls
-//! back to its savepoint and is answered at once; the others are answered only after the
+//! [`GROUP_LIMIT`]), each after the first inside its own savepoint, and commits once. A write
+//! that fails rolls back to its savepoint (the first, the whole transaction) and is answered
+//! at once; the others are answered only after the
 //! commit, so no caller sees its write succeed before it is durable, and a failed commit fails
 //! them all. With one writer the group is that one write; with several tasks stepping at
 //! once, they queue while a commit syncs and the next commit carries them together.
@@ -162,13 +163,21 @@ fn alone(conn: &mut Connection, job: Box<dyn FnOnce(&mut Connection) + Send>) {
 /// Runs `first` and the grouped writes queued behind it in one transaction; returns the job
 /// that ended the group, if any, to run next.
 fn group(conn: &Connection, first: Write, queue: &mpsc::Receiver<Job>) -> Option<Job> {
-    if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(err) = exec(conn, "BEGIN IMMEDIATE") {
         // Nothing began: the write fails alone, as it would have by itself.
         let _ = catch_unwind(AssertUnwindSafe(|| first(Err(&err))));
         return None;
     }
+    // The first write needs no savepoint: when it fails, the transaction holds nothing else.
     let mut settles = Vec::new();
-    let mut broken = savepoint(conn, first, &mut settles).err();
+    match catch_unwind(AssertUnwindSafe(|| first(Ok(conn)))) {
+        Ok(Some(settle)) => settles.push(settle),
+        Ok(None) | Err(_) => {
+            let _ = exec(conn, "ROLLBACK");
+            return None;
+        }
+    }
+    let mut broken = None;
     let mut after = None;
     while broken.is_none() && settles.len() < GROUP_LIMIT {
         match queue.try_recv() {
@@ -182,10 +191,10 @@ fn group(conn: &Connection, first: Write, queue: &mpsc::Receiver<Job>) -> Option
     }
     let ended = match broken {
         Some(err) => Err(err),
-        None => conn.execute_batch("COMMIT"),
+        None => exec(conn, "COMMIT"),
     };
     if ended.is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+        let _ = exec(conn, "ROLLBACK");
     }
     for settle in settles {
         settle(ended.as_ref().map(|_| ()));
@@ -202,18 +211,25 @@ fn savepoint(
     job: Write,
     settles: &mut Vec<Settle>,
 ) -> Result<(), rusqlite::Error> {
-    if let Err(err) = conn.execute_batch("SAVEPOINT noeta_write") {
+    if let Err(err) = exec(conn, "SAVEPOINT noeta_write") {
         let _ = catch_unwind(AssertUnwindSafe(|| job(Err(&err))));
         return Ok(());
     }
     match catch_unwind(AssertUnwindSafe(|| job(Ok(conn)))) {
         Ok(Some(settle)) => {
             settles.push(settle);
-            conn.execute_batch("RELEASE noeta_write")
+            exec(conn, "RELEASE noeta_write")
         }
         // Failed (and answered), or panicked (its caller hears that the worker gave no answer).
-        Ok(None) | Err(_) => conn.execute_batch("ROLLBACK TO noeta_write; RELEASE noeta_write"),
+        Ok(None) | Err(_) => {
+            exec(conn, "ROLLBACK TO noeta_write").and_then(|()| exec(conn, "RELEASE noeta_write"))
+        }
     }
+}
+
+/// Runs one statement of the group's frame, prepared once per connection.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 #[cfg(test)]
@@ -382,6 +398,25 @@ mod tests {
             .map(Result::unwrap)
             .collect();
         assert_eq!(xs, vec![1, 4]);
+    }
+
+    #[test]
+    fn a_first_write_that_fails_undoes_itself_and_the_next_ones_commit() {
+        let held = held();
+        let path = held.dir.path().join("w.db");
+        let answers = held.run(vec![
+            Box::new(|conn: &Connection| {
+                conn.execute("INSERT INTO t (x) VALUES (1)", [])?;
+                conn.execute("INSERT INTO nowhere VALUES (1)", [])?;
+                Ok(0)
+            }),
+            insert(path.clone(), 2),
+            insert(path, 3),
+        ]);
+        assert!(answers[0].as_ref().unwrap().is_err());
+        assert!(answers[1].as_ref().unwrap().is_ok());
+        assert!(answers[2].as_ref().unwrap().is_ok());
+        assert_eq!(held.rows(), 2);
     }
 
     #[test]
