@@ -71,25 +71,39 @@ async fn serve(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    // TLS for `https://` targets uses ring, like every other client of this process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::new();
+    // The proxy's client is made on the first proxied request: building one loads the
+    // system's root certificates, which most runs never need.
+    let client = Arc::new(Proxy::default());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let mounts = Arc::clone(&mounts);
-        let client = client.clone();
+        let client = Arc::clone(&client);
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let mounts = Arc::clone(&mounts);
-                let client = client.clone();
+                let client = Arc::clone(&client);
                 async move { Ok::<_, Infallible>(answer(request, &mounts, &client).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// The client of the proxied requests, made when first needed.
+#[derive(Default)]
+struct Proxy(std::sync::OnceLock<reqwest::Client>);
+
+impl Proxy {
+    fn client(&self) -> &reqwest::Client {
+        self.0.get_or_init(|| {
+            // TLS for `https://` targets uses ring, like every other client of this process.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::new()
+        })
     }
 }
 
@@ -150,7 +164,7 @@ const HOP: [&str; 8] = [
 async fn answer(
     request: Request<Incoming>,
     mounts: &RwLock<BTreeMap<(String, String), Mount>>,
-    client: &reqwest::Client,
+    client: &Proxy,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path().to_owned();
     let Some(rest) = path.strip_prefix("/apps/") else {
@@ -193,7 +207,7 @@ async fn answer(
             Err(err) => plain(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
         };
     }
-    proxy(request, &mount, rest, client).await
+    proxy(request, &mount, rest, client.client()).await
 }
 
 async fn proxy(
