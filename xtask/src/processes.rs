@@ -10,42 +10,20 @@
 //! - `plugins_check_process_ms`: `noeta plugins check --resolve`, the declaration path.
 //! - `noeta_plugins_list_process_ms`: `noeta plugins list`.
 //!
-//! Each is the median of `RUNS` runs after `WARMUPS`, printed with `NAME_spread_pct`: the
-//! range of the runs as a percentage of the median.
+//! Each is the median of `RUNS` runs after `WARMUPS`, printed with `NAME_spread_pct` (the
+//! range of the runs as a percentage of the median) by `noeta_testkit::bench::report`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use noeta_testkit::bench::report;
 use serde_json::json;
 
 const WARMUPS: usize = 3;
 const RUNS: usize = 21;
 const STEPS: usize = 50;
-
-/// The median and the spread (range over median, in per cent) of `samples`.
-pub(crate) fn median_spread(samples: &mut [f64]) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    let median = samples[samples.len() / 2];
-    let range = samples[samples.len() - 1] - samples[0];
-    (
-        median,
-        if median > 0.0 {
-            range / median * 100.0
-        } else {
-            0.0
-        },
-    )
-}
-
-/// Prints `name: value unit` and its spread.
-pub(crate) fn print(name: &str, samples: &mut [f64], unit: &str) -> f64 {
-    let (median, spread) = median_spread(samples);
-    println!("{name}: {median:.2} {unit}");
-    println!("{name}_spread_pct: {spread:.1} %");
-    median
-}
 
 /// A home and workspace for the runs: the model scripts and the 50 files read.
 fn scratch() -> Result<std::path::PathBuf> {
@@ -133,15 +111,17 @@ pub(crate) fn run(binary: &Path) -> Result<()> {
 }
 
 fn measure(binary: &Path, dir: &Path) -> Result<()> {
-    let zero = print(
+    let zero = report(
         "run_zero_step_process_ms",
-        &mut times(binary, dir, ZERO)?,
         "ms",
+        2,
+        &times(binary, dir, ZERO)?,
     );
-    let fifty = print(
+    let fifty = report(
         "read_turn_50_cli_process_ms",
-        &mut times(binary, dir, FIFTY)?,
         "ms",
+        2,
+        &times(binary, dir, FIFTY)?,
     );
     println!(
         "cli_step_marginal_us: {:.1} us",
@@ -164,15 +144,17 @@ fn measure(binary: &Path, dir: &Path) -> Result<()> {
         );
     }
     print!("{}", String::from_utf8_lossy(&out.stdout));
-    print(
+    report(
         "plugins_check_process_ms",
-        &mut times(binary, dir, &["plugins", "check", "--resolve"])?,
         "ms",
+        2,
+        &times(binary, dir, &["plugins", "check", "--resolve"])?,
     );
-    print(
+    report(
         "noeta_plugins_list_process_ms",
-        &mut times(binary, dir, &["plugins", "list"])?,
         "ms",
+        2,
+        &times(binary, dir, &["plugins", "list"])?,
     );
     Ok(())
 }

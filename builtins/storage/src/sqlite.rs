@@ -5,7 +5,8 @@
 //! transaction and re-reads the task's lease first, so an append under a stale
 //! or lapsed lease is refused and writes nothing, even when another process
 //! holds another handle on the same file. Appends and lease renewals of tasks stepping at
-//! once share transactions and commits (group commit, `worker.rs`), each in its own savepoint.
+//! once share transactions and commits (group commit, `worker.rs`), each after the first in
+//! its own savepoint.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -232,11 +232,16 @@ impl CoreState {
             .iter()
             .filter(|m| m.role == Role::Assistant)
             .count() as u64;
-        self.attached = (self.messages.iter().enumerate())
-            .filter(|(_, m)| !m.attachments.is_empty())
-            .map(|(i, _)| i)
-            .collect();
+        self.attached = attached_of(&self.messages);
     }
+}
+
+/// The indexes of the messages with attachments.
+pub(crate) fn attached_of(messages: &[Message]) -> Vec<usize> {
+    (messages.iter().enumerate())
+        .filter(|(_, m)| !m.attachments.is_empty())
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Extends a hash chain by one message hash.

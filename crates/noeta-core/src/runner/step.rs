@@ -329,10 +329,7 @@ impl Claim<'_> {
         let attached = if Arc::ptr_eq(&request.messages, &self.state.core.messages) {
             &self.state.core.attached
         } else {
-            scanned = (request.messages.iter().enumerate())
-                .filter(|(_, m)| !m.attachments.is_empty())
-                .map(|(i, _)| i)
-                .collect();
+            scanned = crate::fold::attached_of(&request.messages);
             &scanned
         };
         for message in attached.iter().map(|&i| &request.messages[i]) {
