@@ -570,6 +570,103 @@ pub(crate) async fn type_text(
     Ok(())
 }
 
+/// Where downloads wait for `task` before they are moved into the workspace: a directory in
+/// its profile (the one place a sandboxed browser may write). `None` for a browser noeta did
+/// not start (`cdp_url`), whose files land on its own machine.
+pub(crate) fn download_dir(config: &Config, task: &str) -> Option<PathBuf> {
+    match config.launch {
+        Launch::Local { .. } => Some(
+            config
+                .profiles
+                .join(profile_name(task))
+                .join("noeta-downloads"),
+        ),
+        Launch::Attach { .. } => None,
+    }
+}
+
+/// Clicks element `index` with downloads let into `dir`, waits for the one it starts to
+/// finish, and refuses downloads again: the downloaded file (in `dir`).
+pub(crate) async fn download(
+    page: &Page,
+    index: u32,
+    dir: &Path,
+    config: &Config,
+) -> Result<PathBuf, String> {
+    // A fresh directory: what is in it after the click is what the click downloaded.
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|err| {
+        format!(
+            "cannot make the download directory {}: {err}",
+            dir.display()
+        )
+    })?;
+    let behaviour = |allow: bool| {
+        let mut params = SetDownloadBehaviorParams::new(if allow {
+            SetDownloadBehaviorBehavior::Allow
+        } else {
+            SetDownloadBehaviorBehavior::Deny
+        });
+        if allow {
+            params.download_path = Some(dir.display().to_string());
+        }
+        params
+    };
+    page.execute(behaviour(true))
+        .await
+        .map_err(|err| format!("cannot let the download in: {err}"))?;
+    let clicked = click(page, index, config).await;
+    let finished = match clicked {
+        Ok(()) => finished_download(dir, config.timeout).await,
+        Err(why) => Err(why),
+    };
+    // Refused again whatever happened: nothing else lands on disk.
+    let _ = page.execute(behaviour(false)).await;
+    finished
+}
+
+/// The file a download put in `dir`, once no part of it is still being written; an error
+/// when none came, or it did not finish, within `timeout`.
+async fn finished_download(dir: &Path, timeout: Duration) -> Result<PathBuf, String> {
+    let until = tokio::time::Instant::now() + timeout;
+    let mut last: Option<(PathBuf, u64)> = None;
+    loop {
+        let entries: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)
+            .map(|list| {
+                list.flatten()
+                    .filter_map(|e| Some((e.path(), e.metadata().ok()?.len())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let partial = entries
+            .iter()
+            .any(|(path, _)| path.extension().is_some_and(|x| x == "crdownload"));
+        let done = entries.into_iter().find(|(path, _)| {
+            path.extension().is_none_or(|x| x != "crdownload")
+                && path
+                    .file_name()
+                    .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+        });
+        match (partial, done) {
+            // The same file, the same size, twice in a row, with nothing partial left.
+            (false, Some(now)) if last.as_ref() == Some(&now) => return Ok(now.0),
+            (_, now) => last = now,
+        }
+        if tokio::time::Instant::now() >= until {
+            return Err(if last.is_some() {
+                format!("the download did not finish within {} s", timeout.as_secs())
+            } else {
+                format!(
+                    "the click started no download within {} s (use browser_click for links \
+                     and buttons that open pages)",
+                    timeout.as_secs()
+                )
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A PNG of the viewport.
 pub(crate) async fn screenshot(page: &Page) -> Result<Vec<u8>, String> {
     page.screenshot(

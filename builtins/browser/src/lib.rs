@@ -1,6 +1,6 @@
 //! The `browser` built-in plugin: a real browser the agent drives. Its session pack (band 700)
-//! offers `browser_navigate`, `browser_click`, `browser_type`, `browser_extract` and
-//! `browser_screenshot` — all high risk, so asked for unless the mode bypasses permissions —
+//! offers `browser_navigate`, `browser_click`, `browser_type`, `browser_extract`,
+//! `browser_screenshot` and `browser_download` — all high risk, so asked for unless the mode bypasses permissions —
 //! when the host hands it a backend (the host value [`BACKEND`], a [`Backend`]): a headless
 //! Chromium per task over the DevTools Protocol (`chromium.rs`), with the settings of
 //! `[plugins.browser]` (`config.rs`).
@@ -46,7 +46,7 @@ pub fn host_value(backend: Arc<Backend>) -> HostValue {
     HostValue::new(backend)
 }
 
-/// The five tools over `backend`, as the pack offers them (for hosts and benchmarks that call
+/// The six tools over `backend`, as the pack offers them (for hosts and benchmarks that call
 /// them directly).
 pub fn tools(backend: &Arc<Backend>) -> Vec<Arc<dyn Tool>> {
     [
@@ -55,6 +55,7 @@ pub fn tools(backend: &Arc<Backend>) -> Vec<Arc<dyn Tool>> {
         Action::Type,
         Action::Extract,
         Action::Screenshot,
+        Action::Download,
     ]
     .into_iter()
     .map(|action| {
@@ -99,9 +100,10 @@ enum Action {
     Type,
     Extract,
     Screenshot,
+    Download,
 }
 
-/// One of the five tools.
+/// One of the six tools.
 struct BrowserTool {
     action: Action,
     backend: Arc<Backend>,
@@ -118,6 +120,11 @@ enum Request {
     },
     Extract,
     Screenshot,
+    /// Click `index` and keep the file it downloads, for `path` in the workspace.
+    Download {
+        index: u32,
+        dir: std::path::PathBuf,
+    },
 }
 
 /// What a call did, before its snapshot.
@@ -125,6 +132,8 @@ struct Done {
     said: String,
     snapshot: Snapshot,
     png: Option<Vec<u8>>,
+    /// The file a download left (outside the workspace, still to be moved in).
+    downloaded: Option<std::path::PathBuf>,
 }
 
 fn index_of(input: &Value) -> Result<u32, String> {
@@ -166,8 +175,52 @@ impl BrowserTool {
             },
             Action::Extract => Request::Extract,
             Action::Screenshot => Request::Screenshot,
+            Action::Download => Request::Download {
+                index: index_of(input)?,
+                dir: std::path::PathBuf::new(),
+            },
         })
     }
+}
+
+/// The workspace file a download is saved as: `path`, relative, inside the workspace, not
+/// there yet, its directory existing.
+fn download_target(
+    input: &Value,
+    workspace: &std::path::Path,
+) -> Result<std::path::PathBuf, String> {
+    let path = input
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.trim().is_empty())
+        .ok_or("`path` (where in the workspace to save the file) is required")?;
+    let relative = std::path::Path::new(path);
+    let inside = relative.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    });
+    if !inside {
+        return Err(format!(
+            "`path` `{path}` must be a relative path inside the workspace (no `..`, not absolute)"
+        ));
+    }
+    let root = noeta_core::exec::real_root(workspace)
+        .map_err(|err| format!("the workspace {}: {err}", workspace.display()))?;
+    let target = root.join(relative);
+    let parent = target.parent().unwrap_or(&root);
+    let real_parent = std::fs::canonicalize(parent)
+        .map_err(|_| format!("`path` `{path}`: its directory does not exist in the workspace"))?;
+    if !real_parent.starts_with(&root) {
+        return Err(format!("`path` `{path}` leads outside the workspace"));
+    }
+    if std::fs::symlink_metadata(&target).is_ok() {
+        return Err(format!(
+            "`path` `{path}` exists already: choose a new name (a download never replaces a file)"
+        ));
+    }
+    Ok(target)
 }
 
 /// Runs `request` on `page`; a page that ends up on a refused address is left for a blank one.
@@ -176,6 +229,7 @@ async fn perform(
     config: Config,
     request: Request,
 ) -> Result<Done, String> {
+    let mut downloaded = None;
     let said = match &request {
         Request::Navigate(url) => {
             chromium::navigate(&page, url, &config).await?;
@@ -197,6 +251,11 @@ async fn perform(
                 format!("Typed into [{index}].")
             }
         }
+        Request::Download { index, dir } => {
+            let file = chromium::download(&page, *index, dir, &config).await?;
+            downloaded = Some(file);
+            format!("Clicked [{index}]; it downloaded a file.")
+        }
         Request::Extract | Request::Screenshot => String::new(),
     };
     if let Some(url) = chromium::current_url(&page).await
@@ -214,6 +273,7 @@ async fn perform(
         said,
         snapshot,
         png,
+        downloaded,
     })
 }
 
@@ -226,6 +286,7 @@ impl Tool for BrowserTool {
             Action::Type => "browser_type",
             Action::Extract => "browser_extract",
             Action::Screenshot => "browser_screenshot",
+            Action::Download => "browser_download",
         }
     }
 
@@ -253,6 +314,12 @@ impl Tool for BrowserTool {
             Action::Screenshot => {
                 "Takes a PNG screenshot of what the browser shows and keeps it as an artifact \
                  of the task; returns where it is kept and the page's snapshot."
+            }
+            Action::Download => {
+                "Clicks the element numbered `index` in the latest snapshot (a link or button \
+                 that downloads a file), waits for the download, and saves the file at `path` \
+                 in the workspace (a new file). Downloads happen only through this tool: \
+                 browser_click refuses them."
             }
         }
     }
@@ -282,6 +349,15 @@ impl Tool for BrowserTool {
                 "required": ["index", "text"],
                 "additionalProperties": false
             }),
+            Action::Download => json!({
+                "type": "object",
+                "properties": {
+                    "index": index,
+                    "path": { "type": "string", "description": "Where to save the file, relative to the workspace (a new file)" }
+                },
+                "required": ["index", "path"],
+                "additionalProperties": false
+            }),
             Action::Extract | Action::Screenshot => json!({
                 "type": "object",
                 "properties": {},
@@ -298,9 +374,32 @@ impl Tool for BrowserTool {
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let name = self.name().to_owned();
-        let request = self
+        let mut request = self
             .request(&input)
             .map_err(|why| ToolError::RespondToModel(format!("{name}: {why}")))?;
+        // A download is checked before anything is clicked: where it goes, and that this
+        // browser's files can be reached.
+        let target = match &mut request {
+            Request::Download { dir, .. } => {
+                let refuse = |why: String| ToolError::RespondToModel(format!("{name}: {why}"));
+                let workspace = ctx
+                    .exec_env()
+                    .map(|env| env.workspace().to_path_buf())
+                    .ok_or_else(|| refuse("this host gives tools no workspace".to_owned()))?;
+                let target = download_target(&input, &workspace).map_err(refuse)?;
+                *dir = chromium::download_dir(self.backend.config(), ctx.task_id()).ok_or_else(
+                    || {
+                        refuse(
+                            "downloads need a browser noeta starts; this one is attached by \
+                             `cdp_url` and keeps its files on its own machine"
+                                .to_owned(),
+                        )
+                    },
+                )?;
+                Some(target)
+            }
+            _ => None,
+        };
         // Where the task's browser was, for a browser started again in this process.
         let resume_url = ctx
             .state(PLUGIN)
@@ -351,6 +450,24 @@ impl Tool for BrowserTool {
             });
             ctx.record(PLUGIN, "screenshot", shot.clone());
             data["screenshot"] = shot;
+        } else if let (Some(file), Some(target)) = (&done.downloaded, &target) {
+            let bytes = save_download(file, target)
+                .map_err(|why| ToolError::RespondToModel(format!("{name}: {why}")))?;
+            let path = input
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let offered = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "Clicked [{}] and saved the download `{offered}` ({bytes} bytes) as {path}.\n\n",
+                index_of(&input).unwrap_or_default()
+            ));
+            let download = json!({ "path": path, "name": offered, "bytes": bytes });
+            ctx.record(PLUGIN, "download", download.clone());
+            data["download"] = download;
         } else if !done.said.is_empty() {
             text.push_str(&done.said);
             text.push_str("\n\n");
@@ -360,6 +477,20 @@ impl Tool for BrowserTool {
         output.data = Some(data);
         Ok(output)
     }
+}
+
+/// Moves a finished download to `target` in the workspace (copied when they are on different
+/// file systems): its size.
+fn save_download(file: &std::path::Path, target: &std::path::Path) -> Result<u64, String> {
+    let bytes = std::fs::metadata(file)
+        .map_err(|err| format!("the download {}: {err}", file.display()))?
+        .len();
+    if std::fs::rename(file, target).is_err() {
+        std::fs::copy(file, target)
+            .map_err(|err| format!("cannot save the download as {}: {err}", target.display()))?;
+        let _ = std::fs::remove_file(file);
+    }
+    Ok(bytes)
 }
 
 /// A PNG's width and height, from its header.
@@ -402,12 +533,12 @@ impl Extension for PageState {
                 }
                 Ok(())
             }
-            // The latest screenshot, by its artifact.
-            "screenshot" => {
+            // The latest screenshot, by its artifact; the latest download, by its path.
+            "screenshot" | "download" => {
                 if !state.is_object() {
                     *state = json!({});
                 }
-                state["screenshot"] = data.clone();
+                state[kind] = data.clone();
                 Ok(())
             }
             other => Err(format!("unknown record kind `{other}`")),

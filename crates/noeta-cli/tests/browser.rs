@@ -30,8 +30,8 @@ fn require_chromium() {
     );
 }
 
-/// A small site: `/` (a heading, a link, a search form), `/about` and `/search?q=…` (echoes
-/// the query).
+/// A small site: `/` (a heading, a link, a search form), `/about`, `/search?q=…` (echoes
+/// the query) and `/files` (a link to `/report.csv`, served as an attachment).
 fn site() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -49,6 +49,7 @@ fn site() -> u16 {
                 }
                 let target = first.split(' ').nth(1).unwrap_or("").to_owned();
                 let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let mut headers = "content-type: text/html".to_owned();
                 let (status, body) = match path {
                     "/" => (
                         "200 OK",
@@ -62,6 +63,18 @@ fn site() -> u16 {
                         "200 OK",
                         "<title>About</title><p>We make widgets.</p>".to_owned(),
                     ),
+                    "/files" => (
+                        "200 OK",
+                        "<title>Files</title><p>The report:</p>\
+                        <a href=\"/report.csv\" download>Report</a>"
+                            .to_owned(),
+                    ),
+                    "/report.csv" => {
+                        headers = "content-type: text/csv\r\ncontent-disposition: attachment; \
+                                   filename=\"report.csv\""
+                            .to_owned();
+                        ("200 OK", "month,widgets\njanuary,12\n".to_owned())
+                    }
                     "/search" => (
                         "200 OK",
                         format!(
@@ -74,7 +87,7 @@ fn site() -> u16 {
                 let mut stream = stream;
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status}\r\n{headers}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
                 );
             });
@@ -555,4 +568,73 @@ fn under_the_namespace_sandbox_the_browser_runs_in_it_too() {
             .contains("We make widgets."),
         "{results:?}"
     );
+}
+
+#[test]
+fn a_download_lands_in_the_workspace_only_through_browser_download_when_allowed() {
+    let env = env_with_browser("");
+    let base = format!("http://127.0.0.1:{}", site());
+    let provider = env.script(json!([
+        call("browser_navigate", json!({ "url": format!("{base}/files") })),
+        call("browser_click", json!({ "index": 1 })),
+        call("browser_download", json!({ "index": 1, "path": "data/report.csv" })),
+        call("browser_download", json!({ "index": 1, "path": "data/report.csv" })),
+        call("browser_download", json!({ "index": 1, "path": "../outside.csv" })),
+        { "text": "done" }
+    ]));
+    std::fs::create_dir_all(env.workspace.join("data")).unwrap();
+    let out = env.run(&[
+        "run",
+        "--json",
+        "--permission-mode",
+        "bypassPermissions",
+        "--provider",
+        &provider,
+        "get the report",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = results(&stdout(&out));
+    let text = |i: usize| results[i]["text"].as_str().unwrap_or_default().to_owned();
+    // A plain click downloads nothing.
+    assert!(text(1).starts_with("Clicked [1]."), "{}", text(1));
+    let saved = text(2);
+    assert!(
+        saved.starts_with(
+            "Clicked [1] and saved the download `report.csv` (25 bytes) as data/report.csv."
+        ),
+        "{saved}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("data/report.csv")).unwrap(),
+        "month,widgets\njanuary,12\n"
+    );
+    let files: Vec<String> = std::fs::read_dir(env.workspace.join("data"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["report.csv"]);
+    assert!(text(3).contains("exists already"), "{}", text(3));
+    assert!(
+        text(4).contains("must be a relative path inside the workspace"),
+        "{}",
+        text(4)
+    );
+    assert!(!env.root().join("outside.csv").exists());
+
+    // Under the default mode a download is asked for like every browser call: declined, no
+    // file.
+    let env = env_with_browser("");
+    let provider = env.script(json!([
+        call("browser_download", json!({ "index": 1, "path": "report.csv" })),
+        { "text": "declined" }
+    ]));
+    let out = env.run_with(&["run", "--provider", &provider, "get it"], None, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("`browser_download` is a high risk tool — allow this call?"),
+        "{said}"
+    );
+    assert!(!env.workspace.join("report.csv").exists());
 }
