@@ -130,6 +130,44 @@ impl AgentHost {
     pub(crate) fn stop_commands(&self, background: bool) {
         self.exec.stop(kill_grace(), background);
     }
+
+    /// The host is done with `task` and the subagents it started (its turn over, nothing
+    /// waiting for a person): what the sandbox kept for each (a container per task) goes. A
+    /// task that waits, or was interrupted, keeps it for `noeta resume`.
+    pub(crate) async fn done_with(&self, task: &TaskId) {
+        let env = self.sessions.command_env();
+        if env.name() == noeta::sandbox::LOCAL {
+            return;
+        }
+        // The subagents are the tasks whose parent chain leads to `task`.
+        let all = self.log.tasks().await.unwrap_or_default();
+        let mut done = std::collections::BTreeSet::from([task.clone()]);
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for info in &all {
+                if let Some(parent) = &info.parent
+                    && done.contains(parent)
+                    && !done.contains(&info.id)
+                {
+                    done.insert(info.id.clone());
+                    grew = true;
+                }
+            }
+        }
+        for id in &done {
+            env.task_done(id.as_str());
+        }
+    }
+}
+
+/// Whether a run that ended this way leaves its task done with (see
+/// [`AgentHost::done_with`]): not when it waits for a person or was stopped.
+pub(crate) fn leaves_task_done(outcome: &noeta_core::runner::RunOutcome) -> bool {
+    !matches!(
+        outcome,
+        noeta_core::runner::RunOutcome::Parked { .. } | noeta_core::runner::RunOutcome::Stopped
+    )
 }
 
 /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).

@@ -84,7 +84,7 @@ struct RunFlags {
     /// Print events as JSON lines on stdout
     #[arg(long)]
     json: bool,
-    /// Run commands in this sandbox: `bubblewrap`, or `local` (no sandbox; the default)
+    /// Run commands in this sandbox: `bubblewrap`, `container`, or `local` (no sandbox; the default)
     #[arg(long, value_name = "NAME")]
     sandbox: Option<String>,
     /// Show tool results and diffs in full, not as a preview
@@ -296,11 +296,32 @@ enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// Remove what a sandbox left behind for this workspace (the container sandbox's
+    /// containers of tasks no process finished)
+    #[command(
+        after_help = "Examples:\n  noeta sandbox prune\n  noeta sandbox prune --sandbox container"
+    )]
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// Trust a workspace plugin directory (or a workspace) so its plugins load; never prompts
     #[command(after_help = "Examples:\n  noeta trust .")]
     Trust {
         /// The directory to trust
         dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Remove every container the sandbox keeps for this workspace's tasks; run it when no
+    /// task of the workspace is running (a running one gets a new container at its next
+    /// command)
+    Prune {
+        /// The sandbox provider (default: `[plugins.sandbox] provider`)
+        #[arg(long, value_name = "NAME")]
+        sandbox: Option<String>,
     },
 }
 
@@ -818,6 +839,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Agents {
             command: AgentsCommand::List { json },
         } => agents::list(&paths, dirs, json),
+        Command::Sandbox {
+            command: SandboxCommand::Prune { sandbox },
+        } => {
+            let args = agent::AgentArgs {
+                plugin_dirs: dirs,
+                sandbox,
+                ..agent::AgentArgs::default()
+            };
+            let host = noeta::Host::open(agent::config(&paths, &args)?)?;
+            let (name, removed) = host.prune_sandbox()?;
+            if removed.is_empty() {
+                outln!("sandbox `{name}`: nothing to remove");
+            }
+            for item in removed {
+                outln!("removed {item}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Trust { dir } => {
             let mut store = paths.trust_store()?;
             if paths.trust_store_path().is_none() {

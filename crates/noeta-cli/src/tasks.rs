@@ -113,6 +113,9 @@ async fn run_to_exit(host: &AgentHost, task: &TaskId) -> Result<ExitCode> {
     let outcome = interruptible(drive(host, task)).await;
     host.stop_commands(true);
     let outcome = outcome.transpose()?;
+    if outcome.as_ref().is_some_and(crate::agent::leaves_task_done) {
+        host.done_with(task).await;
+    }
     let summary = match &outcome {
         Some(_) => summary(host, task, started.elapsed()).await,
         None => None,
@@ -470,6 +473,7 @@ pub(crate) async fn chat(
     let mut host = AgentHost::open(paths, args)?;
     host.warn_unoffered_tools(&new_task_id()?).await;
     eoutln!("noeta chat — {CHAT_HELP}");
+    let mut waiting = false;
     if let Some(task) = &task {
         eoutln!("carrying on with task {task}");
     }
@@ -477,6 +481,11 @@ pub(crate) async fn chat(
         let Some(line) = prompt_line("› ").await else {
             eoutln!();
             host.stop_commands(true);
+            if let Some(task) = &task
+                && !waiting
+            {
+                host.done_with(task).await;
+            }
             return Ok(ExitCode::SUCCESS);
         };
         let mut line = line.trim().to_owned();
@@ -597,7 +606,11 @@ pub(crate) async fn chat(
                 id
             }
         };
-        match interruptible(drive(&host, &current)).await {
+        let ran = interruptible(drive(&host, &current)).await;
+        // A chat left while its task waits for a person (or was interrupted) keeps what the
+        // sandbox holds for it, for `noeta resume`.
+        waiting = !matches!(&ran, Some(Ok(outcome)) if crate::agent::leaves_task_done(outcome));
+        match ran {
             Some(Ok(RunOutcome::Ended { .. } | RunOutcome::Idle)) => {}
             Some(Ok(other)) => {
                 report(&host, &current, Some(other), None);

@@ -292,6 +292,9 @@ impl Worker {
             run_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             "task run"
         );
+        if agent::leaves_task_done(&ran.outcome) {
+            runner.host.command_env().task_done(task.as_str());
+        }
         eoutln!(
             "task {task}: {} ({} ms, waited {} ms)",
             outcome_text(&ran.outcome),

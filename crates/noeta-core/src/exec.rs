@@ -239,6 +239,19 @@ pub trait ExecEnv: Send + Sync {
             env: self.name().to_owned(),
         })
     }
+
+    /// The environment one task's commands run in, for environments that keep something per
+    /// task (a container named after it, reattached when the task is claimed again). `None`:
+    /// this one serves every task. The runner asks once per claim; it must not start anything
+    /// yet (a claim may run no command at all).
+    fn for_task(&self, _task: &str) -> Option<Arc<dyn ExecEnv>> {
+        None
+    }
+
+    /// The host is done with `task` (its turn ended, or it failed, and nothing here will run
+    /// it again): what [`for_task`](Self::for_task) kept for it can go. A task waiting for a
+    /// person, or interrupted, is not done: a resume finds what it left.
+    fn task_done(&self, _task: &str) {}
 }
 
 /// Runs commands as local processes in a workspace directory.

@@ -32,6 +32,13 @@ pub trait SandboxFactory: Send + Sync {
     ) -> Result<Option<Vec<String>>, String> {
         Ok(None)
     }
+
+    /// Removes what this sandbox left behind for `workspace` (containers a task kept after
+    /// its host went away), returning what it removed; `params` are the sandbox plugin's
+    /// settings. The default: nothing is ever left behind.
+    fn prune(&self, _params: &Value, _workspace: &std::path::Path) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// The value a `sandbox_provider` contribution resolves to (inside a `HostValue`).

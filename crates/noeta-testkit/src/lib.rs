@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod container;
 pub mod damage;
 pub mod fixtures;
 pub mod fuzz;

@@ -124,6 +124,8 @@ pub struct Host {
     exec: Arc<noeta_core::exec::LocalExecEnv>,
     /// Where commands run: `exec` itself, or the sandbox the settings bind over it.
     commands: Arc<dyn noeta_core::exec::ExecEnv>,
+    /// The sandbox the settings bind (none: `local`).
+    sandbox: Option<crate::sandbox::Chosen>,
     built: Mutex<BTreeMap<String, Arc<Session>>>,
     /// The servers of the `.mcp.json` files, read when a session is first built.
     mcp_json: std::sync::OnceLock<serde_json::Map<String, Value>>,
@@ -199,6 +201,7 @@ impl Host {
             notices: None,
             exec,
             commands,
+            sandbox,
             built: Mutex::new(BTreeMap::new()),
             mcp_json: std::sync::OnceLock::new(),
             user_values: std::sync::OnceLock::new(),
@@ -255,6 +258,20 @@ impl Host {
     /// `name()` says which).
     pub fn command_env(&self) -> &Arc<dyn noeta_core::exec::ExecEnv> {
         &self.commands
+    }
+
+    /// Removes what the bound sandbox left behind for this workspace (`noeta sandbox prune`):
+    /// its name and what it removed. `local` leaves nothing behind.
+    pub fn prune_sandbox(&self) -> Result<(String, Vec<String>), HostError> {
+        let Some(chosen) = &self.sandbox else {
+            return Ok((crate::sandbox::LOCAL.to_owned(), Vec::new()));
+        };
+        let removed = chosen
+            .provider
+            .0
+            .prune(&chosen.params, &self.config.paths.workspace)
+            .map_err(|why| HostError::Sandbox(format!("sandbox `{}`: {why}", chosen.name)))?;
+        Ok((chosen.name.clone(), removed))
     }
 
     /// The agent files that load.

@@ -33,18 +33,23 @@ pub(crate) fn bind(
         return Ok(None);
     };
     if let (Some(chosen), Launch::Local { .. }) = (sandbox, &config.launch) {
-        config.wrapper = chosen
+        let prefix = chosen
             .provider
             .0
             .browser_prefix(&chosen.params, &profiles)
-            .map_err(|why| HostError::Browser(format!("sandbox `{}`: {why}", chosen.name)))?
-            .ok_or_else(|| {
-                HostError::Browser(format!(
+            .map_err(|why| HostError::Browser(format!("sandbox `{}`: {why}", chosen.name)))?;
+        config.wrapper = match prefix {
+            Some(prefix) => prefix,
+            // A browser nobody asked for (found on PATH) is left out under such a sandbox.
+            None if params.get("backend").is_none() => return Ok(None),
+            None => {
+                return Err(HostError::Browser(format!(
                     "sandbox `{}` cannot run a browser: set [plugins.browser] backend = \"none\", \
                      or cdp_url to a browser isolated on its own",
                     chosen.name
-                ))
-            })?;
+                )));
+            }
+        };
     }
     Ok(Some(Arc::new(Backend::new(config))))
 }

@@ -422,7 +422,7 @@ impl Claim<'_> {
         .with_content(Arc::clone(&self.rt.content))
         .with_inbox(self.rt.inbox.clone())
         .with_keeper(Arc::new(ClaimKeeper(Arc::clone(&self.lease))));
-        match &self.rt.exec {
+        match &self.exec {
             Some(exec) => ctx.with_exec(Arc::clone(exec)),
             None => ctx,
         }

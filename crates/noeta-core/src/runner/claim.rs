@@ -61,6 +61,9 @@ pub(super) struct Claim<'s> {
     pub(super) unwritten: Vec<(Arc<Record>, Event)>,
     /// When the claim was taken (for the claim-to-first-step metric).
     pub(super) claimed: std::time::Instant,
+    /// Where this task's commands run: the runtime's environment, or the one it keeps for
+    /// this task ([`ExecEnv::for_task`](crate::exec::ExecEnv::for_task)).
+    pub(super) exec: Option<Arc<dyn crate::exec::ExecEnv>>,
 }
 
 impl Runtime {
@@ -125,6 +128,10 @@ impl Runtime {
             images: HashMap::new(),
             unwritten: Vec::new(),
             claimed: std::time::Instant::now(),
+            exec: self.exec.as_ref().map(|env| {
+                env.for_task(task.as_str())
+                    .unwrap_or_else(|| Arc::clone(env))
+            }),
         })
     }
 
@@ -181,7 +188,7 @@ impl Claim<'_> {
             &self.session.extensions,
         )
         .with_model(&**self.rt.provider_for(&self.session.spec.name))
-        .with_exec_env(self.rt.exec.as_ref())
+        .with_exec_env(self.exec.as_ref())
     }
 
     /// Folds `records` in now and leaves their append to the next commit (see `unwritten`).
