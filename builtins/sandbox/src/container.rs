@@ -284,6 +284,9 @@ impl Shared {
             "ALL".to_owned(),
             "--security-opt".to_owned(),
             "no-new-privileges".to_owned(),
+            // Removing it (`rm --force`) kills what is left after a second, not ten.
+            "--stop-timeout".to_owned(),
+            "1".to_owned(),
         ];
         if !settings.network {
             args.extend(["--network".to_owned(), "none".to_owned()]);

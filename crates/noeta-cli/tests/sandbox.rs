@@ -217,7 +217,7 @@ fn a_sandbox_that_cannot_be_bound_is_an_error_and_nothing_runs_unsandboxed() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains(
-            "[plugins.sandbox] provider: no sandbox provider `nope` (known: local, bubblewrap)"
+            "[plugins.sandbox] provider: no sandbox provider `nope` (known: local, bubblewrap, container)"
         ),
         "{}",
         stderr(&out)
