@@ -359,7 +359,7 @@ pub async fn spilled(
     record: &Record,
     content: &dyn ContentStore,
 ) -> Result<Option<Record>, StoreError> {
-    if record.payload_size() <= MAX_RECORD_BYTES {
+    if record.payload_within(MAX_RECORD_BYTES) {
         return Ok(None);
     }
     let body = json!({ "data": record.data, "message": record.message });
