@@ -49,9 +49,22 @@ const TASK_LABEL: &str = "noeta.task";
 /// Where, inside a container, each command leaves its process id (its process group's).
 const PID_DIR: &str = "/tmp/.noeta-exec";
 
-/// The exit code of `podman exec` and `docker exec` when the engine itself failed (the
-/// container is not there, or not running), not the command.
+/// The exit code of `podman exec` when the engine itself failed (the container is not there,
+/// or not running), not the command.
 const ENGINE_FAILED: i32 = 125;
+
+/// Whether an `exec` failed in the engine rather than in the command: Podman says so by its
+/// exit code, Docker (whose client exits 1) by what it prints.
+fn engine_failed(out: &ExecOutput) -> bool {
+    match out.status {
+        Some(ENGINE_FAILED) => true,
+        Some(1) => {
+            let said = String::from_utf8_lossy(&out.stderr).to_ascii_lowercase();
+            said.contains("no such container") || said.contains("is not running")
+        }
+        _ => false,
+    }
+}
 
 /// How many processes a container allows unless the settings say otherwise.
 const DEFAULT_MAX_PROCESSES: u32 = 512;
@@ -633,7 +646,7 @@ impl ExecEnv for TaskContainer {
                 guard.disarm();
                 // The engine could not run it: when the container was removed from outside (a
                 // prune), it is made again and the command runs there, once.
-                if again && done.status == Some(ENGINE_FAILED) && self.gone().await {
+                if again && engine_failed(done) && self.gone().await {
                     again = false;
                     continue;
                 }
@@ -787,6 +800,30 @@ mod tests {
             named.contains("apt-get install no-such-engine-here"),
             "{named}"
         );
+    }
+
+    #[test]
+    fn an_engine_failure_is_told_from_a_failing_command() {
+        let out = |status: i32, stderr: &str| {
+            let mut out = ExecOutput::default();
+            out.status = Some(status);
+            out.stderr = stderr.as_bytes().to_vec();
+            out
+        };
+        assert!(engine_failed(&out(125, "Error: no container with name")));
+        assert!(engine_failed(&out(
+            1,
+            "Error response from daemon: No such container: noeta-t1"
+        )));
+        assert!(engine_failed(&out(
+            1,
+            "Error: container abc is not running"
+        )));
+        assert!(!engine_failed(&out(1, "grep found nothing")));
+        assert!(!engine_failed(&out(
+            2,
+            "No such container (a command's own words)"
+        )));
     }
 
     #[test]
