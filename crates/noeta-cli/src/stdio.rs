@@ -7,6 +7,7 @@
 //! and status 74 (`EX_IOERR`). Standard error that cannot be written is given up silently:
 //! there is nowhere left to say so.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::OnceLock;
@@ -32,6 +33,17 @@ fn choices() -> (ColorChoice, ColorChoice) {
     })
 }
 
+/// `text` with its styles already stripped where colour is off. A stripping stream writes each
+/// piece between two styles by itself, and standard error is not buffered: a styled line
+/// would take one `write` per piece instead of one.
+fn one_piece(text: &str, choice: ColorChoice) -> Cow<'_, str> {
+    if choice == ColorChoice::Never && text.contains('\x1b') {
+        Cow::Owned(anstream::adapter::strip_str(text).to_string())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 fn stdout_is_terminal() -> bool {
     static TERMINAL: OnceLock<bool> = OnceLock::new();
     *TERMINAL.get_or_init(|| io::IsTerminal::is_terminal(&io::stdout()))
@@ -45,7 +57,7 @@ pub(crate) fn write_out(args: fmt::Arguments<'_>) {
     let ends_line = (stdout_is_terminal() && !text.is_empty()).then(|| text.ends_with('\n'));
     let written = crate::status::clear_for(ends_line, || {
         let mut out = AutoStream::new(io::stdout().lock(), choices().0);
-        out.write_all(text.as_bytes())
+        out.write_all(one_piece(&text, choices().0).as_bytes())
     });
     if let Err(err) = written {
         gone(&err);
@@ -65,7 +77,7 @@ pub(crate) fn write_err(args: fmt::Arguments<'_>) {
     let text = fmt::format(args);
     crate::status::clear_for((!text.is_empty()).then(|| text.ends_with('\n')), || {
         let mut err = AutoStream::new(io::stderr().lock(), choices().1);
-        let _ = err.write_all(text.as_bytes());
+        let _ = err.write_all(one_piece(&text, choices().1).as_bytes());
         let _ = err.flush();
     });
 }
@@ -104,3 +116,22 @@ macro_rules! eoutln {
 }
 
 pub(crate) use {eout, eoutln, out, outln};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn styles_are_stripped_in_one_piece_only_where_colour_is_off() {
+        let styled = "\x1b[1mRead\x1b[0m f.txt \x1b[2m(20 lines)\x1b[0m\n";
+        assert_eq!(
+            one_piece(styled, ColorChoice::Never),
+            "Read f.txt (20 lines)\n"
+        );
+        assert!(matches!(
+            one_piece("plain\n", ColorChoice::Never),
+            Cow::Borrowed("plain\n")
+        ));
+        assert_eq!(one_piece(styled, ColorChoice::AlwaysAnsi), styled);
+    }
+}
