@@ -1,8 +1,13 @@
-//! Links the `noeta` binary with packed relative relocations (`-z pack-relative-relocs`) when
-//! building for this very Linux host and its C library (glibc 2.36 or later) loads them: the
-//! loader then applies a few kilobytes of relocations at start instead of some 1.8 MB, which
-//! makes every `noeta` process start faster and smaller (`cargo xtask bench`,
-//! `run_zero_step_process_ms`). Anywhere else the binary is linked as usual.
+//! Links the `noeta` binary, on a Linux host building for itself (glibc), as a fixed-address
+//! executable (`-no-pie`): the loader then has next to nothing to relocate at start, where a
+//! position-independent binary patches every pointer of its read-only tables and so copies
+//! those pages into each process's private memory (`cargo xtask bench`,
+//! `run_zero_step_process_ms`, `run_zero_step_peak_rss_kib`). The binary's own code then has
+//! no random address; its libraries, stack and heap still do.
+//!
+//! `NOETA_LINK_PIE=1` at build time keeps it position-independent, linked with packed relative
+//! relocations (`-z pack-relative-relocs`) when the C library loads them (glibc 2.36 or
+//! later). Anywhere else the binary is linked as usual.
 
 use std::process::Command;
 
@@ -11,6 +16,11 @@ fn main() {
     let target = std::env::var("TARGET").unwrap_or_default();
     let host = std::env::var("HOST").unwrap_or_default();
     if target != host || !target.ends_with("-linux-gnu") {
+        return;
+    }
+    println!("cargo:rerun-if-env-changed=NOETA_LINK_PIE");
+    if std::env::var("NOETA_LINK_PIE").as_deref() != Ok("1") {
+        println!("cargo:rustc-link-arg-bins=-no-pie");
         return;
     }
     if glibc_version().is_some_and(|(major, minor)| (major, minor) >= (2, 36)) {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -19,33 +19,54 @@ struct Mount {
     proxy_to: String,
 }
 
-/// The gateway: its address and its mounts.
-#[derive(Debug)]
+/// The gateway: its address (once it serves) and its mounts.
+#[derive(Debug, Default)]
 pub struct Gateway {
-    addr: SocketAddr,
+    /// Where it serves, or why it could not start: set when the first app is mounted.
+    addr: OnceLock<Result<SocketAddr, String>>,
     mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>,
 }
 
 impl Gateway {
-    /// Starts a gateway on a free loopback port, served by a thread of its own.
+    /// Starts a gateway on a free loopback port now, served by a thread of its own.
+    ///
+    /// # Errors
+    /// When no loopback port can be bound, or the thread cannot start.
     pub fn start() -> std::io::Result<Arc<Self>> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>> = Arc::default();
-        let served = Arc::clone(&mounts);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name("noeta-app-gateway".to_owned())
-            .spawn(move || runtime.block_on(serve(listener, served)))?;
-        Ok(Arc::new(Self { addr, mounts }))
+        let gateway = Self::lazy();
+        gateway.serving().map_err(std::io::Error::other)?;
+        Ok(gateway)
+    }
+
+    /// A gateway that starts when the first app is mounted: a process that opens no app binds
+    /// no port and starts no thread.
+    pub fn lazy() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Its address, starting it first when it does not serve yet.
+    fn serving(&self) -> Result<SocketAddr, String> {
+        self.addr
+            .get_or_init(|| {
+                listen(Arc::clone(&self.mounts))
+                    .map_err(|err| format!("the preview gateway cannot start: {err}"))
+            })
+            .clone()
     }
 
     /// Mounts `dir` (with its API at `proxy_to`) as `app` of `task`: its URL, and whether this
     /// gateway did not serve it so already.
-    pub fn mount(&self, task: &str, app: &str, dir: &Path, proxy_to: &str) -> (String, bool) {
+    ///
+    /// # Errors
+    /// When the gateway cannot start (no loopback port can be bound).
+    pub fn mount(
+        &self,
+        task: &str,
+        app: &str,
+        dir: &Path,
+        proxy_to: &str,
+    ) -> Result<(String, bool), String> {
+        let addr = self.serving()?;
         let mount = Mount {
             dir: dir.to_path_buf(),
             proxy_to: proxy_to.trim_end_matches('/').to_owned(),
@@ -55,13 +76,25 @@ impl Gateway {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert((task.to_owned(), app.to_owned()), mount.clone());
-        (self.url(task, app), previous.as_ref() != Some(&mount))
+        Ok((
+            format!("http://{addr}/apps/{task}/{app}/"),
+            previous.as_ref() != Some(&mount),
+        ))
     }
+}
 
-    /// Where `app` of `task` is served.
-    pub fn url(&self, task: &str, app: &str) -> String {
-        format!("http://{}/apps/{task}/{app}/", self.addr)
-    }
+/// Binds a free loopback port and serves `mounts` on it from a thread of its own.
+fn listen(mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>) -> std::io::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("noeta-app-gateway".to_owned())
+        .spawn(move || runtime.block_on(serve(listener, mounts)))?;
+    Ok(addr)
 }
 
 async fn serve(
@@ -269,4 +302,38 @@ async fn proxy(
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    #[test]
+    fn a_lazy_gateway_listens_from_its_first_mount_on() {
+        let gateway = Gateway::lazy();
+        assert!(gateway.addr.get().is_none(), "nothing bound before a mount");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("index.html"), "<p>hi</p>").unwrap();
+        let api = "http://127.0.0.1:9";
+        let (url, new) = gateway.mount("t1", "site", dir.path(), api).unwrap();
+        assert!(new);
+        let addr = gateway.serving().unwrap();
+        assert_eq!(url, format!("http://{addr}/apps/t1/site/"));
+        // The same mount again is served where it was, and is not new.
+        assert_eq!(
+            gateway.mount("t1", "site", dir.path(), api).unwrap(),
+            (url, false)
+        );
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET /apps/t1/site/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        assert!(reply.ends_with("<p>hi</p>"), "{reply}");
+    }
 }

@@ -171,7 +171,10 @@ impl Tool for OpenApp {
         let proxy_to = proxy_target(&proxy_to)
             .map_err(|why| ToolError::RespondToModel(format!("open_app: {why}")))?;
         let app = app_name(&dir);
-        let (url, _) = self.gateway.mount(ctx.task_id(), &app, &real, &proxy_to);
+        let (url, _) = self
+            .gateway
+            .mount(ctx.task_id(), &app, &real, &proxy_to)
+            .map_err(|why| ToolError::RespondToModel(format!("open_app: {why}")))?;
         ctx.record(
             PLUGIN,
             "mounted",
@@ -227,17 +230,16 @@ impl Extension for Mounts {
             };
             // A directory gone since is left unmounted; the model can open it again.
             if let Ok(real) = app_dir(workspace, dir) {
-                let (url, new) = self
+                let text = match self
                     .gateway
-                    .mount(view.task_id().as_str(), app, &real, proxy_to);
-                // Another process carries the task on: its apps have a new address.
-                if new {
-                    view.record(
-                        PLUGIN,
-                        "notice",
-                        json!({ "text": format!("app `{app}` is open again at {url}") }),
-                    );
-                }
+                    .mount(view.task_id().as_str(), app, &real, proxy_to)
+                {
+                    // Another process carries the task on: its apps have a new address.
+                    Ok((url, true)) => format!("app `{app}` is open again at {url}"),
+                    Ok((_, false)) => continue,
+                    Err(why) => format!("app `{app}` cannot be opened again: {why}"),
+                };
+                view.record(PLUGIN, "notice", json!({ "text": text }));
             }
         }
         Ok(())

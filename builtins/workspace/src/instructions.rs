@@ -112,6 +112,10 @@ impl Instructions {
         };
         for name in INSTRUCTION_FILES {
             let path = dir.join(name);
+            // Most of the names are not there: one `lstat` says so before anything is resolved.
+            if path.symlink_metadata().is_err() {
+                continue;
+            }
             // A file that resolves outside the workspace (a symlink out) is not the project's.
             match path.canonicalize() {
                 Ok(real) if real.starts_with(root) && real.is_file() => {}
@@ -252,15 +256,21 @@ impl Extension for Instructions {
         if call.name != READ_TOOL || output.is_error {
             return Ok(output);
         }
-        let (Some(root), Some(path)) = (
-            real_root(view),
+        let (Some(given), Some(path)) = (
+            view.workspace(),
             call.input.get("file_path").and_then(Value::as_str),
         ) else {
             return Ok(output);
         };
-        if directly_in(&root, path) {
+        // Most reads are of a file in the root's own directory: told by one `lstat` through
+        // the root as given (its last part is the file's, the same through any link on the
+        // way to the root), before the root is resolved.
+        if directly_in(given, path) {
             return Ok(output);
         }
+        let Some(root) = real_root(view) else {
+            return Ok(output);
+        };
         let Ok(file) = root.join(path).canonicalize() else {
             return Ok(output);
         };

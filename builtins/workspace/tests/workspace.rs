@@ -84,6 +84,9 @@ struct Harness {
     script: Mutex<Vec<Value>>,
     session: Session,
     workspace: tempfile::TempDir,
+    /// A directory holding `root`, a symlink to the workspace, when the execution environment
+    /// names the workspace through it.
+    linked: Option<tempfile::TempDir>,
 }
 
 impl Harness {
@@ -103,7 +106,24 @@ impl Harness {
             script: Mutex::new(Vec::new()),
             session,
             workspace: tempfile::tempdir().unwrap(),
+            linked: None,
         }
+    }
+
+    /// The same, with the execution environment naming the workspace through a symlink.
+    fn linked(mut self) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(self.workspace.path(), dir.path().join("root")).unwrap();
+        self.linked = Some(dir);
+        self
+    }
+
+    /// The workspace root as the execution environment names it.
+    fn exec_root(&self) -> std::path::PathBuf {
+        self.linked.as_ref().map_or_else(
+            || self.workspace.path().to_path_buf(),
+            |dir| dir.path().join("root"),
+        )
     }
 
     fn write(&self, path: &str, text: &str) {
@@ -117,7 +137,7 @@ impl Harness {
             ScriptedProvider::from_json(&json!({ "turns": turns }).to_string(), "test").unwrap();
         let rt = Runtime::new(self.log.clone(), self.content.clone(), Arc::new(provider));
         if exec {
-            rt.with_exec_env(Arc::new(LocalExecEnv::new(self.workspace.path())))
+            rt.with_exec_env(Arc::new(LocalExecEnv::new(self.exec_root())))
         } else {
             rt
         }
@@ -272,6 +292,21 @@ fn a_read_at_the_root_brings_nothing_unless_it_is_a_link_into_a_subdirectory() {
     assert_eq!(h.kinds("t", "instructions"), vec!["loaded"]);
     // The link's file lives in `app/`: its instructions apply.
     h.turn("t", "more", read("page-link.txt"));
+    assert_eq!(h.kinds("t", "instructions"), vec!["loaded", "loaded"]);
+    assert!(h.last()[1].ends_with("App rules."), "{:?}", h.last());
+}
+
+#[test]
+fn a_workspace_named_through_a_symlink_gets_the_same_instructions() {
+    let h = instructions().linked();
+    h.write("NOETA.md", "Root rules.");
+    h.write("top.txt", "x");
+    h.write("app/AGENTS.md", "App rules.");
+    h.write("app/page.txt", "x");
+    h.turn("t", "go", read("top.txt"));
+    assert_eq!(h.kinds("t", "instructions"), vec!["loaded"]);
+    assert!(h.last()[0].ends_with("Root rules."), "{:?}", h.last());
+    h.turn("t", "more", read("app/page.txt"));
     assert_eq!(h.kinds("t", "instructions"), vec!["loaded", "loaded"]);
     assert!(h.last()[1].ends_with("App rules."), "{:?}", h.last());
 }

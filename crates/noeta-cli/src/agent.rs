@@ -248,20 +248,12 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
     })
 }
 
-/// The process's preview gateway for the `app` built-in, started on first use (a reload keeps
-/// it and its mounts); `None`, with a warning, when no loopback port can be had.
+/// The process's preview gateway for the `app` built-in, one for the whole process (a reload
+/// keeps it and its mounts). It binds its port and starts its thread when the first app is
+/// opened, so a run that opens none pays nothing for it.
 fn app_gateway() -> Option<Arc<noeta::app::Gateway>> {
-    static GATEWAY: std::sync::OnceLock<Option<Arc<noeta::app::Gateway>>> =
-        std::sync::OnceLock::new();
-    GATEWAY
-        .get_or_init(|| match noeta::app::Gateway::start() {
-            Ok(gateway) => Some(gateway),
-            Err(err) => {
-                eoutln!("warning: no app previews: the preview gateway cannot start: {err}");
-                None
-            }
-        })
-        .clone()
+    static GATEWAY: std::sync::OnceLock<Arc<noeta::app::Gateway>> = std::sync::OnceLock::new();
+    Some(Arc::clone(GATEWAY.get_or_init(noeta::app::Gateway::lazy)))
 }
 
 /// The settings of a run (see [`config`]).

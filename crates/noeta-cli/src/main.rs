@@ -612,7 +612,12 @@ fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::Agent
 
 /// Runs an async command on a runtime of its own.
 fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // Told, so the runtime does not ask the system again (unless its own setting is given).
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        builder.worker_threads(noeta_core::runner::parallelism());
+    }
+    builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")?

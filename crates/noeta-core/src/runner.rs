@@ -35,6 +35,13 @@ pub use direct::{AskRefusal, DirectResult};
 pub use queue::QueuedRun;
 use tree::default_children_at_once;
 
+/// How many threads this machine runs at once (`std::thread::available_parallelism`, 1 when it
+/// cannot be told), asked once per process: on Linux asking reads the process's cgroup files.
+pub fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// At most this many adjacent read-only calls run at once.
 pub const MAX_PARALLEL_READS: usize = 10;
 

@@ -148,7 +148,7 @@ impl Spawner for ClaimSpawner {
 
 /// Child tasks run at once by default: the machine's parallelism, at most 8.
 pub(super) fn default_children_at_once() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    crate::runner::parallelism().min(8)
 }
 
 /// What running a task's background children came to.
