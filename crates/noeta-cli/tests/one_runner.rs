@@ -129,10 +129,19 @@ fn a_killed_process_is_taken_over_at_once() {
         {
             break task.to_owned();
         }
-        assert!(
-            Instant::now() < deadline,
-            "the run never started its command: {listed}"
-        );
+        if Instant::now() >= deadline {
+            // Say what the run and the listing said, not only that nothing came.
+            let _ = first.kill();
+            let out = first.wait_with_output().unwrap();
+            panic!(
+                "the run never started its command: `tasks` said {listed:?} ({:?}); the run \
+                 ended {} with stdout {:?} and stderr {:?}",
+                stderr(&log),
+                out.status,
+                stdout(&out),
+                stderr(&out)
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     std::thread::sleep(Duration::from_millis(500));
