@@ -242,7 +242,7 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
         // over at once when this one has ended.
         worker: noeta::process_worker("cli"),
         holder_gone: Some(Arc::new(noeta::process_gone)),
-        app_gateway: app_gateway(),
+        app_gateway: Some(app_gateway()),
         browser: true,
         ..HostConfig::new(paths.clone())
     })
@@ -251,9 +251,9 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
 /// The process's preview gateway for the `app` built-in, one for the whole process (a reload
 /// keeps it and its mounts). It binds its port and starts its thread when the first app is
 /// opened, so a run that opens none pays nothing for it.
-fn app_gateway() -> Option<Arc<noeta::app::Gateway>> {
+fn app_gateway() -> Arc<noeta::app::Gateway> {
     static GATEWAY: std::sync::OnceLock<Arc<noeta::app::Gateway>> = std::sync::OnceLock::new();
-    Some(Arc::clone(GATEWAY.get_or_init(noeta::app::Gateway::lazy)))
+    Arc::clone(GATEWAY.get_or_init(noeta::app::Gateway::lazy))
 }
 
 /// The settings of a run (see [`config`]).
