@@ -239,7 +239,7 @@ impl Run {
             .messages
             .iter()
             .filter(|m| m.role == Role::Tool)
-            .map(|m| (m.call_id.clone().unwrap(), m.text.clone(), m.is_error))
+            .map(|m| (m.call_id.clone().unwrap(), m.text.to_string(), m.is_error))
             .collect()
     }
 
@@ -381,7 +381,7 @@ impl Run {
             .messages
             .iter()
             .filter(|m| matches!(m.role, Role::User | Role::Context))
-            .map(|m| m.text.clone())
+            .map(|m| m.text.to_string())
             .collect()
     }
 }

@@ -111,7 +111,7 @@ impl Transcripts {
                 if !message.text.is_empty() {
                     blocks.push(json!({ "type": "text", "text": message.text }));
                 }
-                for call in &message.calls {
+                for call in message.calls.iter() {
                     blocks.push(json!({
                         "type": "tool_use",
                         "id": call.id,

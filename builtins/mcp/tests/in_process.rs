@@ -170,7 +170,7 @@ fn an_in_process_server_is_called_through_the_mcp_client_like_a_remote_one() {
         .messages
         .iter()
         .filter(|m| m.role == Role::Tool)
-        .map(|m| (m.text.clone(), m.is_error, m.attachments.len()))
+        .map(|m| (m.text.to_string(), m.is_error, m.attachments.len()))
         .collect();
     assert_eq!(
         results,

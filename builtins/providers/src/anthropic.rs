@@ -248,7 +248,7 @@ fn assistant_content(message: &Message) -> Vec<Value> {
     if !message.text.is_empty() {
         content.push(text_block(&message.text));
     }
-    for call in &message.calls {
+    for call in message.calls.iter() {
         let input = if call.input.is_object() {
             call.input.clone()
         } else {

@@ -186,7 +186,7 @@ pub(crate) fn overlay(
 fn cuttable(messages: &[Message]) -> Vec<bool> {
     let mut issued: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, message) in messages.iter().enumerate() {
-        for call in &message.calls {
+        for call in message.calls.iter() {
             issued.insert(call.id.as_str(), i);
         }
     }
@@ -241,7 +241,7 @@ fn transcript_block(m: &Message, text_chars: usize, block_chars: usize) -> Strin
         Role::User => format!("[user]\n{}", clip(&m.text, text_chars)),
         Role::Assistant => {
             let mut block = format!("[assistant]\n{}", clip(&m.text, text_chars));
-            for call in &m.calls {
+            for call in m.calls.iter() {
                 block.push_str(&format!(
                     "\n[tool call {} {}]",
                     call.name,
@@ -658,19 +658,21 @@ mod tests {
 
     fn conversation() -> Vec<Message> {
         let mut call = message(2, Role::Assistant, "");
-        call.calls.push(ToolCall {
+        call.calls = vec![ToolCall {
             id: "c1".into(),
             name: "Big".into(),
             input: json!({}),
-        });
+        }]
+        .into();
         let mut first = message(3, Role::Tool, &"r".repeat(400));
         first.call_id = Some("c1".into());
         let mut looked = message(4, Role::Assistant, "looked");
-        looked.calls.push(ToolCall {
+        looked.calls = vec![ToolCall {
             id: "c2".into(),
             name: "Big".into(),
             input: json!({}),
-        });
+        }]
+        .into();
         let mut second = message(5, Role::Tool, &"s".repeat(400));
         second.call_id = Some("c2".into());
         vec![message(1, Role::User, "goal"), call, first, looked, second]
@@ -788,12 +790,13 @@ mod tests {
         }];
         for n in 0..replies {
             records.push(CoreRecord::AssistantReply {
-                text: format!("step {n}"),
+                text: format!("step {n}").into(),
                 calls: vec![ToolCall {
                     id: format!("c{n}"),
                     name: "Big".into(),
                     input: json!({ "n": n }),
-                }],
+                }]
+                .into(),
                 stop: noeta_core::records::StopReason::ToolUse,
                 usage: Default::default(),
                 reasoning: Vec::new(),
@@ -801,7 +804,7 @@ mod tests {
             records.push(CoreRecord::CallFinished {
                 call_id: format!("c{n}"),
                 tool: "Big".into(),
-                text: "r".repeat(100 + n),
+                text: "r".repeat(100 + n).into(),
                 outcome: CallOutcome::Ok,
                 full: None,
                 attachments: Vec::new(),

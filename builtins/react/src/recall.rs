@@ -37,8 +37,8 @@ fn role_name(message: &Message) -> String {
 }
 
 fn block(index: usize, message: &Message) -> String {
-    let mut text = message.text.clone();
-    for call in &message.calls {
+    let mut text = message.text.as_str().to_owned();
+    for call in message.calls.iter() {
         text.push_str(&format!("\n[tool call {} {}]", call.name, call.input));
     }
     for image in &message.attachments {

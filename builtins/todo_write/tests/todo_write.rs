@@ -49,7 +49,7 @@ fn result(rt: &Runtime, s: &Session, t: &TaskId) -> (String, bool) {
         .iter()
         .find(|m| m.role == Role::Tool)
         .unwrap();
-    (m.text.clone(), m.is_error)
+    (m.text.to_string(), m.is_error)
 }
 
 fn item(content: &str, status: &str) -> Value {

@@ -248,7 +248,7 @@ impl Printer {
                 } else if !streamed.ends_with('\n') {
                     outln!();
                 }
-                for call in calls {
+                for call in calls.iter() {
                     eoutln!("● {}({})", paint(CALL, &call.name), summary(&call.input));
                 }
             }

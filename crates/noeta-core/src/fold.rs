@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::canonical::{self, Digest};
 use crate::extension::Extension;
+use crate::model::SharedText;
 /// The conversation's types, defined with the other model wire types.
 pub use crate::model::{Message, Role};
 use crate::records::{
@@ -38,7 +39,7 @@ impl Message {
             });
             buf.push(u8::from(self.is_error));
             put_sized(buf, self.text.as_bytes());
-            put_json(buf, &self.calls);
+            put_calls(buf, &self.calls);
             put_sized(buf, self.call_id.as_deref().unwrap_or_default().as_bytes());
             // Tagged and length-prefixed after the rest, so a message without blocks links as
             // it always has.
@@ -67,6 +68,17 @@ fn put_sized(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.extend_from_slice(bytes);
 }
 
+/// Appends the JSON of `calls` after its length; nothing but the zero length for no calls.
+fn put_calls(buf: &mut Vec<u8>, calls: &[crate::model::ToolCall]) {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 8]);
+    if !calls.is_empty() {
+        crate::model::ToolCall::write_json(calls, buf);
+    }
+    let len = (buf.len() - at - 8) as u64;
+    buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
+}
+
 /// Appends the JSON of `items` after its length; nothing but the zero length for no items.
 fn put_json<T: Serialize>(buf: &mut Vec<u8>, items: &[T]) {
     let at = buf.len();
@@ -88,11 +100,11 @@ thread_local! {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenCall {
     /// The tool.
-    pub tool: String,
+    pub tool: SharedText,
     /// The `call_started` record's sequence number.
     pub seq: u64,
-    /// The input it started with (after any rewrite).
-    pub input: Value,
+    /// The input it started with (after any rewrite), shared with the record.
+    pub input: Arc<Value>,
 }
 
 /// A call its tool parked, and what woke it (once something did).
@@ -468,8 +480,8 @@ impl Folder {
             state.core.push(Message::new(
                 event.seq,
                 Role::Context,
-                text.clone(),
-                Vec::new(),
+                SharedText::from(text),
+                Arc::default(),
                 None,
                 false,
             ));
@@ -640,7 +652,7 @@ fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64>
                 seq,
                 Role::User,
                 text.clone(),
-                Vec::new(),
+                Arc::default(),
                 None,
                 false,
             ));
@@ -723,7 +735,7 @@ fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64>
                 seq,
                 Role::Tool,
                 text.clone(),
-                Vec::new(),
+                Arc::default(),
                 Some(call_id),
                 is_error,
             );
@@ -793,7 +805,8 @@ mod tests {
                 id: "c1".into(),
                 name: "Read".into(),
                 input: json!({"path": "a\"b", "n": 1}),
-            }],
+            }]
+            .into(),
             Some("c0".into()),
             true,
         );
@@ -808,7 +821,7 @@ mod tests {
 
         // A message too large for the reused buffer to be kept links the same way, and the
         // next small one after it still links correctly.
-        message.text = "x".repeat(200_000);
+        message.text = "x".repeat(200_000).into();
         assert_eq!(message.link(&previous), spelled_out(&message, &previous));
         message.text = "short".into();
         assert_eq!(message.link(&previous), spelled_out(&message, &previous));

@@ -107,6 +107,77 @@ pub struct ToolCall {
     pub input: Value,
 }
 
+impl ToolCall {
+    /// Appends the JSON of `calls` to `buf`, byte for byte what `serde_json::to_writer` writes
+    /// for them, without going through a serializer: the conversation's hash chain writes the
+    /// calls of every assistant message it links, and a fold from scratch links them all.
+    pub(crate) fn write_json(calls: &[ToolCall], buf: &mut Vec<u8>) {
+        buf.push(b'[');
+        for (i, call) in calls.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(b"{\"id\":");
+            write_json_str(&call.id, buf);
+            buf.extend_from_slice(b",\"name\":");
+            write_json_str(&call.name, buf);
+            buf.extend_from_slice(b",\"input\":");
+            write_json_value(&call.input, buf);
+            buf.push(b'}');
+        }
+        buf.push(b']');
+    }
+}
+
+/// A JSON value as `serde_json` writes it compactly (its map's own order).
+fn write_json_value(value: &Value, buf: &mut Vec<u8>) {
+    match value {
+        Value::Null => buf.extend_from_slice(b"null"),
+        Value::Bool(true) => buf.extend_from_slice(b"true"),
+        Value::Bool(false) => buf.extend_from_slice(b"false"),
+        Value::String(text) => write_json_str(text, buf),
+        Value::Array(items) => {
+            buf.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                write_json_value(item, buf);
+            }
+            buf.push(b']');
+        }
+        Value::Object(map) => {
+            buf.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                write_json_str(key, buf);
+                buf.push(b':');
+                write_json_value(item, buf);
+            }
+            buf.push(b'}');
+        }
+        // Writing into a Vec cannot fail; numbers keep serde_json's own formatting.
+        Value::Number(number) => {
+            let _ = serde_json::to_writer(&mut *buf, number);
+        }
+    }
+}
+
+/// A JSON string as `serde_json` writes it: text with nothing to escape is copied as it is
+/// (serde_json escapes only `"`, `\` and control characters).
+fn write_json_str(text: &str, buf: &mut Vec<u8>) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        buf.reserve(text.len() + 2);
+        buf.push(b'"');
+        buf.extend_from_slice(text.as_bytes());
+        buf.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *buf, text);
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -163,11 +234,11 @@ pub struct Message {
     pub seq: u64,
     /// Who speaks.
     pub role: Role,
-    /// The text.
-    pub text: String,
-    /// Tool calls, for assistant messages.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub calls: Vec<ToolCall>,
+    /// The text, shared with the record it came from (folding a message copies no text).
+    pub text: SharedText,
+    /// Tool calls, for assistant messages, shared with the reply's record.
+    #[serde(default, skip_serializing_if = "no_calls")]
+    pub calls: Arc<[ToolCall]>,
     /// The call answered, for tool messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -191,8 +262,8 @@ impl Message {
     pub(crate) fn new(
         seq: u64,
         role: Role,
-        text: String,
-        calls: Vec<ToolCall>,
+        text: SharedText,
+        calls: Arc<[ToolCall]>,
         call_id: Option<String>,
         is_error: bool,
     ) -> Self {
@@ -211,7 +282,183 @@ impl Message {
 
     /// A message made at compose time rather than folded from the log (a summary standing in
     /// for a stretch of the conversation): `seq` places it, its hash is left for the chain to fill.
-    pub fn synthetic(seq: u64, role: Role, text: impl Into<String>) -> Self {
-        Self::new(seq, role, text.into(), Vec::new(), None, false)
+    pub fn synthetic(seq: u64, role: Role, text: impl Into<SharedText>) -> Self {
+        Self::new(seq, role, text.into(), Arc::default(), None, false)
+    }
+}
+
+/// Whether a message carries no tool calls (then serialised without the field).
+pub(crate) fn no_calls(calls: &Arc<[ToolCall]>) -> bool {
+    calls.is_empty()
+}
+
+/// Text shared rather than copied: a message's text is the same allocation as the text of the
+/// record it was folded from, and cloning a message copies none of it. It reads as a `str`,
+/// compares with strings, and serialises as a JSON string.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SharedText(Arc<str>);
+
+impl SharedText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for SharedText {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for SharedText {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for SharedText {
+    fn from(text: &str) -> Self {
+        Self(Arc::from(text))
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(text: String) -> Self {
+        Self(Arc::from(text))
+    }
+}
+
+impl From<&String> for SharedText {
+    fn from(text: &String) -> Self {
+        Self(Arc::from(text.as_str()))
+    }
+}
+
+impl From<SharedText> for String {
+    fn from(text: SharedText) -> Self {
+        text.0.as_ref().to_owned()
+    }
+}
+
+impl PartialEq<str> for SharedText {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for SharedText {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for SharedText {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<SharedText> for str {
+    fn eq(&self, other: &SharedText) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<SharedText> for &str {
+    fn eq(&self, other: &SharedText) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<SharedText> for String {
+    fn eq(&self, other: &SharedText) -> bool {
+        **self == *other.0
+    }
+}
+
+impl Serialize for SharedText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedText {
+    /// One copy of the text (serde's own `Arc<str>` goes through a `Box<str>` first).
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = SharedText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedText, E> {
+                Ok(SharedText::from(text))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<SharedText, E> {
+                Ok(SharedText::from(text))
+            }
+        }
+        de.deserialize_str(Visit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn calls_are_written_as_serde_json_writes_them() {
+        let tricky = [
+            json!({}),
+            json!(null),
+            json!({"path": "src/lib.rs", "limit": 20, "ratio": 0.5, "neg": -3, "big": u64::MAX}),
+            json!({"q": "quote \" backslash \\ tab \t nl \n nul \u{0} del \u{7f} é 😀 \u{2028}"}),
+            json!({"nested": [1, [2, {"b": true, "a": false}], [], {}], "": "empty key"}),
+            json!(["top", "level", 1.5e300, 1e-7]),
+            json!("just a string"),
+        ];
+        let mut calls = Vec::new();
+        for (n, input) in tricky.into_iter().enumerate() {
+            calls.push(ToolCall {
+                id: format!("call_{n}\u{1}\"x\""),
+                name: if n % 2 == 0 {
+                    "Read".into()
+                } else {
+                    "ünïcode\\name".into()
+                },
+                input,
+            });
+        }
+        for end in 0..=calls.len() {
+            let mut ours = Vec::new();
+            ToolCall::write_json(&calls[..end], &mut ours);
+            let theirs = serde_json::to_vec(&calls[..end]).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs),
+                "first {end} calls"
+            );
+        }
     }
 }

@@ -8,12 +8,13 @@
 //! log stays small and a fold reads the body back ([`hydrate`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The model wire types a reply record holds, defined with the others.
-pub use crate::model::{StopReason, ToolCall, Usage};
+pub use crate::model::{SharedText, StopReason, ToolCall, Usage};
 use crate::store::{ContentRef, ContentStore, Event, MAX_RECORD_BYTES, Record, StoreError};
 
 fn is_zero(n: &u32) -> bool {
@@ -135,15 +136,15 @@ pub enum CoreRecord {
     },
     /// A user message arrived.
     UserMessage {
-        /// Its text.
-        text: String,
+        /// Its text (shared with the message the fold makes of it).
+        text: SharedText,
     },
     /// The model replied.
     AssistantReply {
-        /// Its text.
-        text: String,
+        /// Its text (shared with the message the fold makes of it).
+        text: SharedText,
         /// The tool calls it made, in order.
-        calls: Vec<ToolCall>,
+        calls: Arc<[ToolCall]>,
         /// Why it stopped.
         stop: StopReason,
         /// Token usage.
@@ -168,10 +169,10 @@ pub enum CoreRecord {
     CallStarted {
         /// The call's id.
         call_id: String,
-        /// The tool.
-        tool: String,
-        /// The input it runs with (after any rewrite).
-        input: Value,
+        /// The tool (shared with the open call the fold makes of it).
+        tool: SharedText,
+        /// The input it runs with (after any rewrite), shared likewise.
+        input: Arc<Value>,
     },
     /// A call must wait for a person's answer; the turn parks.
     CallParked {
@@ -255,8 +256,9 @@ pub enum CoreRecord {
         call_id: String,
         /// The tool.
         tool: String,
-        /// The text the model sees (a bounded preview when the full body overflowed).
-        text: String,
+        /// The text the model sees (a bounded preview when the full body overflowed), shared
+        /// with the message the fold makes of it.
+        text: SharedText,
         /// How it ended.
         outcome: CallOutcome,
         /// The full body, when the text is a preview.

@@ -459,9 +459,7 @@ impl Runtime {
             identity: session.spec.identity_hash(),
             pins: session.pins.clone(),
         };
-        let message = CoreRecord::UserMessage {
-            text: goal.to_owned(),
-        };
+        let message = CoreRecord::UserMessage { text: goal.into() };
         claim
             .commit(vec![
                 started.to_record(),
@@ -499,9 +497,7 @@ impl Runtime {
                 reason,
             });
         }
-        let message = CoreRecord::UserMessage {
-            text: text.to_owned(),
-        };
+        let message = CoreRecord::UserMessage { text: text.into() };
         claim.commit(vec![message.to_record()]).await?;
         claim.release().await
     }

@@ -80,7 +80,7 @@ fn results(rt: &Runtime, s: &Session, t: &TaskId) -> Vec<String> {
         .messages
         .iter()
         .filter(|m| m.role == Role::Tool)
-        .map(|m| m.text.clone())
+        .map(|m| m.text.to_string())
         .collect()
 }
 

@@ -52,7 +52,7 @@ fn notified(run: &Run) -> Vec<String> {
         .messages
         .iter()
         .filter(|m| m.role == Role::Context && m.text.starts_with("[Monitor "))
-        .map(|m| m.text.clone())
+        .map(|m| m.text.to_string())
         .collect()
 }
 

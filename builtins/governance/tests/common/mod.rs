@@ -139,7 +139,7 @@ pub(crate) fn messages(rt: &Runtime, s: &Session, t: &TaskId, role: Role) -> Vec
         .messages
         .iter()
         .filter(|m| m.role == role)
-        .map(|m| m.text.clone())
+        .map(|m| m.text.to_string())
         .collect()
 }
 

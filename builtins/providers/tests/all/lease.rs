@@ -70,7 +70,7 @@ async fn run_with(provider: Arc<dyn Provider>) -> (RunOutcome, Vec<String>) {
         .unwrap()
         .iter()
         .filter_map(|e| match CoreRecord::from_record(&e.record) {
-            Some(Ok(CoreRecord::AssistantReply { text, .. })) => Some(text),
+            Some(Ok(CoreRecord::AssistantReply { text, .. })) => Some(text.to_string()),
             _ => None,
         })
         .collect();

@@ -343,7 +343,7 @@ impl Run {
             .messages
             .iter()
             .filter(|m| m.role == Role::Tool)
-            .map(|m| (m.text.clone(), m.is_error))
+            .map(|m| (m.text.to_string(), m.is_error))
             .collect()
     }
 

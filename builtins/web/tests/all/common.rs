@@ -189,7 +189,9 @@ impl TestModel {
 
     /// The text of the one user message of request `n`.
     pub(crate) fn prompt(&self, n: usize) -> String {
-        self.requests.lock().unwrap()[n].messages[0].text.clone()
+        self.requests.lock().unwrap()[n].messages[0]
+            .text
+            .to_string()
     }
 
     pub(crate) fn calls(&self) -> usize {

@@ -328,7 +328,7 @@ impl Claim<'_> {
             .core
             .open_calls
             .get(&call.id)
-            .map_or_else(|| call.input.clone(), |open| open.input.clone());
+            .map_or_else(|| call.input.clone(), |open| Value::clone(&open.input));
         ToolCall {
             input,
             ..call.clone()
@@ -374,8 +374,8 @@ impl Claim<'_> {
             .map(|(call, _)| {
                 CoreRecord::CallStarted {
                     call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    input: call.input.clone(),
+                    tool: call.name.as_str().into(),
+                    input: Arc::new(call.input.clone()),
                 }
                 .to_record()
             })
@@ -643,10 +643,10 @@ impl Claim<'_> {
         call: &ToolCall,
         text: &str,
         limit: usize,
-    ) -> Result<(String, Option<crate::store::ContentRef>), RunError> {
+    ) -> Result<(crate::model::SharedText, Option<crate::store::ContentRef>), RunError> {
         let total = text.chars().count();
         if total <= limit {
-            return Ok((text.to_owned(), None));
+            return Ok((text.into(), None));
         }
         let reference = self.rt.content.put("text/plain", text.as_bytes()).await?;
         let head: String = text.chars().take(limit).collect();
@@ -654,6 +654,6 @@ impl Claim<'_> {
             "{head}\n… [{} output truncated: {total} characters in all, {limit} shown; the full output is kept as sha256 {}]",
             call.name, reference.sha256
         );
-        Ok((preview, Some(reference)))
+        Ok((preview.into(), Some(reference)))
     }
 }

@@ -212,7 +212,7 @@ impl Claim<'_> {
         });
         Ok(DirectResult {
             call_id: call_id.to_owned(),
-            text: message.text.clone(),
+            text: message.text.as_str().to_owned(),
             is_error: message.is_error,
             outcome,
             attachments: message.attachments.clone(),

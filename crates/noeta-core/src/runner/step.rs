@@ -221,7 +221,7 @@ impl Claim<'_> {
             && last.calls.is_empty()
         {
             let reply = ModelReply {
-                text: last.text.clone(),
+                text: last.text.as_str().to_owned(),
                 calls: Vec::new(),
                 stop: self.state.core.last_stop,
                 usage: Default::default(),
@@ -305,8 +305,8 @@ impl Claim<'_> {
                 dynamic: hashes.dynamic,
             };
             let recorded = CoreRecord::AssistantReply {
-                text: reply.text.clone(),
-                calls: reply.calls.clone(),
+                text: reply.text.as_str().into(),
+                calls: reply.calls.as_slice().into(),
                 stop: reply.stop.unwrap_or(StopReason::EndTurn),
                 usage: reply.usage,
                 reasoning: reply.reasoning.clone(),

@@ -43,7 +43,7 @@ pub(super) async fn create_child(
         host: None,
     };
     let goal = CoreRecord::UserMessage {
-        text: order.goal.clone(),
+        text: order.goal.as_str().into(),
     };
     let batch = [
         spill(started.to_record(), rt.content.as_ref()).await?,
@@ -75,7 +75,7 @@ pub(super) async fn child_result(
             .iter()
             .rev()
             .find(|m| matches!(m.role, Role::Assistant | Role::Tool))
-            .map(|m| m.text.clone())
+            .map(|m| m.text.as_str().to_owned())
             .unwrap_or_default()
     };
     let result = |ok: bool, text: String| ChildResult {

@@ -47,7 +47,7 @@ fn every_kind() -> Vec<Record> {
         CoreRecord::CallFinished {
             call_id: id.into(),
             tool: "Read".into(),
-            text: format!("{id} done"),
+            text: format!("{id} done").into(),
             outcome,
             full: None,
             attachments: vec![attachment.clone()],
@@ -86,7 +86,7 @@ fn every_kind() -> Vec<Record> {
         .to_record(),
         CoreRecord::AssistantReply {
             text: "looking".into(),
-            calls: vec![call("c1", "Read"), call("c2", "Ask"), call("c3", "Task")],
+            calls: vec![call("c1", "Read"), call("c2", "Ask"), call("c3", "Task")].into(),
             stop: StopReason::ToolUse,
             usage: Usage {
                 input_tokens: 10,
@@ -101,7 +101,7 @@ fn every_kind() -> Vec<Record> {
         CoreRecord::CallStarted {
             call_id: "c1".into(),
             tool: "Read".into(),
-            input: json!({"path": "src/lib.rs"}),
+            input: json!({"path": "src/lib.rs"}).into(),
         }
         .to_record(),
         finished("c1", CallOutcome::Ok),
@@ -118,7 +118,7 @@ fn every_kind() -> Vec<Record> {
         CoreRecord::CallStarted {
             call_id: "c2".into(),
             tool: "Ask".into(),
-            input: json!({}),
+            input: json!({}).into(),
         }
         .to_record(),
         CoreRecord::ToolParked {
@@ -140,7 +140,7 @@ fn every_kind() -> Vec<Record> {
         CoreRecord::CallStarted {
             call_id: "c3".into(),
             tool: "Task".into(),
-            input: json!({"agent": "explore"}),
+            input: json!({"agent": "explore"}).into(),
         }
         .to_record(),
         CoreRecord::ToolParked {
@@ -281,7 +281,7 @@ fn each_prefix_folds_alike_from_typed_and_stored_records() {
     );
     let open = fold(&typed[..7]);
     assert_eq!(
-        open.core.open_calls["c1"].input,
+        *open.core.open_calls["c1"].input,
         json!({"path": "src/lib.rs"})
     );
 }
@@ -329,4 +329,56 @@ fn kinds_the_fold_does_not_read_are_not_decoded() {
     ];
     let state = fold(&events(records));
     assert_eq!(state.seq, 2);
+}
+
+#[test]
+fn a_folded_message_shares_its_text_and_calls_with_the_record() {
+    let reply = CoreRecord::AssistantReply {
+        text: "looking".into(),
+        calls: vec![call("c1", "Read")].into(),
+        stop: StopReason::ToolUse,
+        usage: Usage::default(),
+        reasoning: Vec::new(),
+    };
+    let events = events(vec![
+        CoreRecord::UserMessage { text: "go".into() }.to_record(),
+        reply.clone().to_record(),
+    ]);
+    let state = fold(&events);
+    let folded = &state.core.messages[1];
+    let CoreRecord::AssistantReply { text, calls, .. } = &reply else {
+        unreachable!()
+    };
+    // The same bytes in memory, not a copy of them.
+    assert_eq!(folded.text.as_ptr(), text.as_ptr());
+    assert_eq!(folded.calls.as_ptr(), calls.as_ptr());
+    // Cloning the state copies no text either.
+    let copy = state.clone();
+    assert_eq!(copy.core.messages[1].text.as_ptr(), text.as_ptr());
+}
+
+#[test]
+fn shared_text_reads_compares_and_serialises_as_a_string() {
+    let message = Message::synthetic(3, Role::User, "tab\there \"quoted\" é");
+    assert_eq!(message.text, "tab\there \"quoted\" é");
+    assert_eq!(message.text.to_string(), "tab\there \"quoted\" é");
+    assert!(message.text.starts_with("tab"));
+    let json = serde_json::to_value(&message).unwrap();
+    assert_eq!(json["text"], "tab\there \"quoted\" é");
+    assert!(json.get("calls").is_none(), "no calls, no field");
+    // Read back from text with escapes, from text without, and from a JSON value.
+    let back: Message = serde_json::from_str(&json.to_string()).unwrap();
+    assert_eq!(back, message);
+    let back: Message = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, message);
+    let mut plain = json.clone();
+    plain["text"] = json!("plain");
+    let plain: Message = serde_json::from_str(&plain.to_string()).unwrap();
+    assert_eq!(plain.text, "plain");
+    let wrong = serde_json::from_value::<Message>(json!({
+        "seq": 1, "role": "user", "text": 5, "hash": json["hash"].clone()
+    }))
+    .unwrap_err()
+    .to_string();
+    assert!(wrong.contains("a string"), "{wrong}");
 }

@@ -40,7 +40,7 @@ fn replies(log: &dyn EventLog) -> Vec<String> {
         .unwrap()
         .iter()
         .filter_map(|e| match CoreRecord::from_record(&e.record) {
-            Some(Ok(CoreRecord::AssistantReply { text, .. })) => Some(text),
+            Some(Ok(CoreRecord::AssistantReply { text, .. })) => Some(text.into()),
             _ => None,
         })
         .collect()

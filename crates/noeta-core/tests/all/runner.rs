@@ -430,6 +430,7 @@ fn result_text(rt: &Runtime, s: &Session, t: &TaskId) -> String {
         .find(|m| m.role == Role::Tool)
         .unwrap()
         .text
+        .to_string()
         .clone()
 }
 
@@ -1313,7 +1314,7 @@ fn a_crash_at_every_event_boundary_loses_and_duplicates_nothing() {
                 s.core
                     .messages
                     .iter()
-                    .map(|m| (m.role, m.text.clone()))
+                    .map(|m| (m.role, m.text.to_string()))
                     .collect()
             };
             assert_eq!(texts(&state), texts(&reference.1), "limit {limit}");
@@ -1998,7 +1999,7 @@ fn transcript(rt: &Runtime, s: &Session, t: &TaskId) -> Vec<(Role, String)> {
         .core
         .messages
         .iter()
-        .map(|m| (m.role, m.text.clone()))
+        .map(|m| (m.role, m.text.to_string()))
         .collect()
 }
 
