@@ -239,7 +239,13 @@ impl Run {
             .messages
             .iter()
             .filter(|m| m.role == Role::Tool)
-            .map(|m| (m.call_id.clone().unwrap(), m.text.to_string(), m.is_error))
+            .map(|m| {
+                (
+                    m.call_id.clone().unwrap().to_string(),
+                    m.text.to_string(),
+                    m.is_error,
+                )
+            })
             .collect()
     }
 

@@ -83,7 +83,7 @@ impl Budget {
             .calls
             .iter()
             .take_while(|c| c.id != call.id)
-            .filter(|c| !answered(&c.id) && !open.contains_key(&c.id))
+            .filter(|c| !answered(&c.id) && !open.contains_key(c.id.as_str()))
             .count() as u64
     }
 }

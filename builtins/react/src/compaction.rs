@@ -802,7 +802,7 @@ mod tests {
                 reasoning: Vec::new(),
             });
             records.push(CoreRecord::CallFinished {
-                call_id: format!("c{n}"),
+                call_id: format!("c{n}").into(),
                 tool: "Big".into(),
                 text: "r".repeat(100 + n).into(),
                 outcome: CallOutcome::Ok,

@@ -266,7 +266,7 @@ impl Printer {
                     .shown
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&call_id);
+                    .remove(call_id.as_str());
                 if !shown {
                     self.result(&tool, &text, outcome == CallOutcome::Ok, PREVIEW_LINES);
                 }

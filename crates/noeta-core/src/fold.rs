@@ -180,7 +180,7 @@ pub struct CoreState {
     /// The hash chain through the last message (the default digest for an empty conversation).
     pub chain: Digest,
     /// Calls that started and have not finished, by call id.
-    pub open_calls: BTreeMap<String, OpenCall>,
+    pub open_calls: BTreeMap<SharedText, OpenCall>,
     /// The current turn.
     pub turn: TurnState,
     /// Turns failed in a row.
@@ -722,13 +722,10 @@ fn fold_core(core: &mut CoreState, seq: u64, record: &CoreRecord) -> Option<u64>
             attachments,
             ..
         } => {
-            // The open call's key becomes the tool message's call id.
-            let call_id = core
-                .open_calls
-                .remove_entry(call_id)
-                .map_or_else(|| call_id.clone(), |(id, _)| id);
-            core.parked.remove(&call_id);
-            core.answers.remove(&call_id);
+            core.open_calls.remove(call_id.as_str());
+            core.parked.remove(call_id.as_str());
+            core.answers.remove(call_id.as_str());
+            let call_id = call_id.clone();
             core.tool_calls += 1;
             let is_error = *outcome != CallOutcome::Ok;
             let mut message = Message::new(

@@ -241,7 +241,7 @@ pub struct Message {
     pub calls: Arc<[ToolCall]>,
     /// The call answered, for tool messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
+    pub call_id: Option<SharedText>,
     /// Whether a tool message is an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
@@ -264,7 +264,7 @@ impl Message {
         role: Role,
         text: SharedText,
         calls: Arc<[ToolCall]>,
-        call_id: Option<String>,
+        call_id: Option<SharedText>,
         is_error: bool,
     ) -> Self {
         Self {

@@ -167,8 +167,8 @@ pub enum CoreRecord {
     },
     /// A tool call is about to run (committed before it runs).
     CallStarted {
-        /// The call's id.
-        call_id: String,
+        /// The call's id (shared with the open call and the tool message the fold makes).
+        call_id: SharedText,
         /// The tool (shared with the open call the fold makes of it).
         tool: SharedText,
         /// The input it runs with (after any rewrite), shared likewise.
@@ -252,8 +252,8 @@ pub enum CoreRecord {
     },
     /// A tool call ended.
     CallFinished {
-        /// The call's id.
-        call_id: String,
+        /// The call's id (shared with the tool message the fold makes).
+        call_id: SharedText,
         /// The tool.
         tool: String,
         /// The text the model sees (a bounded preview when the full body overflowed), shared

@@ -316,7 +316,7 @@ pub(crate) fn assistant(text: &str, calls: &[(&str, &str, Value)]) -> Message {
 
 pub(crate) fn tool_result(call_id: &str, text: &str, is_error: bool) -> Message {
     let mut message = message(Role::Tool, text);
-    message.call_id = Some(call_id.to_owned());
+    message.call_id = Some(call_id.into());
     message.is_error = is_error;
     message
 }

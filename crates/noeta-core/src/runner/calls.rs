@@ -187,7 +187,7 @@ impl Claim<'_> {
             if matches!(self.state.core.turn, TurnState::Parked { .. }) {
                 return Ok(Flow::Stop(self.parked_outcome()));
             }
-            if self.state.core.open_calls.contains_key(&call.id) {
+            if self.state.core.open_calls.contains_key(call.id.as_str()) {
                 self.run_batch(&mut batch).await?;
                 match self.state.core.parked.get(&call.id).cloned() {
                     Some(parked) if !parked.resuming => match parked.wake {
@@ -301,7 +301,7 @@ impl Claim<'_> {
                 .iter()
                 .rev()
                 .take_while(|m| m.role != Role::Assistant)
-                .any(|m| m.call_id.as_ref() == Some(id) && !m.is_error)
+                .any(|m| m.call_id.as_deref() == Some(id.as_str()) && !m.is_error)
         };
         if silent.iter().any(succeeded) {
             return self.end_turn_unless_refused("silent_reply_after").await;
@@ -327,7 +327,7 @@ impl Claim<'_> {
             .state
             .core
             .open_calls
-            .get(&call.id)
+            .get(call.id.as_str())
             .map_or_else(|| call.input.clone(), |open| Value::clone(&open.input));
         ToolCall {
             input,
@@ -373,7 +373,7 @@ impl Claim<'_> {
             .iter()
             .map(|(call, _)| {
                 CoreRecord::CallStarted {
-                    call_id: call.id.clone(),
+                    call_id: call.id.as_str().into(),
                     tool: call.name.as_str().into(),
                     input: Arc::new(call.input.clone()),
                 }
@@ -624,7 +624,7 @@ impl Claim<'_> {
             );
         }
         let finished = CoreRecord::CallFinished {
-            call_id: call.id.clone(),
+            call_id: call.id.as_str().into(),
             tool: call.name.clone(),
             text,
             outcome,

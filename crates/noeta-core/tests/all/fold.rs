@@ -355,6 +355,42 @@ fn a_folded_message_shares_its_text_and_calls_with_the_record() {
     // Cloning the state copies no text either.
     let copy = state.clone();
     assert_eq!(copy.core.messages[1].text.as_ptr(), text.as_ptr());
+
+    // A tool result shares its text and call id; the open call its tool and input.
+    let started = CoreRecord::CallStarted {
+        call_id: "c1".into(),
+        tool: "Read".into(),
+        input: json!({"path": "a"}).into(),
+    };
+    let finished = CoreRecord::CallFinished {
+        call_id: "c1".into(),
+        tool: "Read".into(),
+        text: "contents".into(),
+        outcome: CallOutcome::Ok,
+        full: None,
+        attachments: Vec::new(),
+    };
+    let folder = Folder::new(&[], "fold-test");
+    let mut state = state;
+    folder
+        .apply(&mut state, &Event::new(3, started.clone().to_record()))
+        .unwrap();
+    let CoreRecord::CallStarted { tool, input, .. } = &started else {
+        unreachable!()
+    };
+    let open = &state.core.open_calls["c1"];
+    assert_eq!(open.tool.as_ptr(), tool.as_ptr());
+    assert!(std::sync::Arc::ptr_eq(&open.input, input));
+    folder
+        .apply(&mut state, &Event::new(4, finished.clone().to_record()))
+        .unwrap();
+    let CoreRecord::CallFinished { call_id, text, .. } = &finished else {
+        unreachable!()
+    };
+    let result = &state.core.messages[2];
+    assert_eq!(result.text.as_ptr(), text.as_ptr());
+    assert_eq!(result.call_id.as_ref().unwrap().as_ptr(), call_id.as_ptr());
+    assert!(state.core.open_calls.is_empty());
 }
 
 #[test]
