@@ -414,9 +414,6 @@ impl<'de> Deserialize<'de> for SharedText {
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<SharedText, E> {
                 Ok(SharedText::from(text))
             }
-            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<SharedText, E> {
-                Ok(SharedText::from(text))
-            }
         }
         de.deserialize_str(Visit)
     }
