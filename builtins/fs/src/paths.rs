@@ -429,12 +429,14 @@ pub(crate) async fn off_thread<T: Send + 'static>(
 
 /// Lines as `cat -n` prints them (`%6d\t`), numbered from `first`.
 pub(crate) fn numbered<'a>(first: usize, lines: impl Iterator<Item = &'a str>) -> String {
+    use std::fmt::Write as _;
     let mut out = String::new();
     for (i, line) in lines.enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("{:>6}\t{line}", first + i));
+        let _ = write!(out, "{:>6}\t", first + i);
+        out.push_str(line);
     }
     out
 }

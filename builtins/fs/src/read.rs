@@ -281,7 +281,7 @@ impl Tool for Read {
             let end = lines
                 .len()
                 .min(offset.saturating_add(input.limit.unwrap_or(DEFAULT_LINES)) - 1);
-            let window: Vec<String> = lines
+            let window: Vec<std::borrow::Cow<'_, str>> = lines
                 .get(offset - 1..end)
                 .unwrap_or_default()
                 .iter()
@@ -402,7 +402,7 @@ fn shown_lines(
     rel: &str,
     offset: usize,
     limit: Option<usize>,
-    window: &[String],
+    window: &[impl AsRef<str>],
     total: usize,
 ) -> Result<String, ToolError> {
     if total == 0 {
@@ -414,7 +414,7 @@ fn shown_lines(
         ));
     }
     let end = offset + window.len() - 1;
-    let mut out = numbered(offset, window.iter().map(String::as_str));
+    let mut out = numbered(offset, window.iter().map(AsRef::as_ref));
     let tokens = out.len().div_ceil(4);
     if tokens > MAX_TOKENS {
         return Err(fail(
@@ -432,10 +432,14 @@ fn shown_lines(
     Ok(out)
 }
 
-/// A line clipped to [`MAX_LINE_CHARS`].
-pub(crate) fn clip(line: &str) -> String {
+/// A line clipped to [`MAX_LINE_CHARS`] (borrowed when short enough to show whole).
+fn clip(line: &str) -> std::borrow::Cow<'_, str> {
+    // A line of at most MAX_LINE_CHARS bytes has at most as many characters.
+    if line.len() <= MAX_LINE_CHARS {
+        return std::borrow::Cow::Borrowed(line);
+    }
     match line.char_indices().nth(MAX_LINE_CHARS) {
-        Some((at, _)) => format!("{} … [line truncated]", &line[..at]),
-        None => line.to_owned(),
+        Some((at, _)) => format!("{} … [line truncated]", &line[..at]).into(),
+        None => line.into(),
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::stdio::{eoutln, out, outln};
+use crate::stdio::{eout, eoutln, out, outln};
 use crate::style::{CALL, DIM, ERROR, NOTICE, paint};
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
@@ -43,7 +43,7 @@ pub(crate) struct Printer {
     /// Calls whose result was shown when the call finished (`after_tool`), before its
     /// record is written (a retry-safe call's goes with the next reply).
     shown: Mutex<std::collections::BTreeSet<String>>,
-    /// Every result shown this session, in order, for `/show N`: the tool and its text.
+    /// In chat, every result shown, in order, for `/show N`: the tool and its text.
     results: Mutex<Vec<(String, String)>>,
     /// The text a file had before an `Edit` or a `Write` call changed it, by call id.
     before_write: Mutex<BTreeMap<String, String>>,
@@ -148,13 +148,17 @@ impl Printer {
     }
 
     /// A call's result: a preview of its first lines (all with `--verbose`) and how to see the
-    /// rest.
-    fn result(&self, tool: &str, text: &str, ok: bool, preview: usize) {
+    /// rest, with `below` (an edit's diff lines) under it, written at once.
+    fn result(&self, tool: &str, text: &str, ok: bool, preview: usize, below: &[String]) {
+        use std::fmt::Write as _;
         crate::status::stop();
-        let n = {
+        // Only a chat names results for `/show N`; a run keeps none.
+        let n = if self.chat {
             let mut results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
             results.push((tool.to_owned(), text.to_owned()));
             results.len()
+        } else {
+            0
         };
         let lines: Vec<&str> = text.trim_end().lines().collect();
         let keep = if self.verbose {
@@ -162,21 +166,23 @@ impl Printer {
         } else {
             preview.min(lines.len())
         };
+        let mut block = String::with_capacity(text.len().min(4096) + 64);
         for (i, line) in lines.iter().take(keep.max(1)).enumerate() {
             let line = if self.verbose {
                 (*line).trim_end().to_owned()
             } else {
                 clip(line.trim_end(), 160)
             };
-            match (i, ok) {
-                (0, true) => eoutln!("  {} {}", paint(DIM, "⎿"), line),
-                (0, false) => eoutln!(
+            let _ = match (i, ok) {
+                (0, true) => writeln!(block, "  {} {}", paint(DIM, "⎿"), line),
+                (0, false) => writeln!(
+                    block,
                     "  {} {}",
                     paint(DIM, "⎿"),
                     paint(ERROR, format!("{tool} failed: {line}"))
                 ),
-                _ => eoutln!("    {line}"),
-            }
+                _ => writeln!(block, "    {line}"),
+            };
         }
         let hidden = lines.len().saturating_sub(keep.max(1));
         if hidden > 0 {
@@ -185,8 +191,16 @@ impl Printer {
             } else {
                 "--verbose shows them".to_owned()
             };
-            eoutln!("    {}", paint(DIM, format!("… +{hidden} lines ({how})")));
+            let _ = writeln!(
+                block,
+                "    {}",
+                paint(DIM, format!("… +{hidden} lines ({how})"))
+            );
         }
+        for line in below {
+            let _ = writeln!(block, "    {line}");
+        }
+        eout!("{block}");
     }
 
     /// What an `Edit` or a `Write` changed, as diff lines to show below its result.
@@ -268,7 +282,7 @@ impl Printer {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(call_id.as_str());
                 if !shown {
-                    self.result(&tool, &text, outcome == CallOutcome::Ok, PREVIEW_LINES);
+                    self.result(&tool, &text, outcome == CallOutcome::Ok, PREVIEW_LINES, &[]);
                 }
             }
             CoreRecord::ToolParked { .. } | CoreRecord::CallParked { .. } => self.pause_ticker(),
@@ -399,10 +413,7 @@ impl Extension for Printer {
             };
             // With a diff below it, the result's first line says enough.
             let preview = if diff.is_empty() { PREVIEW_LINES } else { 1 };
-            self.result(&call.name, &output.text, !output.is_error, preview);
-            for line in diff {
-                eoutln!("    {line}");
-            }
+            self.result(&call.name, &output.text, !output.is_error, preview, &diff);
             self.shown
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

@@ -44,6 +44,20 @@ fn one_piece(text: &str, choice: ColorChoice) -> Cow<'_, str> {
     }
 }
 
+/// Writes `text` to `stream` in one piece: as it is (already stripped) where colour is off,
+/// through anstream where it is on. Standard error is not buffered: nothing to flush.
+fn write_to(
+    mut stream: impl anstream::stream::RawStream + anstream::stream::AsLockedWrite,
+    choice: ColorChoice,
+    text: &str,
+) -> io::Result<()> {
+    let text = one_piece(text, choice);
+    if choice == ColorChoice::Never {
+        return stream.write_all(text.as_bytes());
+    }
+    AutoStream::new(stream, choice).write_all(text.as_bytes())
+}
+
 fn stdout_is_terminal() -> bool {
     static TERMINAL: OnceLock<bool> = OnceLock::new();
     *TERMINAL.get_or_init(|| io::IsTerminal::is_terminal(&io::stdout()))
@@ -56,8 +70,7 @@ pub(crate) fn write_out(args: fmt::Arguments<'_>) {
     // Only a terminal's cursor matters to the status line.
     let ends_line = (stdout_is_terminal() && !text.is_empty()).then(|| text.ends_with('\n'));
     let written = crate::status::clear_for(ends_line, || {
-        let mut out = AutoStream::new(io::stdout().lock(), choices().0);
-        out.write_all(one_piece(&text, choices().0).as_bytes())
+        write_to(io::stdout().lock(), choices().0, &text)
     });
     if let Err(err) = written {
         gone(&err);
@@ -76,9 +89,7 @@ pub(crate) fn flush_out() {
 pub(crate) fn write_err(args: fmt::Arguments<'_>) {
     let text = fmt::format(args);
     crate::status::clear_for((!text.is_empty()).then(|| text.ends_with('\n')), || {
-        let mut err = AutoStream::new(io::stderr().lock(), choices().1);
-        let _ = err.write_all(one_piece(&text, choices().1).as_bytes());
-        let _ = err.flush();
+        let _ = write_to(io::stderr().lock(), choices().1, &text);
     });
 }
 

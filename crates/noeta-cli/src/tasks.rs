@@ -320,7 +320,13 @@ async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<Ex
         return Ok(ExitCode::SUCCESS);
     }
     host.printer.note(&format!("task {task}"));
-    run_to_exit(&host, &task).await
+    let code = run_to_exit(&host, &task).await;
+    if matches!(host.stores.url, noeta::backends::StoreUrl::Memory) {
+        // The process ends with the run, and an in-memory log goes with it: it is not taken
+        // apart record by record first.
+        std::mem::forget(std::sync::Arc::clone(&host.stores.log));
+    }
+    code
 }
 
 /// Whether `task`'s tree was submitted to the queue (`run --detach`): a worker runs it.

@@ -212,6 +212,15 @@ pub struct Runtime {
     driving: Mutex<std::collections::BTreeSet<TaskId>>,
     /// Set when runs are to stop between steps (a worker shutting down).
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The state the last run of this runtime left its task in, for [`load`](Self::load).
+    last_run: Mutex<Option<LastRun>>,
+}
+
+/// A task's state as a run left it, with the plugin set that folded it.
+struct LastRun {
+    task: TaskId,
+    plugin_set: String,
+    state: Arc<TaskState>,
 }
 
 /// Marks a task as being driven for as long as it lives.
@@ -281,6 +290,7 @@ impl Runtime {
             children_at_once: default_children_at_once(),
             driving: Mutex::new(std::collections::BTreeSet::new()),
             stop: None,
+            last_run: Mutex::new(None),
         }
     }
 
@@ -616,8 +626,23 @@ impl Runtime {
         claim.release().await
     }
 
-    /// Folds a task without claiming it (for listings and logs).
+    /// Folds a task without claiming it (for listings and logs). A task this runtime ran last
+    /// is folded on from the state its run left (only what was recorded since is read), so
+    /// looking at a task right after running it does not fold its whole log again.
     pub async fn load(&self, session: &Session, task: &TaskId) -> Result<TaskState, RunError> {
+        let last = self
+            .last_run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|last| last.task == *task && last.plugin_set == session.folder.plugin_set())
+            .map(|last| Arc::clone(&last.state));
+        if let Some(state) = last {
+            let events = self.read_hydrated(task, state.seq).await?;
+            return Ok(session
+                .folder
+                .fold_onto(Arc::unwrap_or_clone(state), &events)?);
+        }
         let (state, _) = self.fold_task(session, task).await?;
         Ok(state?)
     }
@@ -646,6 +671,11 @@ impl Runtime {
         }
         let state = Arc::clone(&claim.state);
         claim.release().await?;
+        *self.last_run.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastRun {
+            task: task.clone(),
+            plugin_set: session.folder.plugin_set().to_owned(),
+            state: Arc::clone(&state),
+        });
         Ok((outcome, state))
     }
 }

@@ -196,6 +196,46 @@ fn a_second_message_starts_the_next_turn() {
     assert_eq!(texts, ["first", "One.", "second", "Two."]);
 }
 
+#[test]
+fn a_task_loaded_after_its_run_is_the_task_folded_from_its_log() {
+    let h = Harness::new();
+    let script = json!([
+        { "calls": [call("probe", json!({ "n": 1 }))] },
+        { "text": "Done." },
+        { "text": "Again." }
+    ]);
+    let s = session(vec![offers(vec![Arc::new(TestTool::new("probe"))])]);
+    let t = task("loaded-after-run");
+    let rt = h.runtime(script.clone());
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let bytes = |rt: &Runtime| {
+        let state = block_on(rt.load(&s, &t)).unwrap();
+        noeta_core::canonical::to_bytes(&serde_json::to_value(&state).unwrap())
+    };
+    // The runtime that ran it, and one that never did (it folds the log).
+    assert_eq!(bytes(&rt), bytes(&h.runtime(json!([]))));
+    // What another runtime records later is seen by the one that ran it first.
+    let other = h.runtime(script);
+    block_on(other.send(&s, &t, "once more")).unwrap();
+    assert_eq!(bytes(&rt), bytes(&h.runtime(json!([]))));
+    block_on(other.run(&s, &t)).unwrap();
+    assert_eq!(bytes(&rt), bytes(&h.runtime(json!([]))));
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let texts: Vec<&str> = state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(texts[texts.len() - 2..], ["once more", "Again."]);
+    // A session of another plugin set folds the log itself.
+    let mut bare = session(Vec::new());
+    bare.folder = Folder::new(&bare.extensions, "another-set");
+    let folded = block_on(rt.load(&bare, &t)).unwrap();
+    assert_eq!(folded.seq, state.seq);
+}
+
 // --- tools ----------------------------------------------------------------------
 
 #[test]
