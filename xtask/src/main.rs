@@ -1,8 +1,9 @@
-//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME]`.
+//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME] | layout`.
 
 mod bench;
 mod codegen;
 mod goldens;
+mod layout;
 mod processes;
 mod producers;
 mod tidy;
@@ -18,7 +19,9 @@ commands:
   tidy               check the layering rules, the built-in crates and the generated list
   goldens [--bless]  check (or rewrite) the byte goldens under tests/golden/
   bench [NAME]       build with the release profile and print measured figures (NAME: one
-                     bench, e.g. read_turn, or `processes` for the whole-process figures)";
+                     bench, e.g. read_turn, or `processes` for the whole-process figures)
+  layout             write crates/noeta-cli/layout.txt, the order the release binary's linker
+                     places the functions a run uses in (needs Valgrind)";
 
 /// The workspace root.
 pub(crate) fn root() -> PathBuf {
@@ -48,7 +51,7 @@ fn main() -> Result<()> {
         ["goldens", "--bless"] => goldens::run(&root(), true),
         ["bench"] => bench::run(&root(), None),
         ["bench", only] => bench::run(&root(), Some(only)),
-        ["peak-rss", binary, dir] => processes::peak_rss(Path::new(binary), Path::new(dir)),
+        ["layout"] => layout::run(&root()),
         _ => {
             eprintln!("{USAGE}");
             bail!("unknown or missing command")

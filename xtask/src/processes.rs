@@ -4,7 +4,7 @@
 //! - `run_zero_step_process_ms`: `noeta run` of a turn whose one model call answers at once
 //!   (memory store, agent `main`, the bundled scripted model): what starting a task costs.
 //! - `run_zero_step_peak_rss_kib`: the largest peak resident set of those runs
-//!   (`getrusage(RUSAGE_CHILDREN)` in a process that starts nothing else).
+//!   (`getrusage(RUSAGE_CHILDREN)` in a small process that starts nothing else, `peak-rss`).
 //! - `read_turn_50_cli_process_ms` and `cli_step_marginal_us`: the same with 50 steps of one
 //!   `Read` each, and (T(50 steps) − T(0 steps)) / 50 — what a step costs through the CLI.
 //! - `plugins_check_process_ms`: `noeta plugins check --resolve`, the declaration path.
@@ -26,7 +26,7 @@ const RUNS: usize = 21;
 const STEPS: usize = 50;
 
 /// A home and workspace for the runs: the model scripts and the 50 files read.
-fn scratch() -> Result<std::path::PathBuf> {
+pub(crate) fn scratch() -> Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("noeta-bench-process-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     std::fs::write(
@@ -84,7 +84,7 @@ fn times(binary: &Path, dir: &Path, args: &[&str]) -> Result<Vec<f64>> {
     Ok(samples)
 }
 
-const ZERO: &[&str] = &[
+pub(crate) const ZERO: &[&str] = &[
     "run",
     "--store",
     "memory:",
@@ -93,7 +93,7 @@ const ZERO: &[&str] = &[
     "say done",
 ];
 
-const FIFTY: &[&str] = &[
+pub(crate) const FIFTY: &[&str] = &[
     "run",
     "--store",
     "memory:",
@@ -127,23 +127,10 @@ fn measure(binary: &Path, dir: &Path) -> Result<()> {
         "cli_step_marginal_us: {:.1} us",
         (fifty - zero) * 1e3 / STEPS as f64
     );
-    // The peak resident set, in a process of its own so that nothing else it started counts.
-    let exe = std::env::current_exe().context("finding the xtask binary")?;
-    let out = Command::new(exe)
-        .args([
-            "peak-rss",
-            &binary.display().to_string(),
-            &dir.display().to_string(),
-        ])
-        .output()
-        .context("measuring the peak resident set")?;
-    if !out.status.success() {
-        bail!(
-            "measuring the peak resident set failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    print!("{}", String::from_utf8_lossy(&out.stdout));
+    println!(
+        "run_zero_step_peak_rss_kib: {} KiB",
+        peak_rss(binary, dir, ZERO)?
+    );
     report(
         "plugins_check_process_ms",
         "ms",
@@ -159,13 +146,38 @@ fn measure(binary: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask peak-rss BINARY DIR` (run by the bench): runs the zero-step turn and prints
-/// the largest peak resident set of those runs.
-pub(crate) fn peak_rss(binary: &Path, dir: &Path) -> Result<()> {
-    times(binary, dir, ZERO)?;
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .context("getrusage")?;
-    // Linux gives kibibytes.
-    println!("run_zero_step_peak_rss_kib: {} KiB", usage.max_rss());
-    Ok(())
+/// The largest peak resident set, in KiB, of `WARMUPS + RUNS` runs of `noeta ARGS`, measured
+/// by the small `peak-rss` binary of this package (see it for why not by this one).
+fn peak_rss(binary: &Path, dir: &Path, args: &[&str]) -> Result<u64> {
+    let status = Command::new(crate::bench::cargo())
+        .args(["build", "--quiet", "-p", "xtask", "--bin", "peak-rss"])
+        .current_dir(crate::root())
+        .status()
+        .context("building the peak-rss helper")?;
+    if !status.success() {
+        bail!("building the peak-rss helper failed");
+    }
+    let exe = std::env::current_exe().context("finding the xtask binary")?;
+    let helper = exe.with_file_name("peak-rss");
+    let out = Command::new(&helper)
+        .arg((WARMUPS + RUNS).to_string())
+        .arg(binary)
+        .args(args)
+        .env("HOME", dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", helper.display()))?;
+    if !out.status.success() {
+        bail!(
+            "measuring the peak resident set failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .context("reading the peak resident set")
 }
