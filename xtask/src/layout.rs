@@ -76,7 +76,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let mut seen = BTreeSet::new();
     for (i, args) in WORKLOADS.iter().enumerate() {
         let out = dir.join(format!("callgrind.{i}"));
-        let status = Command::new("valgrind")
+        let status = processes::in_scratch(Path::new("valgrind"), &dir)
             .args([
                 "--tool=callgrind",
                 "--dump-instr=yes",
@@ -86,11 +86,6 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             .arg(format!("--callgrind-out-file={}", out.display()))
             .arg(&binary)
             .args(*args)
-            .env("HOME", &dir)
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .current_dir(&dir)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()

@@ -50,16 +50,23 @@ pub(crate) fn scratch() -> Result<std::path::PathBuf> {
     Ok(dir)
 }
 
-/// `noeta ARGS` in `dir` (also its home), as a user runs it; fails naming what failed.
-fn command(binary: &Path, dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(binary);
+/// `program` run in `dir` (also its home) with no model keys, nothing on standard input.
+pub(crate) fn in_scratch(program: &Path, dir: &Path) -> Command {
+    let mut command = Command::new(program);
     command
-        .args(args)
         .env("HOME", dir)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .current_dir(dir)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    command
+}
+
+/// `noeta ARGS` in `dir`, as a user runs it, its output to `/dev/null`.
+fn command(binary: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut command = in_scratch(binary, dir);
+    command
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     command
@@ -159,15 +166,10 @@ fn peak_rss(binary: &Path, dir: &Path, args: &[&str]) -> Result<u64> {
     }
     let exe = std::env::current_exe().context("finding the xtask binary")?;
     let helper = exe.with_file_name("peak-rss");
-    let out = Command::new(&helper)
+    let out = in_scratch(&helper, dir)
         .arg((WARMUPS + RUNS).to_string())
         .arg(binary)
         .args(args)
-        .env("HOME", dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .current_dir(dir)
-        .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running {}", helper.display()))?;
     if !out.status.success() {
