@@ -8,7 +8,7 @@ use futures::executor::block_on;
 use noeta_core::extension::{
     Extension, HookError, HookResult, ModelRequest, OfferedTool, StepSignal, ToolChanges, View,
 };
-use noeta_core::fold::{Folder, Role, TurnState};
+use noeta_core::fold::{Folder, Role, TaskState, TurnState};
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
 use noeta_core::runner::{RunError, RunOutcome, Runtime};
@@ -32,6 +32,16 @@ fn session(extensions: Vec<Arc<dyn Extension>>) -> Session {
     session.extensions.extend(extensions);
     session.folder = Folder::new(&session.extensions, "test-set");
     session
+}
+
+/// The text of each message of `state`'s conversation, in order.
+fn texts(state: &TaskState) -> Vec<&str> {
+    state
+        .core
+        .messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .collect()
 }
 
 fn call(name: &str, input: Value) -> Value {
@@ -187,12 +197,7 @@ fn a_second_message_starts_the_next_turn() {
         RunOutcome::Ended { .. }
     ));
     let state = block_on(rt.load(&s, &t)).unwrap();
-    let texts: Vec<&str> = state
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&state);
     assert_eq!(texts, ["first", "One.", "second", "Two."]);
 }
 
@@ -222,12 +227,7 @@ fn a_task_loaded_after_its_run_is_the_task_folded_from_its_log() {
     block_on(other.run(&s, &t)).unwrap();
     assert_eq!(bytes(&rt), bytes(&h.runtime(json!([]))));
     let state = block_on(rt.load(&s, &t)).unwrap();
-    let texts: Vec<&str> = state
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&state);
     assert_eq!(texts[texts.len() - 2..], ["once more", "Again."]);
     // A session of another plugin set folds the log itself.
     let mut bare = session(Vec::new());
@@ -820,12 +820,7 @@ fn recorded_reminders_enter_the_conversation_and_tail_renders_are_never_recorded
     block_on(rt.create(&s, &t, "go")).unwrap();
     block_on(rt.run(&s, &t)).unwrap();
     let state = block_on(rt.load(&s, &t)).unwrap();
-    let texts: Vec<&str> = state
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&state);
     assert_eq!(texts, ["go", "recorded note", "ok"]);
     let all = serde_json::to_string(&h.events(&t)).unwrap();
     assert!(
@@ -973,12 +968,7 @@ fn before_finish_may_refuse_with_a_message_the_model_sees() {
         RunOutcome::Ended { .. }
     ));
     let state = block_on(rt.load(&s, &t)).unwrap();
-    let texts: Vec<&str> = state
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&state);
     assert_eq!(texts, ["go", "done?", "Run the tests first.", "tests pass"]);
 }
 
@@ -3224,12 +3214,7 @@ mod from_plugins {
             "the refused finish and the one after: {seen:?}"
         );
         let state = block_on(rt.load(&host.parent, &t)).unwrap();
-        let texts: Vec<&str> = state
-            .core
-            .messages
-            .iter()
-            .map(|m| m.text.as_str())
-            .collect();
+        let texts = texts(&state);
         assert!(
             texts.iter().any(|m| m.contains("no fixing today")),
             "the refused spawn reached the tool: {texts:?}"
@@ -3343,12 +3328,7 @@ fn on_empty_reply_may_nudge_the_model_to_go_on() {
         RunOutcome::Ended { .. }
     ));
     let state = block_on(rt.load(&s, &t)).unwrap();
-    let texts: Vec<&str> = state
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&state);
     assert_eq!(texts, ["go", "", "Please answer.", "Here."]);
 
     // With no extension to nudge, an empty reply ends the turn.
@@ -3635,12 +3615,7 @@ fn a_fork_continues_the_conversation_with_what_continue_state_keeps() {
     block_on(rt.send(&s, &b, "and this")).unwrap();
     block_on(rt.run(&s, &b)).unwrap();
     let forked = block_on(rt.load(&s, &b)).unwrap();
-    let texts: Vec<&str> = forked
-        .core
-        .messages
-        .iter()
-        .map(|m| m.text.as_str())
-        .collect();
+    let texts = texts(&forked);
     assert_eq!(
         texts,
         ["remember this", "first answer", "and this", "second answer"]
@@ -4348,12 +4323,7 @@ mod exec_and_post {
         block_on(rt.run(&s, &t)).unwrap();
         assert_eq!(result_text(&rt, &s, &t), "from the environment");
         let state = block_on(rt.load(&s, &t)).unwrap();
-        let texts: Vec<&str> = state
-            .core
-            .messages
-            .iter()
-            .map(|m| m.text.as_str())
-            .collect();
+        let texts = texts(&state);
         assert_eq!(
             texts,
             [
