@@ -50,23 +50,6 @@ pub(super) fn missing_tool(offer: &Offer, name: &str) -> String {
     )
 }
 
-/// Starts building, once per process and on a thread of its own, what checking any tool's input
-/// schema against the JSON Schema 2020-12 meta-schema needs (the meta-schema's own validator,
-/// about a millisecond and a half of work). Called while a request that offers tools is with
-/// the model (one that does not answer at once), so the process's first tool call finds it
-/// built instead of building it; a call that comes first waits for it rather than building it
-/// twice. A model that answers at once (the scripted one) leaves it to the first call.
-pub(super) fn prepare_schema_checks() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
-        // Without a thread (none can be started) the first call builds it, as before.
-        let _ = std::thread::Builder::new()
-            .name("noeta-schemas".to_owned())
-            .spawn(|| jsonschema::meta::is_valid(&serde_json::json!({ "type": "object" })));
-    });
-}
-
-/// Checks a call's input against the tool's JSON Schema, with an error the model can act on.
 /// Compiled input schemas, by their canonical bytes (compiling one costs far more than a step).
 pub(super) static VALIDATORS: std::sync::LazyLock<
     Mutex<HashMap<Vec<u8>, Arc<jsonschema::Validator>>>,
@@ -107,10 +90,19 @@ pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, S
     if let Some(validator) = cache.get(&key) {
         return Ok(Arc::clone(validator));
     }
-    let validator =
-        Arc::new(jsonschema::validator_for(&schema).map_err(|err| {
-            format!("{}: the tool's input schema is invalid: {err}", tool.name())
-        })?);
+    let validator = Arc::new(jsonschema::validator_for(&schema).map_err(|err| {
+        // Checked against the meta-schema, the schema is the instance: the path is in it.
+        let at = err.instance_path().to_string();
+        let at = if at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {at}")
+        };
+        format!(
+            "{}: the tool's input schema is invalid{at}: {err}",
+            tool.name()
+        )
+    })?);
     if cache.len() >= MAX_VALIDATORS {
         cache.clear();
     }
@@ -118,6 +110,7 @@ pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, S
     Ok(validator)
 }
 
+/// Checks a call's input against the tool's JSON Schema, with an error the model can act on.
 pub(super) fn check_input(tool: &Arc<dyn Tool>, input: &Value) -> Result<(), String> {
     if tool.flags().unchecked_input {
         return Ok(());

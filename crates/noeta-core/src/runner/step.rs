@@ -270,30 +270,13 @@ impl Claim<'_> {
             let request = self.attach(request).await?;
             let hashes = self.segment_hashes(&request);
             let provider = self.rt.provider_for(&self.session.spec.name);
-            let answer = {
-                let task = &self.task;
-                let piece = self
-                    .rt
-                    .text
-                    .as_ref()
-                    .map(|sink| move |text: &str| sink(task, text));
-                let mut call = match &piece {
-                    Some(piece) => provider.complete_streaming(&request, piece),
-                    None => provider.complete(&request),
-                };
-                // While the model works, what checking the tools' input needs is built.
-                let first = std::future::poll_fn(|cx| {
-                    std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))
-                });
-                match first.await {
-                    std::task::Poll::Ready(answer) => answer,
-                    std::task::Poll::Pending => {
-                        if !offer.tools.is_empty() {
-                            super::calls::prepare_schema_checks();
-                        }
-                        call.await
-                    }
+            let answer = match &self.rt.text {
+                Some(sink) => {
+                    let task = &self.task;
+                    let piece = |text: &str| sink(task, text);
+                    provider.complete_streaming(&request, &piece).await
                 }
+                None => provider.complete(&request).await,
             };
             let reply = match answer {
                 Ok(reply) => reply,

@@ -331,6 +331,68 @@ fn input_is_checked_against_the_schema_before_any_gate() {
 }
 
 #[test]
+fn a_tool_whose_schema_breaks_the_meta_schema_is_an_error_result_naming_it() {
+    /// Declares `required` as a string, which the JSON Schema meta-schema refuses.
+    struct Broken(AtomicUsize);
+    #[async_trait]
+    impl Tool for Broken {
+        fn name(&self) -> &str {
+            "Broken"
+        }
+        fn description(&self) -> &str {
+            "A tool with a malformed schema."
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": "n"})
+        }
+        async fn run(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutput::text("ran"))
+        }
+    }
+    let h = Harness::new();
+    let broken = Arc::new(Broken(AtomicUsize::new(0)));
+    let rt = h.runtime(json!([
+        { "calls": [call("Broken", json!({"n": 1})), call("Work", json!({"n": 2}))] },
+        { "text": "ok" }
+    ]));
+    let s = session(vec![offers(vec![
+        broken.clone(),
+        Arc::new(TestTool::new("Work")),
+    ])]);
+    let t = task("broken-schema");
+    block_on(rt.create(&s, &t, "go")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(
+        broken.0.load(Ordering::SeqCst),
+        0,
+        "an unchecked call never runs"
+    );
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let results: Vec<(&str, bool)> = state
+        .core
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.text.as_str(), m.is_error))
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1, "{results:?}");
+    assert!(
+        results[0]
+            .0
+            .starts_with("Broken: the tool's input schema is invalid at /required: "),
+        "{results:?}"
+    );
+    assert!(results[0].0.contains("\"n\""), "{results:?}");
+    assert_eq!(
+        results[1],
+        ("ran with {\"n\":2}", false),
+        "the other call runs"
+    );
+}
+
+#[test]
 fn an_unknown_tool_is_an_error_result_listing_the_available_ones() {
     let h = Harness::new();
     let rt = h.runtime(json!([{ "calls": [call("Nope", json!({}))] }, { "text": "ok" }]));
