@@ -72,20 +72,25 @@ fn command(binary: &Path, dir: &Path, args: &[&str]) -> Command {
     command
 }
 
-/// The milliseconds of each of `RUNS` runs of `noeta ARGS`, after `WARMUPS`.
-fn times(binary: &Path, dir: &Path, args: &[&str]) -> Result<Vec<f64>> {
-    let mut samples = Vec::with_capacity(RUNS);
+/// The milliseconds of each of `RUNS` runs of `noeta ARGS`, after `WARMUPS`, for each `ARGS`
+/// of `commands`: they take turns, one run each a round, so a change in the machine's load
+/// falls on all of them alike rather than on whichever ran at the time (two figures'
+/// difference is only as steady as that).
+fn times(binary: &Path, dir: &Path, commands: &[&[&str]]) -> Result<Vec<Vec<f64>>> {
+    let mut samples = vec![Vec::with_capacity(RUNS); commands.len()];
     for i in 0..WARMUPS + RUNS {
-        let start = Instant::now();
-        let status = command(binary, dir, args)
-            .status()
-            .with_context(|| format!("running {}", binary.display()))?;
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        if !status.success() {
-            bail!("`noeta {}` failed ({status})", args.join(" "));
-        }
-        if i >= WARMUPS {
-            samples.push(ms);
+        for (args, samples) in commands.iter().zip(&mut samples) {
+            let start = Instant::now();
+            let status = command(binary, dir, args)
+                .status()
+                .with_context(|| format!("running {}", binary.display()))?;
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            if !status.success() {
+                bail!("`noeta {}` failed ({status})", args.join(" "));
+            }
+            if i >= WARMUPS {
+                samples.push(ms);
+            }
         }
     }
     Ok(samples)
@@ -118,18 +123,10 @@ pub(crate) fn run(binary: &Path) -> Result<()> {
 }
 
 fn measure(binary: &Path, dir: &Path) -> Result<()> {
-    let zero = report(
-        "run_zero_step_process_ms",
-        "ms",
-        2,
-        &times(binary, dir, ZERO)?,
-    );
-    let fifty = report(
-        "read_turn_50_cli_process_ms",
-        "ms",
-        2,
-        &times(binary, dir, FIFTY)?,
-    );
+    // Times taken together, so the difference below is not a change of load between them.
+    let turns = times(binary, dir, &[ZERO, FIFTY])?;
+    let zero = report("run_zero_step_process_ms", "ms", 2, &turns[0]);
+    let fifty = report("read_turn_50_cli_process_ms", "ms", 2, &turns[1]);
     println!(
         "cli_step_marginal_us: {:.1} us",
         (fifty - zero) * 1e3 / STEPS as f64
@@ -138,18 +135,13 @@ fn measure(binary: &Path, dir: &Path) -> Result<()> {
         "run_zero_step_peak_rss_kib: {} KiB",
         peak_rss(binary, dir, ZERO)?
     );
-    report(
-        "plugins_check_process_ms",
-        "ms",
-        2,
-        &times(binary, dir, &["plugins", "check", "--resolve"])?,
-    );
-    report(
-        "noeta_plugins_list_process_ms",
-        "ms",
-        2,
-        &times(binary, dir, &["plugins", "list"])?,
-    );
+    let plugins = times(
+        binary,
+        dir,
+        &[&["plugins", "check", "--resolve"], &["plugins", "list"]],
+    )?;
+    report("plugins_check_process_ms", "ms", 2, &plugins[0]);
+    report("noeta_plugins_list_process_ms", "ms", 2, &plugins[1]);
     Ok(())
 }
 
