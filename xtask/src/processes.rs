@@ -6,12 +6,14 @@
 //! - `run_zero_step_peak_rss_kib`: the largest peak resident set of those runs
 //!   (`getrusage(RUSAGE_CHILDREN)` in a small process that starts nothing else, `peak-rss`).
 //! - `read_turn_50_cli_process_ms` and `cli_step_marginal_us`: the same with 50 steps of one
-//!   `Read` each, and (T(50 steps) − T(0 steps)) / 50 — what a step costs through the CLI.
+//!   `Read` each, and (T(50 steps) − T(0 steps)) / 50 — what a step costs through the CLI —
+//!   of each round's pair of runs (the two take turns).
 //! - `plugins_check_process_ms`: `noeta plugins check --resolve`, the declaration path.
 //! - `noeta_plugins_list_process_ms`: `noeta plugins list`.
 //!
-//! Each is the median of `RUNS` runs after `WARMUPS`, printed with `NAME_spread_pct` (the
-//! range of the runs as a percentage of the median) by `noeta_testkit::bench::report`.
+//! Each timed figure is the median of `RUNS` runs (or rounds) after `WARMUPS`, printed with
+//! `NAME_spread_pct` (their range as a percentage of the median) by
+//! `noeta_testkit::bench::report`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -123,14 +125,16 @@ pub(crate) fn run(binary: &Path) -> Result<()> {
 }
 
 fn measure(binary: &Path, dir: &Path) -> Result<()> {
-    // Times taken together, so the difference below is not a change of load between them.
     let turns = times(binary, dir, &[ZERO, FIFTY])?;
-    let zero = report("run_zero_step_process_ms", "ms", 2, &turns[0]);
-    let fifty = report("read_turn_50_cli_process_ms", "ms", 2, &turns[1]);
-    println!(
-        "cli_step_marginal_us: {:.1} us",
-        (fifty - zero) * 1e3 / STEPS as f64
-    );
+    report("run_zero_step_process_ms", "ms", 2, &turns[0]);
+    report("read_turn_50_cli_process_ms", "ms", 2, &turns[1]);
+    // A round's two runs are taken together, so each round gives the step's cost once.
+    let marginal: Vec<f64> = turns[0]
+        .iter()
+        .zip(&turns[1])
+        .map(|(zero, fifty)| (fifty - zero) * 1e3 / STEPS as f64)
+        .collect();
+    report("cli_step_marginal_us", "us", 1, &marginal);
     println!(
         "run_zero_step_peak_rss_kib: {} KiB",
         peak_rss(binary, dir, ZERO)?
