@@ -35,8 +35,10 @@ fn main() {
 /// megabytes of code instead of pieces of the whole binary's thirty (the kernel maps the
 /// pages around each one touched), which lowers its resident memory and its start-up time.
 /// Names the list has and the binary lacks are passed over, so a stale list costs only
-/// locality. `NOETA_LINK_LAYOUT=0` links without it (another linker); `NOETA_LINK_MAP=FILE`
-/// writes the linker's map, which `cargo xtask layout` reads.
+/// locality, but much of it: any code change renames some functions (LLVM's numbered local
+/// copies), each missed one costing a run a 64 KiB window of resident code, so the list is
+/// written again after code changes. `NOETA_LINK_LAYOUT=0` links without it (another
+/// linker); `NOETA_LINK_MAP=FILE` writes the linker's map, which `cargo xtask layout` reads.
 fn layout(target: &str) {
     println!("cargo:rerun-if-changed=layout.txt");
     println!("cargo:rerun-if-env-changed=NOETA_LINK_LAYOUT");

@@ -7,7 +7,8 @@
 //! run is recorded), finds the function section holding each, and lists the sections' symbols:
 //! first those the first workload runs, then what each next one adds, each group in the
 //! order the binary had them. Nothing here is timed: the list is the same whatever the
-//! machine's load. Run it again after large changes; a stale list only costs locality.
+//! machine's load. Run it again after code or dependency changes: some names it lists change
+//! with them (see `docs/performance.md`), and a stale list costs a run resident memory.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

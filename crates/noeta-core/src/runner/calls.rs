@@ -90,17 +90,12 @@ pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, S
     if let Some(validator) = cache.get(&key) {
         return Ok(Arc::clone(validator));
     }
+    // Checked against the meta-schema, the schema is the instance: the path is in it.
     let validator = Arc::new(jsonschema::validator_for(&schema).map_err(|err| {
-        // Checked against the meta-schema, the schema is the instance: the path is in it.
-        let at = err.instance_path().to_string();
-        let at = if at.is_empty() {
-            String::new()
-        } else {
-            format!(" at {at}")
-        };
         format!(
-            "{}: the tool's input schema is invalid{at}: {err}",
-            tool.name()
+            "{}: the tool's input schema is invalid — {}",
+            tool.name(),
+            located(&err)
         )
     })?);
     if cache.len() >= MAX_VALIDATORS {
@@ -110,23 +105,23 @@ pub(super) fn validator(tool: &dyn Tool) -> Result<Arc<jsonschema::Validator>, S
     Ok(validator)
 }
 
+/// A validation error led by where in the checked value it is (`/n: …`), when not at its root.
+fn located(err: &jsonschema::ValidationError<'_>) -> String {
+    let at = err.instance_path().to_string();
+    if at.is_empty() {
+        err.to_string()
+    } else {
+        format!("{at}: {err}")
+    }
+}
+
 /// Checks a call's input against the tool's JSON Schema, with an error the model can act on.
 pub(super) fn check_input(tool: &Arc<dyn Tool>, input: &Value) -> Result<(), String> {
     if tool.flags().unchecked_input {
         return Ok(());
     }
     let validator = validator_of(tool)?;
-    let errors: Vec<String> = validator
-        .iter_errors(input)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
+    let errors: Vec<String> = validator.iter_errors(input).map(|e| located(&e)).collect();
     if errors.is_empty() {
         Ok(())
     } else {

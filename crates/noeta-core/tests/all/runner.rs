@@ -381,7 +381,7 @@ fn a_tool_whose_schema_breaks_the_meta_schema_is_an_error_result_naming_it() {
     assert!(
         results[0]
             .0
-            .starts_with("Broken: the tool's input schema is invalid at /required: "),
+            .starts_with("Broken: the tool's input schema is invalid — /required: "),
         "{results:?}"
     );
     assert!(results[0].0.contains("\"n\""), "{results:?}");
