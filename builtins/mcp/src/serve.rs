@@ -240,9 +240,20 @@ pub async fn serve_stdio(desk: Desk) -> Result<(), String> {
         .map_err(|e| format!("the MCP connection ended badly: {e}"))
 }
 
-/// Serves `desk` over streamable HTTP on `listener` (every path) until `stop` completes. The
-/// `Host` header must name a loopback host, and browsers' cross-origin requests are refused:
-/// the protections the MCP specification asks of a local server.
+/// What `noeta mcp serve --http` on `port` answers: a `Host` of a loopback name with that port,
+/// and a request carrying an `Origin` only from that same address (the MCP transport
+/// specification asks a server to validate `Origin`, so a web page cannot reach a local server
+/// through DNS rebinding); a request without `Origin` is not a browser's.
+pub(crate) fn http_config(port: u16) -> StreamableHttpServerConfig {
+    let names = ["127.0.0.1", "localhost", "[::1]"];
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(names.iter().map(|name| format!("{name}:{port}")))
+        .with_allowed_origins(names.iter().map(|name| format!("http://{name}:{port}")))
+        .enforce_origin_validation()
+}
+
+/// Serves `desk` over streamable HTTP on `listener` (every path) until `stop` completes, with
+/// the `Host` and `Origin` checks of [`http_config`].
 ///
 /// # Errors
 /// The listener failed.
@@ -251,10 +262,14 @@ pub async fn serve_http(
     listener: TcpListener,
     stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("the MCP listener has no address: {e}"))?
+        .port();
     let service = StreamableHttpService::new(
         move || Ok(desk.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        http_config(port),
     );
     tokio::pin!(stop);
     loop {

@@ -76,6 +76,11 @@ async fn main() {
             .current_dir(dir.path())
             .stderr(Stdio::null()),
     ));
+    // The page takes the token `noeta serve` made and keeps, as its printed address carries it.
+    let token = ok(std::fs::read_to_string(
+        dir.path().join(".noeta/serve-token"),
+    ));
+    let server = server.with_token(token.trim());
     let page_url = server.page();
 
     let profile = ok(tempfile::tempdir());

@@ -34,6 +34,15 @@ pub(crate) fn permission_mode(text: &str) -> Result<String> {
     Ok(canonical.to_owned())
 }
 
+/// How much `mode` (canonical) lets an agent do without asking: `plan` least, then `default`,
+/// `acceptEdits`, `bypassPermissions`; an unknown mode counts as the loosest.
+pub(crate) fn looseness(mode: &str) -> usize {
+    ["plan", "default", "acceptEdits", "bypassPermissions"]
+        .iter()
+        .position(|m| *m == mode)
+        .unwrap_or(usize::MAX)
+}
+
 /// What the task-running commands share.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AgentArgs {

@@ -132,6 +132,16 @@ enum Command {
         /// Serve the API only, not the web page at `/`
         #[arg(long)]
         no_ui: bool,
+        /// The model provider tasks run on unless a request names another (`anthropic`,
+        /// `openai`; `scripted:FILE` for tests, which lets requests name scripts too)
+        #[arg(long)]
+        provider: Option<String>,
+        /// The model tasks run on unless a request names another
+        #[arg(long)]
+        model: Option<String>,
+        /// The loosest permission mode a request may ask for (default: the settings', else `default`)
+        #[arg(long = "permission-mode", value_name = "MODE")]
+        permission_mode: Option<String>,
     },
     /// Open a frontend over this workspace's tasks: `web` (serve on loopback, print the page's
     /// URL) or `terminal` (a chat)
@@ -399,11 +409,15 @@ fn block<F: std::future::Future<Output = Result<ExitCode>>>(work: F) -> Result<E
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         builder.worker_threads(noeta_core::runner::parallelism());
     }
-    builder
+    let runtime = builder
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?
-        .block_on(work)
+        .context("cannot start the async runtime")?;
+    let done = runtime.block_on(work);
+    // Work still running when the command is done (a stopped server's tasks in flight) is left
+    // to the process's end: it resumes with the next process, as after a crash.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    done
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -428,6 +442,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             store,
             workers,
             no_ui,
+            provider,
+            model,
+            permission_mode,
         } => block(api::serve(
             &paths,
             api::ServeArgs {
@@ -436,6 +453,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 workers,
                 plugin_dirs: dirs,
                 ui: (!no_ui).then(api::web_page),
+                provider,
+                model,
+                permission_mode: permission_mode
+                    .as_deref()
+                    .map(agent::permission_mode)
+                    .transpose()?,
             },
         )),
         Command::Open {

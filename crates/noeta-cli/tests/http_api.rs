@@ -23,19 +23,13 @@ fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
     noeta_testkit::serve::serve(env, "sqlite:api.db", vars, Stdio::null())
 }
 
-/// One request; the status and the body parsed as JSON.
-fn call(
-    server: &Server,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (u16, Value) {
-    server.call(method, path, body.as_ref(), token)
+/// One request with the server's token; the status and the body parsed as JSON.
+fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    server.call(method, path, body.as_ref())
 }
 
 fn get(server: &Server, path: &str) -> Value {
-    let (status, body) = call(server, "GET", path, None, None);
+    let (status, body) = call(server, "GET", path, None);
     assert_eq!(status, 200, "{path}: {body}");
     body
 }
@@ -74,8 +68,9 @@ fn follow(
     // HTTP/1.0: the stream comes unchunked, one line at a time.
     write!(
         stream,
-        "GET /v1/tasks/{task}/events HTTP/1.0\r\nHost: {}\r\nAccept: text/event-stream\r\n{resume}\r\n",
-        server.addr
+        "GET /v1/tasks/{task}/events HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n{resume}\r\n",
+        server.addr,
+        server.token.as_deref().unwrap()
     )
     .unwrap();
     let mut reader = BufReader::new(stream);
@@ -127,7 +122,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         "POST",
         "/v1/tasks",
         Some(json!({ "goal": "run the command", "provider": provider })),
-        None,
     );
     assert_eq!(status, 201, "{created}");
     let task = created["id"].as_str().unwrap().to_owned();
@@ -145,7 +139,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         "POST",
         &format!("/v1/tasks/{task}/answer"),
         Some(json!({ "call_id": "other", "allow": true })),
-        None,
     );
     assert_eq!(status, 409, "{refused}");
     assert!(
@@ -157,7 +150,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         "POST",
         &format!("/v1/tasks/{task}/answer"),
         Some(json!({ "allow": true })),
-        None,
     );
     assert_eq!(status, 202, "{answered}");
 
@@ -203,7 +195,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         "POST",
         &format!("/v1/tasks/{task}/messages"),
         Some(json!({ "text": "and again" })),
-        None,
     );
     assert_eq!(status, 202, "{sent}");
     let start = Instant::now();
@@ -243,7 +234,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         "POST",
         "/v1/tasks",
         Some(json!({ "goal": "take your time", "provider": slow })),
-        None,
     );
     let slow_task = created["id"].as_str().unwrap().to_owned();
     let start = Instant::now();
@@ -255,7 +245,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         &server,
         "POST",
         &format!("/v1/tasks/{slow_task}/cancel"),
-        None,
         None,
     );
     assert_eq!(status, 200, "{cancelled}");
@@ -269,7 +258,6 @@ fn tasks_are_created_followed_answered_messaged_and_cancelled_over_http() {
         &server,
         "POST",
         &format!("/v1/tasks/{slow_task}/cancel"),
-        None,
         None,
     );
     assert_eq!(again["cancelled"], false, "{again}");
@@ -330,7 +318,7 @@ fn bad_requests_are_named() {
         ("GET", "/v1/nothing".to_owned(), None, 404, "no such route"),
     ];
     for (method, path, body, want, says) in cases {
-        let (status, answer) = call(&server, method, &path, body, None);
+        let (status, answer) = call(&server, method, &path, body);
         assert_eq!(status, want, "{method} {path}: {answer}");
         assert!(
             answer["error"].as_str().unwrap().contains(says),
@@ -342,7 +330,6 @@ fn bad_requests_are_named() {
         "POST",
         "/v1/tasks",
         Some(json!({ "goal": "x", "provider": provider, "permission_mode": "plan" })),
-        None,
     );
     let task = created["id"].as_str().unwrap().to_owned();
     wait_status(&server, &task, "");
@@ -351,14 +338,15 @@ fn bad_requests_are_named() {
         "POST",
         &format!("/v1/tasks/{task}/answer"),
         Some(json!({ "allow": true })),
-        None,
     );
     assert!(status == 409 || status == 400, "{answer}");
     // A Last-Event-ID that is not a number.
     let mut stream = TcpStream::connect(&server.addr).unwrap();
     write!(
         stream,
-        "GET /v1/tasks/{task}/events HTTP/1.0\r\nAccept: text/event-stream\r\nLast-Event-ID: soon\r\n\r\n"
+        "GET /v1/tasks/{task}/events HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\nLast-Event-ID: soon\r\n\r\n",
+        server.addr,
+        server.token.as_deref().unwrap()
     )
     .unwrap();
     let mut response = String::new();
@@ -371,7 +359,7 @@ fn bad_requests_are_named() {
 }
 
 #[test]
-fn a_token_is_required_when_set_and_any_other_address_needs_one() {
+fn a_token_is_required_made_and_kept_when_unset_and_any_other_address_needs_one() {
     let env = CliEnv::new(NOETA);
     let out = env.run(&["serve", "--addr", "0.0.0.0:0", "--workers", "0"]);
     assert_eq!(out.status.code(), Some(1));
@@ -388,10 +376,46 @@ fn a_token_is_required_when_set_and_any_other_address_needs_one() {
         stderr(&out)
     );
 
-    env.write(
-        ".noeta/config.toml",
-        "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
+    // No token in the settings: one is made, kept for the user alone, and asked of every
+    // request; the next server keeps it.
+    let server = serve(&env, &[]);
+    let kept =
+        noeta_testkit::serve::kept_token(&env).expect("a token kept in ~/.noeta/serve-token");
+    assert_eq!(kept.len(), 64, "{kept}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(env.home.join(".noeta/serve-token"))
+            .unwrap()
+            .permissions(),
     );
+    assert_eq!(mode & 0o777, 0o600);
+    let (status, refused) = server.call_as("GET", "/v1/tasks", None, None);
+    assert_eq!(status, 401, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer <token>"),
+        "{refused}"
+    );
+    let (status, _) = server.call_as("GET", "/v1/tasks", None, Some("wrong"));
+    assert_eq!(status, 401);
+    let (status, listed) = server.call_as("GET", "/v1/tasks", None, Some(&kept));
+    assert_eq!(status, 200, "{listed}");
+    drop(server);
+    let again = serve(&env, &[]);
+    assert_eq!(
+        again.token.as_deref(),
+        Some(kept.as_str()),
+        "the token is kept"
+    );
+    drop(again);
+
+    // A token in the user's settings is the one asked for.
+    std::fs::write(
+        env.home.join(".noeta/config.toml"),
+        "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
+    )
+    .unwrap();
     let unset = env.run(&["serve", "--addr", "127.0.0.1:0"]);
     assert_eq!(unset.status.code(), Some(1));
     assert!(
@@ -400,18 +424,9 @@ fn a_token_is_required_when_set_and_any_other_address_needs_one() {
         stderr(&unset)
     );
     let server = serve(&env, &[("NOETA_SERVE_TOKEN", "s3cret-token")]);
-    let (status, refused) = call(&server, "GET", "/v1/tasks", None, None);
-    assert_eq!(status, 401, "{refused}");
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("Authorization: Bearer"),
-        "{refused}"
-    );
-    let (status, _) = call(&server, "GET", "/v1/tasks", None, Some("wrong"));
-    assert_eq!(status, 401);
-    let (status, listed) = call(&server, "GET", "/v1/tasks", None, Some("s3cret-token"));
+    let (status, _) = server.call_as("GET", "/v1/tasks", None, Some(&kept));
+    assert_eq!(status, 401, "the settings' token replaces the kept one");
+    let (status, listed) = server.call_as("GET", "/v1/tasks", None, Some("s3cret-token"));
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed, json!([]));
 }

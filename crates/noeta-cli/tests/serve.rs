@@ -202,6 +202,38 @@ fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
         "{report}"
     );
 
+    // A web page cannot reach it: another site's Origin, or a rebound Host, is refused before
+    // any MCP message is read (the MCP transport specification's Origin check).
+    let authority = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let port = authority.rsplit(':').next().unwrap().to_owned();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
+    for (host, origin) in [
+        (authority.clone(), "http://evil.example".to_owned()),
+        (authority.clone(), "null".to_owned()),
+        (
+            format!("evil.example:{port}"),
+            format!("http://evil.example:{port}"),
+        ),
+    ] {
+        let mut stream = std::net::TcpStream::connect(&authority).unwrap();
+        use std::io::{Read as _, Write as _};
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{initialize}",
+            initialize.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 403"),
+            "Host {host}, Origin {origin}: {answer}"
+        );
+    }
+
     let interrupted = std::process::Command::new("kill")
         .args(["-INT", &server.id().to_string()])
         .status()

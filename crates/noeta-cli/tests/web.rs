@@ -26,20 +26,23 @@ use serde_json::{Value, json};
 
 const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
+/// `noeta serve` for the page: its tasks may run in any permission mode (one of them bypasses
+/// permissions).
 fn serve(env: &CliEnv, vars: &[(&str, &str)]) -> Server {
-    noeta_testkit::serve::serve(
+    noeta_testkit::serve::serve_with(
         env,
         "sqlite:web.db",
         vars,
         std::fs::File::create(env.root().join("serve.log"))
             .unwrap()
             .into(),
+        &["--permission-mode", "bypassPermissions"],
     )
 }
 
 /// One API request from the test itself (not the page): the status and the JSON body.
 fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    server.call(method, path, body.as_ref(), None)
+    server.call(method, path, body.as_ref())
 }
 
 fn create(server: &Server, goal: &str, provider: &str, mode: &str) -> String {
@@ -123,7 +126,6 @@ async fn screenshot(page: &Page, name: &str) -> PathBuf {
 async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as_text() {
     let env = CliEnv::new(NOETA);
     let server = serve(&env, &[]);
-    let base = format!("http://{}", server.addr);
 
     // A task that asks to run a command, then answers twice.
     let asking = create(
@@ -189,7 +191,7 @@ async fn the_page_follows_answers_messages_and_cancels_tasks_and_shows_output_as
 
     let profile = tempfile::tempdir().unwrap();
     let browser = browser(profile.path()).await;
-    let page = browser.new_page(format!("{base}/")).await.unwrap();
+    let page = browser.new_page(server.page()).await.unwrap();
 
     // The list: every task, the ones waiting on a person first.
     wait_for(&page, "document.body.dataset.listed === '4'").await;
@@ -387,7 +389,12 @@ async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
     let server = serve(&env, &[]);
     for path in ["/", "/assets/app.js", "/v1/tasks", "/nothing"] {
         let mut stream = TcpStream::connect(&server.addr).unwrap();
-        write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n",
+            server.addr
+        )
+        .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         let head = response
@@ -439,9 +446,10 @@ async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
     let body = r#"{"goal":"  "}"#;
     write!(
         stream,
-        "POST /v1/tasks HTTP/1.0\r\nHost: {0}\r\nOrigin: http://{0}\r\nSec-Fetch-Site: same-origin\r\nContent-Type: application/json\r\nContent-Length: {1}\r\n\r\n{body}",
+        "POST /v1/tasks HTTP/1.0\r\nHost: {0}\r\nOrigin: http://{0}\r\nSec-Fetch-Site: same-origin\r\nAuthorization: Bearer {2}\r\nContent-Type: application/json\r\nContent-Length: {1}\r\n\r\n{body}",
         server.addr,
-        body.len()
+        body.len(),
+        server.token.as_deref().unwrap()
     )
     .unwrap();
     let mut response = String::new();
@@ -461,17 +469,19 @@ async fn every_answer_has_a_strict_policy_and_forged_posts_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_asks_for_the_token_once_per_tab() {
     let env = CliEnv::new(NOETA);
-    env.write(
-        ".noeta/config.toml",
+    std::fs::create_dir_all(env.home.join(".noeta")).unwrap();
+    std::fs::write(
+        env.home.join(".noeta/config.toml"),
         "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
-    );
+    )
+    .unwrap();
     let server = serve(&env, &[("NOETA_SERVE_TOKEN", "page-s3cret")]);
     let provider = script(
         &env,
         "hello.json",
         json!([{ "text": "Hello from behind a token." }]),
     );
-    let (status, created) = server.call(
+    let (status, created) = server.call_as(
         "POST",
         "/v1/tasks",
         Some(&json!({ "goal": "behind a token", "provider": provider })),
@@ -526,4 +536,45 @@ async fn the_page_asks_for_the_token_once_per_tab() {
     let other = browser.new_page(server.page()).await.unwrap();
     wait_for(&other, "document.getElementById('token') !== null").await;
     drop(browser);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noeta_open_web_prints_an_address_that_carries_the_token_to_the_page() {
+    use std::io::BufRead as _;
+    let env = CliEnv::new(NOETA);
+    let mut child = env
+        .command(&["open", "web", "--workers", "0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(env.root().join("open.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let api = lines.next().unwrap().unwrap();
+    let page_url = lines.next().unwrap().unwrap();
+    assert!(api.ends_with("/v1/"), "{api}");
+    let token = noeta_testkit::serve::kept_token(&env).unwrap();
+    assert_eq!(
+        page_url,
+        format!("{}#token={token}", api.trim_end_matches("v1/")),
+        "the page's address carries the kept token"
+    );
+
+    let profile = tempfile::tempdir().unwrap();
+    let browser = browser(profile.path()).await;
+    let page = browser.new_page(page_url.as_str()).await.unwrap();
+    wait_for(&page, "document.body.dataset.listed === '0'").await;
+    assert_eq!(
+        eval(&page, "document.getElementById('token') === null").await,
+        json!(true),
+        "no token asked for"
+    );
+    assert_eq!(
+        eval(&page, "location.hash").await,
+        json!("#/"),
+        "the token is taken out of the address"
+    );
+    drop(browser);
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -18,6 +18,7 @@ pub mod canonical;
 pub mod contrib;
 pub mod exec;
 pub mod extension;
+pub mod files;
 pub mod fold;
 mod hooks;
 pub mod identity;

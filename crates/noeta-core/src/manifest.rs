@@ -277,28 +277,14 @@ impl fmt::Display for PluginLabel {
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
 /// A text file the user wrote, read whole unless it is larger than `limit` bytes: `Ok(Err(size))`
-/// then, with its size (or the bytes read past the limit), and nothing more is read. Only
-/// regular files are opened, so a named pipe cannot block the reader.
+/// then, with its size (or the bytes read past the limit), and nothing more is read. Read by
+/// [`crate::files::read_text`]: only regular files, opened without blocking, and text only.
 pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Result<String, u64>> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
+    match crate::files::read_text(path, limit) {
+        Ok(text) => Ok(Ok(text)),
+        Err(crate::files::FileError::TooLarge { size, .. }) => Ok(Err(size)),
+        Err(err) => Err(err.into_io()),
     }
-    if meta.len() > limit {
-        return Ok(Err(meta.len()));
-    }
-    let mut text = String::new();
-    let read = std::fs::File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_string(&mut text)?;
-    if read as u64 > limit {
-        return Ok(Err(read as u64));
-    }
-    Ok(Ok(text))
 }
 
 /// Reads a manifest file (`noeta-plugin.toml`, a `Cargo.toml` or a `pyproject`-style file).

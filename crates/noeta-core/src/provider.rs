@@ -191,6 +191,9 @@ fn default_window() -> u64 {
     200_000
 }
 
+/// The most bytes a model script file may hold.
+pub const MAX_SCRIPT_BYTES: u64 = 16 * 1024 * 1024;
+
 /// A script that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -292,12 +295,15 @@ impl ScriptedProvider {
         }
     }
 
-    /// Reads a script file.
+    /// Reads a script file: a regular file of at most [`MAX_SCRIPT_BYTES`] (a named pipe or a
+    /// device is refused without being waited on).
     pub fn from_file(path: &Path) -> Result<Self, ScriptFileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptFileError::Read {
-            path: shown.clone(),
-            source,
+        let text = crate::files::read_text(path, MAX_SCRIPT_BYTES).map_err(|err| {
+            ScriptFileError::Read {
+                path: shown.clone(),
+                source: err.into_io(),
+            }
         })?;
         Self::from_json(&text, &shown)
     }

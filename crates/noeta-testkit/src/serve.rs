@@ -13,6 +13,8 @@ pub struct Server {
     child: Child,
     /// `host:port`.
     pub addr: String,
+    /// The token its requests carry (see [`Server::with_token`]); `None` until known.
+    pub token: Option<String>,
     /// Its standard output, kept open: a server writing to a closed pipe would end.
     _stdout: BufReader<ChildStdout>,
 }
@@ -52,21 +54,61 @@ impl Server {
         };
         Ok(Self {
             addr: addr.to_owned(),
+            token: None,
             child,
             _stdout: stdout,
         })
     }
 
-    /// The page's address, `http://host:port/`.
-    pub fn page(&self) -> String {
-        format!("http://{}/", self.addr)
+    /// The same server, its requests carrying `token`.
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 
-    /// One request: the status and the body as JSON (a body that is not JSON as a string).
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the server to end, at most `within`: whether it ended.
+    pub fn terminate(&mut self, within: std::time::Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-s", "TERM", &self.child.id().to_string()])
+            .status();
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The page's address, `http://host:port/`, with the token when it is known (as `noeta
+    /// serve` prints it: `#token=…`).
+    pub fn page(&self) -> String {
+        match &self.token {
+            Some(token) => format!("http://{}/#token={token}", self.addr),
+            None => format!("http://{}/", self.addr),
+        }
+    }
+
+    /// One request with the server's token: the status and the body as JSON (a body that is not
+    /// JSON as a string).
     ///
     /// # Panics
     /// When the server cannot be reached or answers something that is not HTTP.
-    pub fn call(
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        self.call_as(method, path, body, self.token.as_deref())
+    }
+
+    /// One request carrying `token` (none when `None`): the status and the body as JSON.
+    ///
+    /// # Panics
+    /// When the server cannot be reached or answers something that is not HTTP.
+    pub fn call_as(
         &self,
         method: &str,
         path: &str,
@@ -100,8 +142,16 @@ impl Server {
     }
 }
 
-/// `noeta serve` in `env` on a free loopback port, over `store` with two worker slots, with
-/// `vars` set and its standard error to `stderr`.
+/// The token a `noeta serve` of `env` made and keeps (`~/.noeta/serve-token`), if there is one.
+pub fn kept_token(env: &crate::cli::CliEnv) -> Option<String> {
+    std::fs::read_to_string(env.home.join(".noeta").join("serve-token"))
+        .ok()
+        .map(|t| t.trim().to_owned())
+}
+
+/// `noeta serve` in `env` on a free loopback port, over `store` with two worker slots, running a
+/// scripted model (so requests may name scripts of their own), with `vars` set and its standard
+/// error to `stderr`. Its requests carry the token it keeps.
 ///
 /// # Panics
 /// When it does not start.
@@ -111,7 +161,26 @@ pub fn serve(
     vars: &[(&str, &str)],
     stderr: Stdio,
 ) -> Server {
-    let mut command = env.command(&[
+    serve_with(env, store, vars, stderr, &[])
+}
+
+/// [`serve`] with more arguments after the usual ones.
+///
+/// # Panics
+/// When it does not start.
+pub fn serve_with(
+    env: &crate::cli::CliEnv,
+    store: &str,
+    vars: &[(&str, &str)],
+    stderr: Stdio,
+    more: &[&str],
+) -> Server {
+    let script = env.write(
+        "serve-model.json",
+        &serde_json::json!({ "turns": [{ "text": "done" }] }).to_string(),
+    );
+    let script = format!("scripted:{}", script.display());
+    let mut args = vec![
         "serve",
         "--addr",
         "127.0.0.1:0",
@@ -119,11 +188,19 @@ pub fn serve(
         store,
         "--workers",
         "2",
-    ]);
+        "--provider",
+        &script,
+    ];
+    args.extend_from_slice(more);
+    let mut command = env.command(&args);
     for (key, value) in vars {
         command.env(key, value);
     }
-    Server::start(command.stderr(stderr)).unwrap_or_else(|e| panic!("{e}"))
+    let server = Server::start(command.stderr(stderr)).unwrap_or_else(|e| panic!("{e}"));
+    match kept_token(env) {
+        Some(token) => server.with_token(token),
+        None => server,
+    }
 }
 
 /// The Chromium on `PATH` (`chromium`, `chromium-browser` or `google-chrome`).

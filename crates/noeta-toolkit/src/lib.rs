@@ -6,15 +6,18 @@
 //! typed schemas and readers of plugins' public records ([`todos`],
 //! [`compaction`]), calendar dates of Unix times ([`dates`]), and the reader of a
 //! plugin's settings table, [`SettingsTable`], whose errors all name the plugin,
-//! the key and the value, and Claude Code's permission rules, [`PermissionRule`].
+//! the key and the value, Claude Code's permission rules, [`PermissionRule`], and the
+//! `Host`/`Origin` checks of a local HTTP server, [`HostCheck`].
 
 pub mod compaction;
 pub mod dates;
 mod fn_tool;
+mod hosts;
 mod rule;
 mod settings;
 pub mod todos;
 
 pub use fn_tool::{FnTool, ToolFuture};
+pub use hosts::{HostCheck, Refusal, is_loopback_name};
 pub use rule::PermissionRule;
 pub use settings::{SettingsError, SettingsTable, TimeUnit, WholeNumber};

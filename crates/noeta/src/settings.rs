@@ -491,6 +491,24 @@ impl Settings {
         names.into_iter().collect()
     }
 
+    /// The permission mode agent `agent` starts in by these settings (`[plugins.governance]`,
+    /// its `permissions` table, `add_plugins` parameters), `None` when no layer sets one;
+    /// `bypassPermissions` when `governance`, which asks, is switched off.
+    pub fn permission_mode(&self, agent: &str) -> Option<String> {
+        if !self.is_enabled("governance") || !self.is_enabled("permissions") {
+            return Some("bypassPermissions".to_owned());
+        }
+        let mut options = AgentOptions::named(agent);
+        options.plugins.push("governance".to_owned());
+        self.apply_to(&mut options);
+        options
+            .config
+            .get("governance")?
+            .get("permission_mode")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
     /// Applies the settings to one agent's options: adds `add_plugins` for its name and `*`
     /// after its own plugins, drops every plugin that is off, and sets `config` to the merged
     /// `[plugins.*]` parameters, then `add_plugins` parameters (`*`, then the agent's), then

@@ -1334,7 +1334,7 @@ fn a_named_pipe_in_place_of_a_settings_file_is_an_error_not_a_hang() {
     assert_eq!(
         host.error(),
         format!(
-            "cannot read {}: not a regular file",
+            "cannot read {}: a named pipe, not a regular file",
             shown(&host.project_file())
         )
     );

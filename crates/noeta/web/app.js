@@ -590,6 +590,16 @@ document.getElementById("theme").addEventListener("click", () => {
   applyTheme(next);
 });
 
+/** The token `noeta serve` put in the page's address (`#token=…`): kept for this tab, and
+ * taken out of the address (and its history entry) before anything else happens. */
+function takeToken() {
+  const given = location.hash.match(/^#token=([^&/]*)$/);
+  if (!given) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(given[1]));
+  history.replaceState(null, "", location.pathname + "#/");
+}
+
 applyTheme(localStorage.getItem(THEME_KEY));
+takeToken();
 window.addEventListener("hashchange", route);
 route();
