@@ -1,6 +1,11 @@
 //! The preview gateway: one loopback HTTP server per host process, serving each mounted app at
-//! `http://127.0.0.1:<port>/apps/<task>/<app>/`: a file of the app's directory when the path
-//! names one (`index.html` for a directory), everything else proxied to the app's `proxy_to`.
+//! `http://127.0.0.1:<port>/apps/<task>/<app>-<secret>/`: a file of the app's directory when the
+//! path names one (`index.html` for a directory), everything else proxied to the app's
+//! `proxy_to`.
+//!
+//! Each mount's path carries 128 random bits, so only whoever was given the URL can reach the
+//! app; a request whose `Host` is not the gateway's own loopback address is refused (no DNS
+//! rebinding), and so is a request that would change something from another site.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -8,23 +13,46 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
+use noeta_toolkit::HostCheck;
+use reqwest::Url;
+
+use crate::paths;
+use crate::proxy::{Proxy, ProxyRule};
 
 /// One mounted app.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
     dir: PathBuf,
-    proxy_to: String,
+    proxy_to: Url,
+    rule: Arc<ProxyRule>,
 }
+
+/// The mounts: by task and path segment (`<app>-<secret>`), and each app's segment.
+#[derive(Debug, Default)]
+struct Mounts {
+    by_path: BTreeMap<(String, String), Mount>,
+    segments: BTreeMap<(String, String), String>,
+}
+
+type Shared = Arc<RwLock<Mounts>>;
 
 /// The gateway: its address (once it serves) and its mounts.
 #[derive(Debug, Default)]
 pub struct Gateway {
     /// Where it serves, or why it could not start: set when the first app is mounted.
     addr: OnceLock<Result<SocketAddr, String>>,
-    mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>,
+    mounts: Shared,
+}
+
+/// 128 random bits, as 32 hex digits.
+fn secret() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|err| format!("no random bytes for the app's address: {err}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl Gateway {
@@ -54,93 +82,101 @@ impl Gateway {
             .clone()
     }
 
-    /// Mounts `dir` (with its API at `proxy_to`) as `app` of `task`: its URL, and whether this
-    /// gateway did not serve it so already.
+    /// Mounts `dir` (with its API at `proxy_to`, reached under `rule`) as `app` of `task`: its
+    /// URL, and whether this gateway did not serve it so already. An app mounted again keeps
+    /// its address.
     ///
     /// # Errors
     /// When the gateway cannot start (no loopback port can be bound).
-    pub fn mount(
+    pub(crate) fn mount(
         &self,
         task: &str,
         app: &str,
         dir: &Path,
-        proxy_to: &str,
+        proxy_to: Url,
+        rule: Arc<ProxyRule>,
     ) -> Result<(String, bool), String> {
         let addr = self.serving()?;
         let mount = Mount {
             dir: dir.to_path_buf(),
-            proxy_to: proxy_to.trim_end_matches('/').to_owned(),
+            proxy_to,
+            rule,
         };
-        let previous = self
-            .mounts
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert((task.to_owned(), app.to_owned()), mount.clone());
+        let mut mounts = self.mounts.write().unwrap_or_else(PoisonError::into_inner);
+        let key = (task.to_owned(), app.to_owned());
+        let segment = match mounts.segments.get(&key) {
+            Some(segment) => segment.clone(),
+            None => {
+                let segment = format!("{app}-{}", secret()?);
+                mounts.segments.insert(key, segment.clone());
+                segment
+            }
+        };
+        let previous = mounts
+            .by_path
+            .insert((task.to_owned(), segment.clone()), mount.clone());
         Ok((
-            format!("http://{addr}/apps/{task}/{app}/"),
+            format!("http://{addr}/apps/{task}/{segment}/"),
             previous.as_ref() != Some(&mount),
         ))
     }
 }
 
 /// Binds a free loopback port and serves `mounts` on it from a thread of its own.
-fn listen(mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>) -> std::io::Result<SocketAddr> {
+fn listen(mounts: Shared) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let hosts = Arc::new(HostCheck::loopback(addr.port()));
     std::thread::Builder::new()
         .name("noeta-app-gateway".to_owned())
-        .spawn(move || runtime.block_on(serve(listener, mounts)))?;
+        .spawn(move || runtime.block_on(serve(listener, mounts, hosts)))?;
     Ok(addr)
 }
 
-async fn serve(
-    listener: std::net::TcpListener,
-    mounts: Arc<RwLock<BTreeMap<(String, String), Mount>>>,
-) {
+/// How long a request's header may take (the same deadline ends an idle keep-alive connection).
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// At most this many connections are served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 128;
+
+async fn serve(listener: std::net::TcpListener, mounts: Shared, hosts: Arc<HostCheck>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    // The proxy's client is made on the first proxied request: building one loads the
-    // system's root certificates, which most runs never need.
-    let client = Arc::new(Proxy::default());
+    let proxy = Arc::new(Proxy::default());
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let mounts = Arc::clone(&mounts);
-        let client = Arc::clone(&client);
+        let proxy = Arc::clone(&proxy);
+        let hosts = Arc::clone(&hosts);
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
                 let mounts = Arc::clone(&mounts);
-                let client = Arc::clone(&client);
-                async move { Ok::<_, Infallible>(answer(request, &mounts, &client).await) }
+                let proxy = Arc::clone(&proxy);
+                let hosts = Arc::clone(&hosts);
+                async move { Ok::<_, Infallible>(answer(request, &mounts, &hosts, &proxy).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;
         });
     }
 }
 
-/// The client of the proxied requests, made when first needed.
-#[derive(Default)]
-struct Proxy(std::sync::OnceLock<reqwest::Client>);
-
-impl Proxy {
-    fn client(&self) -> &reqwest::Client {
-        self.0.get_or_init(|| {
-            // TLS for `https://` targets uses ring, like every other client of this process.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest::Client::new()
-        })
-    }
-}
-
-fn plain(status: StatusCode, text: impl Into<String>) -> Response<Full<Bytes>> {
+pub(crate) fn plain(status: StatusCode, text: impl Into<String>) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(text.into())));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -148,21 +184,6 @@ fn plain(status: StatusCode, text: impl Into<String>) -> Response<Full<Bytes>> {
         hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// The file `rest` names under `dir` (its `index.html` for a directory), if it is one and stays
-/// inside `dir`.
-fn static_file(dir: &Path, rest: &str) -> Option<PathBuf> {
-    if rest.split('/').any(|part| part == "..") {
-        return None;
-    }
-    let root = std::fs::canonicalize(dir).ok()?;
-    let mut path = root.join(rest);
-    if path.is_dir() {
-        path = path.join("index.html");
-    }
-    let real = std::fs::canonicalize(&path).ok()?;
-    (real.starts_with(&root) && real.is_file()).then_some(real)
 }
 
 fn content_type(path: &Path) -> &'static str {
@@ -182,51 +203,74 @@ fn content_type(path: &Path) -> &'static str {
     }
 }
 
-/// Hop-by-hop headers, never forwarded.
-const HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+fn header<'a>(request: &'a Request<Incoming>, name: &str) -> Option<&'a str> {
+    request.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Why a request is refused before it reaches an app, if it is: a `Host` that is not the
+/// gateway's, or a request that changes something sent from another site.
+fn refused(request: &Request<Incoming>, hosts: &HostCheck) -> Option<Response<Full<Bytes>>> {
+    let host = header(request, "host");
+    if let Err(refusal) = hosts.check_host(host) {
+        return Some(plain(StatusCode::MISDIRECTED_REQUEST, refusal.reason));
+    }
+    if matches!(
+        *request.method(),
+        hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
+    ) {
+        return None;
+    }
+    if header(request, "sec-fetch-site").is_some_and(|s| s != "same-origin" && s != "none") {
+        return Some(plain(
+            StatusCode::FORBIDDEN,
+            "a request from another site is refused",
+        ));
+    }
+    hosts
+        .check_origin(header(request, "origin"), host.unwrap_or_default())
+        .err()
+        .map(|refusal| plain(StatusCode::FORBIDDEN, refusal.reason))
+}
 
 async fn answer(
     request: Request<Incoming>,
-    mounts: &RwLock<BTreeMap<(String, String), Mount>>,
-    client: &Proxy,
+    mounts: &RwLock<Mounts>,
+    hosts: &HostCheck,
+    proxy: &Proxy,
 ) -> Response<Full<Bytes>> {
+    if let Some(refusal) = refused(&request, hosts) {
+        return refusal;
+    }
     let path = request.uri().path().to_owned();
-    let Some(rest) = path.strip_prefix("/apps/") else {
-        return plain(
+    let not_an_app = || {
+        plain(
             StatusCode::NOT_FOUND,
             "not an app path: /apps/<task>/<app>/…",
-        );
+        )
+    };
+    let Some(rest) = path.strip_prefix("/apps/") else {
+        return not_an_app();
     };
     let mut parts = rest.splitn(3, '/');
-    let (Some(task), Some(app)) = (parts.next(), parts.next()) else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            "not an app path: /apps/<task>/<app>/…",
-        );
+    let (Some(task), Some(segment)) = (parts.next(), parts.next()) else {
+        return not_an_app();
     };
-    let rest = parts.next().unwrap_or("");
     let mount = mounts
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&(task.to_owned(), app.to_owned()))
+        .by_path
+        .get(&(task.to_owned(), segment.to_owned()))
         .cloned();
     let Some(mount) = mount else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            format!("no app `{app}` is mounted for task {task}"),
-        );
+        // The same answer whether the task or the secret is wrong.
+        return plain(StatusCode::NOT_FOUND, "no app is mounted at this address");
+    };
+    let rest = match paths::rest(parts.next().unwrap_or("")) {
+        Ok(rest) => rest,
+        Err(why) => return plain(StatusCode::BAD_REQUEST, why),
     };
     if matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD)
-        && let Some(file) = static_file(&mount.dir, rest)
+        && let Some(file) = paths::static_file(&mount.dir, &rest)
     {
         return match tokio::fs::read(&file).await {
             Ok(bytes) => {
@@ -235,73 +279,16 @@ async fn answer(
                     hyper::header::CONTENT_TYPE,
                     hyper::header::HeaderValue::from_static(content_type(&file)),
                 );
+                response.headers_mut().insert(
+                    hyper::header::X_CONTENT_TYPE_OPTIONS,
+                    hyper::header::HeaderValue::from_static("nosniff"),
+                );
                 response
             }
             Err(err) => plain(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
         };
     }
-    proxy(request, &mount, rest, client.client()).await
-}
-
-async fn proxy(
-    request: Request<Incoming>,
-    mount: &Mount,
-    rest: &str,
-    client: &reqwest::Client,
-) -> Response<Full<Bytes>> {
-    let query = request
-        .uri()
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
-    let target = format!("{}/{rest}{query}", mount.proxy_to);
-    let (parts, body) = request.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return plain(
-            StatusCode::BAD_REQUEST,
-            "the request's body could not be read",
-        );
-    };
-    let Ok(method) = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()) else {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "unsupported method");
-    };
-    let mut outgoing = client.request(method, &target).body(body);
-    for (name, value) in &parts.headers {
-        if name != hyper::header::HOST && !HOP.contains(&name.as_str()) {
-            outgoing = outgoing.header(name.as_str(), value.as_bytes());
-        }
-    }
-    let reply = match outgoing.send().await {
-        Ok(reply) => reply,
-        Err(err) => {
-            return plain(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "the app's server at {} did not answer: {err}",
-                    mount.proxy_to
-                ),
-            );
-        }
-    };
-    let status = StatusCode::from_u16(reply.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let headers: Vec<(String, Vec<u8>)> = reply
-        .headers()
-        .iter()
-        .filter(|(name, _)| !HOP.contains(&name.as_str()))
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-        .collect();
-    let bytes = reply.bytes().await.unwrap_or_default();
-    let mut response = Response::new(Full::new(bytes));
-    *response.status_mut() = status;
-    for (name, value) in headers {
-        if let (Ok(name), Ok(value)) = (
-            hyper::header::HeaderName::from_bytes(name.as_bytes()),
-            hyper::header::HeaderValue::from_bytes(&value),
-        ) {
-            response.headers_mut().append(name, value);
-        }
-    }
-    response
+    crate::proxy::forward(request, &mount.proxy_to, &rest.raw, &mount.rule, proxy).await
 }
 
 #[cfg(test)]
@@ -309,31 +296,65 @@ mod tests {
     use super::*;
     use std::io::{Read as _, Write as _};
 
+    fn get(addr: SocketAddr, head: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(stream, "{head}Connection: close\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        reply
+    }
+
     #[test]
-    fn a_lazy_gateway_listens_from_its_first_mount_on() {
+    fn a_lazy_gateway_listens_from_its_first_mount_on_at_an_unguessable_address() {
         let gateway = Gateway::lazy();
         assert!(gateway.addr.get().is_none(), "nothing bound before a mount");
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("index.html"), "<p>hi</p>").unwrap();
-        let api = "http://127.0.0.1:9";
-        let (url, new) = gateway.mount("t1", "site", dir.path(), api).unwrap();
+        let api = Url::parse("http://127.0.0.1:9").unwrap();
+        let rule = Arc::new(ProxyRule::default());
+        let (url, new) = gateway
+            .mount("t1", "site", dir.path(), api.clone(), Arc::clone(&rule))
+            .unwrap();
         assert!(new);
         let addr = gateway.serving().unwrap();
-        assert_eq!(url, format!("http://{addr}/apps/t1/site/"));
+        let prefix = format!("http://{addr}/apps/t1/site-");
+        assert!(url.starts_with(&prefix), "{url}");
+        let secret = url[prefix.len()..].trim_end_matches('/');
+        assert_eq!(secret.len(), 32, "{url}");
         // The same mount again is served where it was, and is not new.
         assert_eq!(
-            gateway.mount("t1", "site", dir.path(), api).unwrap(),
-            (url, false)
+            gateway.mount("t1", "site", dir.path(), api, rule).unwrap(),
+            (url.clone(), false)
         );
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            stream,
-            "GET /apps/t1/site/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).unwrap();
+        let path = url.trim_start_matches(&format!("http://{addr}"));
+        let reply = get(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n"));
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
         assert!(reply.ends_with("<p>hi</p>"), "{reply}");
+        // Without the secret, or for another Host, nothing.
+        let reply = get(
+            addr,
+            &format!("GET /apps/t1/site/ HTTP/1.1\r\nHost: {addr}\r\n"),
+        );
+        assert!(reply.starts_with("HTTP/1.1 404"), "{reply}");
+        let reply = get(
+            addr,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: evil.example:{}\r\n",
+                addr.port()
+            ),
+        );
+        assert!(reply.starts_with("HTTP/1.1 421"), "{reply}");
+        let reply = get(
+            addr,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://evil.example\r\nContent-Length: 0\r\n"
+            ),
+        );
+        assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
+        let reply = get(
+            addr,
+            &format!("GET {path}%2e%2e/x HTTP/1.1\r\nHost: {addr}\r\n"),
+        );
+        assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
     }
 }

@@ -6,6 +6,8 @@
 //! apps again on the gateway of the process that carries it on.
 
 mod gateway;
+mod paths;
+mod proxy;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use noeta_core::{
 use serde_json::{Value, json};
 
 pub use gateway::Gateway;
+pub use proxy::ProxyRule;
 
 /// The plugin's name, and the extension whose records hold the mounts.
 pub const PLUGIN: &str = "app";
@@ -33,18 +36,32 @@ pub fn host_value(gateway: Arc<Gateway>) -> HostValue {
 
 struct Pack;
 
+/// `[plugins.app]`: `proxy_hosts`, the hosts besides loopback an app's server may be on.
+fn proxy_rule(config: &Value) -> Result<ProxyRule, String> {
+    let table = noeta_toolkit::SettingsTable::new(PLUGIN, config, &["proxy_hosts"])
+        .map_err(|e| e.to_string())?;
+    let hosts = table
+        .strings("proxy_hosts")
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    Ok(ProxyRule::new(&hosts))
+}
+
 impl SessionPackFactory for Pack {
     fn build(&self, ctx: &SessionBuildContext) -> Result<PackContribution, String> {
         let mut pack = PackContribution::empty();
+        let rule = Arc::new(proxy_rule(ctx.config(PLUGIN))?);
         // No gateway, no previews: the tool is not offered.
         let Some(gateway) = ctx.host_values.get::<Arc<Gateway>>(GATEWAY) else {
             return Ok(pack);
         };
         pack.tools.push(Arc::new(OpenApp {
             gateway: Arc::clone(gateway),
+            rule: Arc::clone(&rule),
         }));
         pack.extensions.push(Arc::new(Mounts {
             gateway: Arc::clone(gateway),
+            rule,
         }));
         Ok(pack)
     }
@@ -64,6 +81,7 @@ pub fn plugin() -> LinkedPlugin {
 /// `open_app{dir, proxy_to}`.
 struct OpenApp {
     gateway: Arc<Gateway>,
+    rule: Arc<ProxyRule>,
 }
 
 /// An app's name in its URL: its directory's name, in the characters a path segment keeps.
@@ -90,7 +108,9 @@ fn app_name(dir: &str) -> String {
 }
 
 /// `dir` inside `workspace`, as a real directory holding `index.html`; `Err` tells the model why
-/// not.
+/// not. Never the workspace itself, a directory holding `.noeta` or `.git` (a project's root),
+/// or one under a dot-directory: what the gateway serves must not include the task store, the
+/// settings or the repository.
 fn app_dir(workspace: &Path, dir: &str) -> Result<PathBuf, String> {
     let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     if Path::new(dir)
@@ -102,11 +122,31 @@ fn app_dir(workspace: &Path, dir: &str) -> Result<PathBuf, String> {
     let joined = root.join(dir);
     let real = std::fs::canonicalize(&joined)
         .map_err(|_| format!("`dir` `{dir}` is not a directory of the workspace"))?;
-    if !real.starts_with(&root) {
+    let Ok(inside) = real.strip_prefix(&root) else {
         return Err(format!("`dir` `{dir}` must stay inside the workspace"));
+    };
+    if inside.as_os_str().is_empty() {
+        return Err(format!(
+            "`dir` `{dir}` is the workspace itself: give the app's own directory (the one with its index.html)"
+        ));
+    }
+    if inside
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    {
+        return Err(format!(
+            "`dir` `{dir}` is inside a dot-directory, which is never served"
+        ));
     }
     if !real.is_dir() {
         return Err(format!("`dir` `{dir}` is not a directory"));
+    }
+    for kept in [".noeta", ".git"] {
+        if real.join(kept).exists() {
+            return Err(format!(
+                "`dir` `{dir}` holds `{kept}`: a project's root is never served; give the app's own directory"
+            ));
+        }
     }
     if !real.join("index.html").is_file() {
         return Err(format!("`dir` `{dir}` has no `index.html`"));
@@ -114,8 +154,9 @@ fn app_dir(workspace: &Path, dir: &str) -> Result<PathBuf, String> {
     Ok(real)
 }
 
-/// `proxy_to` when it is an http(s) URL with a host.
-fn proxy_target(proxy_to: &str) -> Result<String, String> {
+/// `proxy_to` when it is an http(s) URL with a host, without credentials, whose every address
+/// `rule` allows.
+async fn proxy_target(proxy_to: &str, rule: &ProxyRule) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(proxy_to)
         .map_err(|err| format!("`proxy_to` `{proxy_to}` is not a URL: {err}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -123,7 +164,18 @@ fn proxy_target(proxy_to: &str) -> Result<String, String> {
             "`proxy_to` `{proxy_to}` must be an http:// or https:// URL with a host"
         ));
     }
-    Ok(proxy_to.to_owned())
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("`proxy_to` `{proxy_to}` may not carry credentials"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "`proxy_to` `{proxy_to}` may not have a query or a fragment"
+        ));
+    }
+    rule.check(&url)
+        .await
+        .map_err(|why| format!("`proxy_to` `{proxy_to}`: {why}"))?;
+    Ok(url)
 }
 
 #[async_trait]
@@ -168,12 +220,13 @@ impl Tool for OpenApp {
             .ok_or_else(|| ToolError::Fatal("open_app: this host has no workspace".to_owned()))?;
         let real = app_dir(&workspace, &dir)
             .map_err(|why| ToolError::RespondToModel(format!("open_app: {why}")))?;
-        let proxy_to = proxy_target(&proxy_to)
+        let target = proxy_target(&proxy_to, &self.rule)
+            .await
             .map_err(|why| ToolError::RespondToModel(format!("open_app: {why}")))?;
         let app = app_name(&dir);
         let (url, _) = self
             .gateway
-            .mount(ctx.task_id(), &app, &real, &proxy_to)
+            .mount(ctx.task_id(), &app, &real, target, Arc::clone(&self.rule))
             .map_err(|why| ToolError::RespondToModel(format!("open_app: {why}")))?;
         ctx.record(
             PLUGIN,
@@ -191,6 +244,7 @@ impl Tool for OpenApp {
 /// new process, finds its apps at new URLs on this process's gateway).
 struct Mounts {
     gateway: Arc<Gateway>,
+    rule: Arc<ProxyRule>,
 }
 
 #[async_trait]
@@ -230,10 +284,17 @@ impl Extension for Mounts {
             };
             // A directory gone since is left unmounted; the model can open it again.
             if let Ok(real) = app_dir(workspace, dir) {
-                let text = match self
-                    .gateway
-                    .mount(view.task_id().as_str(), app, &real, proxy_to)
-                {
+                let mounted = match proxy_target(proxy_to, &self.rule).await {
+                    Ok(target) => self.gateway.mount(
+                        view.task_id().as_str(),
+                        app,
+                        &real,
+                        target,
+                        Arc::clone(&self.rule),
+                    ),
+                    Err(why) => Err(why),
+                };
+                let text = match mounted {
                     // Another process carries the task on: its apps have a new address.
                     Ok((url, true)) => format!("app `{app}` is open again at {url}"),
                     Ok((_, false)) => continue,
@@ -257,20 +318,45 @@ mod tests {
         assert_eq!(app_name("todo_app"), "todo_app");
     }
 
-    #[test]
-    fn proxy_to_must_be_http_with_a_host() {
-        assert!(proxy_target("http://127.0.0.1:8080").is_ok());
-        assert!(proxy_target("https://example.org/api").is_ok());
+    #[tokio::test]
+    async fn proxy_to_must_be_http_with_a_host_on_loopback_unless_listed() {
+        let rule = ProxyRule::default();
+        assert!(proxy_target("http://127.0.0.1:8080", &rule).await.is_ok());
         assert!(
-            proxy_target("file:///etc")
+            proxy_target("http://localhost:8080/api", &rule)
+                .await
+                .is_ok()
+        );
+        let err = proxy_target("http://169.254.169.254/", &rule)
+            .await
+            .unwrap_err();
+        assert!(err.contains("a link-local address"), "{err}");
+        assert!(
+            proxy_target("file:///etc", &rule)
+                .await
                 .unwrap_err()
                 .contains("must be an http:// or https://")
         );
         assert!(
-            proxy_target("not a url")
+            proxy_target("not a url", &rule)
+                .await
                 .unwrap_err()
                 .contains("is not a URL")
         );
+        assert!(
+            proxy_target("http://u:p@127.0.0.1:1", &rule)
+                .await
+                .unwrap_err()
+                .contains("credentials")
+        );
+        let listed = proxy_rule(&json!({ "proxy_hosts": ["192.168.1.5"] })).unwrap();
+        assert!(
+            proxy_target("http://192.168.1.5:3000", &listed)
+                .await
+                .is_ok()
+        );
+        let err = proxy_rule(&json!({ "proxy_host": [] })).unwrap_err();
+        assert!(err.contains("proxy_host"), "{err}");
     }
 
     #[test]
@@ -294,6 +380,29 @@ mod tests {
             app_dir(workspace.path(), "missing")
                 .unwrap_err()
                 .contains("is not a directory")
+        );
+        // The workspace itself, a project's root, a dot-directory: never served.
+        std::fs::write(workspace.path().join("index.html"), "<p>root</p>").unwrap_or_default();
+        for root in [".", "", "site/.."] {
+            let err = app_dir(workspace.path(), root).unwrap_err();
+            assert!(
+                err.contains("is the workspace itself") || err.contains("inside the workspace"),
+                "{root}: {err}"
+            );
+        }
+        std::fs::create_dir_all(workspace.path().join("sub/.git")).unwrap_or_default();
+        std::fs::write(workspace.path().join("sub/index.html"), "<p>sub</p>").unwrap_or_default();
+        assert!(
+            app_dir(workspace.path(), "sub")
+                .unwrap_err()
+                .contains("holds `.git`")
+        );
+        std::fs::create_dir_all(workspace.path().join(".noeta/web")).unwrap_or_default();
+        std::fs::write(workspace.path().join(".noeta/web/index.html"), "x").unwrap_or_default();
+        assert!(
+            app_dir(workspace.path(), ".noeta/web")
+                .unwrap_err()
+                .contains("dot-directory")
         );
     }
 }

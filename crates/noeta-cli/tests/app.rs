@@ -181,3 +181,82 @@ fn a_task_carried_on_elsewhere_mounts_its_apps_again() {
         stdout(&again)
     );
 }
+
+/// The gateway tried as an attacker would: the workspace root or an address outside this
+/// machine's loopback as an app, dot-files, `..` and its encodings, a mount's address without
+/// its secret, another site's `Host` and a cross-site POST — none of them reach a file or the
+/// app.
+#[test]
+fn the_gateway_serves_no_dot_file_no_project_root_and_nothing_to_another_site() {
+    let env = CliEnv::new(NOETA);
+    let port = api_server();
+    env.write("site/index.html", "<h1>Public</h1>\n");
+    env.write("site/.env", "SITE_SECRET=1\n");
+    env.write("site/.config/token", "SITE_SECRET=2\n");
+    env.write(".env", "ROOT_SECRET=3\n");
+    env.write("index.html", "<h1>root</h1>\n");
+    env.write(
+        ".noeta/config.toml",
+        "[agents.main]\nadd_plugins = [\"app\"]\n",
+    );
+    let api = format!("http://127.0.0.1:{port}");
+    let probe = format!(
+        "task=$({NOETA} tasks --json | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"id\"])'); \
+         url=$({NOETA} log --json \"$task\" | grep -o 'http://127.0.0.1:[0-9]*/apps/[^\\\" ]*' | tail -1); \
+         base=${{url%%/apps/*}}; hostport=${{base#http://}}; gport=${{hostport#*:}}; \
+         for p in .env .config/token %2e%2e/.env %2E%2E/%2e%2e/.env ..%2f.env; do \
+           printf '%s:%s\\n' \"$p\" \"$(curl -s --path-as-is -w ' %{{http_code}}' \"${{url}}$p\")\"; done; \
+         printf 'raw-dotdot:%s\\n' \"$(curl -s --path-as-is -w ' %{{http_code}}' \"${{url}}../../../.env\")\"; \
+         printf 'no-secret:%s\\n' \"$(curl -s -w ' %{{http_code}}' \"$base/apps/$task/site/\")\"; \
+         printf 'foreign-host:%s\\n' \"$(curl -s -w ' %{{http_code}}' -H \"Host: evil.example:$gport\" \"$url\")\"; \
+         printf 'cross-site:%s\\n' \"$(curl -s -w ' %{{http_code}}' -X POST -H 'Origin: http://evil.example' \"${{url}}api/hello\")\"; \
+         printf 'index:%s\\n' \"$(curl -s -w ' %{{http_code}}' \"$url\")\""
+    );
+    let provider = env.script(json!([
+        { "calls": [{ "name": "open_app", "input": { "dir": ".", "proxy_to": api } }] },
+        { "calls": [{ "name": "open_app", "input": { "dir": "site", "proxy_to": "http://169.254.169.254/latest" } }] },
+        { "calls": [{ "name": "open_app", "input": { "dir": "site", "proxy_to": "http://10.1.2.3:80" } }] },
+        { "calls": [{ "name": "open_app", "input": { "dir": "site", "proxy_to": api } }] },
+        { "calls": [{ "name": "Bash", "input": { "command": probe } }] },
+        { "text": "done" }
+    ]));
+    let out = env.run(&[
+        "run",
+        "--json",
+        "--permission-mode",
+        "bypassPermissions",
+        "--provider",
+        &provider,
+        "preview the app",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = results(&out);
+    assert!(
+        results[0].contains("is the workspace itself"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("a link-local address"), "{results:?}");
+    assert!(results[2].contains("a private address"), "{results:?}");
+    assert!(results[3].contains("/apps/"), "{results:?}");
+    let probe = &results[4];
+    assert!(!probe.contains("SECRET"), "a secret was served: {probe}");
+    let line = |name: &str| {
+        probe
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no `{name}` line in {probe}"))
+            .to_owned()
+    };
+    for encoded in [
+        "%2e%2e/.env",
+        "%2E%2E/%2e%2e/.env",
+        "..%2f.env",
+        "raw-dotdot",
+    ] {
+        assert!(line(encoded).ends_with(" 400"), "{encoded}: {probe}");
+    }
+    assert!(line("no-secret").ends_with(" 404"), "{probe}");
+    assert!(line("foreign-host").ends_with(" 421"), "{probe}");
+    assert!(line("cross-site").ends_with(" 403"), "{probe}");
+    assert!(line("index").contains("<h1>Public</h1>"), "{probe}");
+}

@@ -207,8 +207,14 @@ fn a_script_that_is_no_regular_file_is_refused_at_once_and_sigterm_stops_the_ser
     );
     for (path, says) in [
         ("/dev/zero".to_owned(), "a device, not a regular file"),
-        (fifo.display().to_string(), "a named pipe, not a regular file"),
-        (fifo.display().to_string(), "a named pipe, not a regular file"),
+        (
+            fifo.display().to_string(),
+            "a named pipe, not a regular file",
+        ),
+        (
+            fifo.display().to_string(),
+            "a named pipe, not a regular file",
+        ),
     ] {
         let start = Instant::now();
         let (code, refused) = server.call(
