@@ -271,7 +271,12 @@ const PRE_EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// when the file's `allowed-tools` grants it (`Bash(git status:*)`) and the gate — the
 /// permission policy, deny lists, PreToolUse hooks — does not deny it (an ask is answered by
 /// that grant, as Claude Code's `allowed-tools` does), in the task's execution environment.
-async fn pre_execute(command: &CommandFile, text: &str, view: &View<'_>) -> Result<String, String> {
+async fn pre_execute(
+    command: &CommandFile,
+    text: &str,
+    view: &View<'_>,
+    home: Option<&Path>,
+) -> Result<String, String> {
     if !text.contains("!`") {
         return Ok(text.to_owned());
     }
@@ -286,6 +291,17 @@ async fn pre_execute(command: &CommandFile, text: &str, view: &View<'_>) -> Resu
             noeta_toolkit::PermissionRule::parse(rule)
                 .map_err(|why| format!("{file}: `allowed-tools`: {why}"))?,
         );
+    }
+    // A project's commands run nothing until the user trusts the workspace as it is now.
+    if command.source == "project" {
+        let trust =
+            noeta_core::TrustStore::workspace_of(home, view.workspace().unwrap_or(Path::new(".")));
+        if let Some(why) = trust.why_not() {
+            return Err(format!(
+                "{file}: its `!`…`` commands are not run, since {why} (a cloned repository \
+                 never runs a command by itself) — `noeta trust {workspace}` to run them"
+            ));
+        }
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -465,9 +481,14 @@ impl Extension for MarkdownCommands {
             .find(|c| c.name == name)
             .ok_or_else(|| HookError::new(format!("unknown command `/{name}`")))?;
         // The commands first, so an included file's text is never run.
-        let text = pre_execute(&command, &with_arguments(&command, args), view)
-            .await
-            .map_err(HookError::new)?;
+        let text = pre_execute(
+            &command,
+            &with_arguments(&command, args),
+            view,
+            self.home.as_deref(),
+        )
+        .await
+        .map_err(HookError::new)?;
         let text = include_files(&text, view.workspace()).map_err(HookError::new)?;
         Ok(CommandReply::Send(text))
     }

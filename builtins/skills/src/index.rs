@@ -83,7 +83,7 @@ pub(crate) enum DirState {
     NotADirectory,
     /// It needs the home directory, and there is none.
     NoHome,
-    /// The workspace is not in the trust store (or the store cannot be read).
+    /// The workspace is not trusted (not in the trust store, changed since, or the store cannot be read).
     Untrusted(String),
     Unreadable(String),
 }
@@ -212,13 +212,13 @@ fn workspace_trusted(settings: &Settings, workspace: &Path, home: Option<&Path>)
                 .to_owned(),
         );
     };
-    let path = home.join(".noeta").join("trust.json");
-    match TrustStore::load(&path, home) {
-        Ok(store) if store.is_trusted(workspace) => None,
-        Ok(_) => Some(format!(
-            "untrusted: workspace_skills_trust is `trust-store` and `{}` is not in the trust store (`noeta trust` it)",
-            workspace.display()
-        )),
+    match TrustStore::of_home(home) {
+        Ok(store) => store.workspace(workspace).why_not().map(|why| {
+            format!(
+                "untrusted: workspace_skills_trust is `trust-store` and {why} (`noeta trust {}` it)",
+                workspace.display()
+            )
+        }),
         Err(err) => Some(format!("untrusted: {err}")),
     }
 }

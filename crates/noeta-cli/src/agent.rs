@@ -34,15 +34,6 @@ pub(crate) fn permission_mode(text: &str) -> Result<String> {
     Ok(canonical.to_owned())
 }
 
-/// How much `mode` (canonical) lets an agent do without asking: `plan` least, then `default`,
-/// `acceptEdits`, `bypassPermissions`; an unknown mode counts as the loosest.
-pub(crate) fn looseness(mode: &str) -> usize {
-    ["plan", "default", "acceptEdits", "bypassPermissions"]
-        .iter()
-        .position(|m| *m == mode)
-        .unwrap_or(usize::MAX)
-}
-
 /// What the task-running commands share.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AgentArgs {
@@ -401,6 +392,9 @@ impl AgentHost {
 /// One warning line per thing the run goes without: a plugin that failed to load, a settings
 /// table nothing reads, a skill that cannot be read (`noeta doctor` reports each as a problem).
 pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
+    for note in host.trust_notes() {
+        eoutln!("warning: {note}");
+    }
     for problem in host.plugins().problems() {
         eoutln!("warning: plugin skipped: {problem}");
     }

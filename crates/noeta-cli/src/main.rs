@@ -672,12 +672,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if paths.trust_store_path().is_none() {
                 anyhow::bail!("no home directory ($HOME is unset): cannot locate the trust store");
             }
+            let was = store.workspace(&dir);
             let trusted = store.grant(&dir)?;
             outln!(
-                "trusted {} (trust store {})",
+                "trusted {} as it is now (trust store {})",
                 trusted.display(),
                 store.path().display()
             );
+            if let noeta_core::WorkspaceTrust::Changed(files) = was {
+                outln!(
+                    "  since it was trusted before, these changed: {}",
+                    files.join(", ")
+                );
+            }
+            let pinned: Vec<&String> = store
+                .pinned(&trusted)
+                .map(|pins| pins.keys().collect())
+                .unwrap_or_default();
+            if pinned.is_empty() {
+                outln!(
+                    "  it holds no settings, hooks, MCP servers, plugins, agent files or commands \
+                     yet; any that appear are untrusted until `noeta trust` is run again"
+                );
+            } else {
+                outln!(
+                    "  pinned: {}",
+                    pinned
+                        .iter()
+                        .map(|f| f.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                outln!(
+                    "  when any of them changes, or others appear, the workspace is untrusted \
+                     until `noeta trust` is run again"
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

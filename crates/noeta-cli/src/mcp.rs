@@ -225,6 +225,7 @@ fn server_spec(new: &NewServer) -> Result<Value> {
 pub(crate) fn add(paths: &HostPaths, new: &NewServer, scope: &str) -> Result<ExitCode> {
     let file = scope_file(paths, scope)?;
     let spec = server_spec(new)?;
+    let before = noeta::ProjectTrust::of(paths);
     noeta::settings_edit::add_mcp_server(&file, &new.alias, &spec)?;
     let server = Settings::parse(&json!({ "servers": { new.alias.clone(): spec } }))
         .map_err(anyhow::Error::msg)?;
@@ -236,7 +237,27 @@ pub(crate) fn add(paths: &HostPaths, new: &NewServer, scope: &str) -> Result<Exi
             file.display()
         );
     }
+    if scope == "project" {
+        keep_trust(paths, &before)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// After the user changed the project's settings through noeta: a workspace trusted as it was
+/// stays trusted as it is now (nothing else changed its files); an untrusted one is said so.
+fn keep_trust(paths: &HostPaths, before: &noeta::ProjectTrust) -> Result<()> {
+    if before.is_trusted() {
+        paths
+            .trust_store()?
+            .renew(&paths.workspace, before.state())?;
+    } else {
+        outln!(
+            "the workspace is not trusted, so its settings start no MCP server: `noeta trust {}` \
+             to use them",
+            paths.workspace.display()
+        );
+    }
+    Ok(())
 }
 
 /// `noeta mcp remove`: takes the server out of the scope's settings file.
@@ -263,8 +284,14 @@ pub(crate) fn remove(paths: &HostPaths, alias: &str, scope: &str) -> Result<Exit
                 .join(", ")
         )
     };
+    let before = noeta::ProjectTrust::of(paths);
     noeta::settings_edit::remove_mcp_server(&file, alias, &elsewhere)?;
     outln!("removed MCP server `{alias}` from {shown}");
+    if scope == "project" && before.is_trusted() {
+        paths
+            .trust_store()?
+            .renew(&paths.workspace, before.state())?;
+    }
     if !others.is_empty() {
         outln!(
             "it is still configured in {}",

@@ -50,7 +50,7 @@ fn the_presets_and_agent_files_are_listed_with_their_tools() {
             .contains(&"Write".into())
     );
 
-    env.write(
+    env.write_trusted(
         ".claude/agents/code-reviewer.md",
         "---\nname: code-reviewer\ndescription: Use this agent when: a review is asked for\n\
          tools: Read, Grep, LS\ncolor: blue\n---\nReview.\n",
@@ -83,7 +83,7 @@ fn the_presets_and_agent_files_are_listed_with_their_tools() {
 #[test]
 fn a_broken_agent_file_is_listed_with_its_error_and_the_exit_is_one() {
     let env = CliEnv::new(NOETA);
-    env.write(
+    env.write_trusted(
         ".noeta/agents/broken.md",
         "---\nname: [unclosed\n---\nBody\n",
     );
@@ -110,7 +110,7 @@ fn a_broken_agent_file_is_listed_with_its_error_and_the_exit_is_one() {
 #[test]
 fn run_names_the_tools_an_agent_file_lists_that_no_plugin_offers_and_runs_without_them() {
     let env = CliEnv::new(NOETA);
-    env.write(
+    env.write_trusted(
         ".claude/agents/lister.md",
         "---\nname: lister\ndescription: Lists things\ntools: Read, LS, MultiEdit, Glob\n---\nList.\n",
     );
@@ -135,11 +135,11 @@ fn run_names_the_tools_an_agent_file_lists_that_no_plugin_offers_and_runs_withou
 #[test]
 fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
     let env = CliEnv::new(NOETA);
-    env.write(
+    env.write_trusted(
         ".noeta/agents/fast.md",
         "---\nname: fast\ndescription: Quick answers\nmodel: gpt-4o-mini\n---\nBe quick.\n",
     );
-    env.write(
+    env.write_trusted(
         ".noeta/agents/aliased.md",
         "---\nname: aliased\ndescription: Claude Code alias\nmodel: haiku\n---\nHi.\n",
     );

@@ -76,7 +76,7 @@ fn open_app_serves_the_index_and_proxies_the_api() {
     let port = api_server();
     env.write("site/index.html", "<h1>Todo preview</h1>\n");
     env.write("notes/readme.txt", "no index here\n");
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[agents.main]\nadd_plugins = [\"app\"]\n",
     );
@@ -128,7 +128,7 @@ fn a_task_carried_on_elsewhere_mounts_its_apps_again() {
     let env = CliEnv::new(NOETA);
     let port = api_server();
     env.write("site/index.html", "<h1>Again</h1>\n");
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[agents.main]\nadd_plugins = [\"app\"]\n",
     );
@@ -195,7 +195,7 @@ fn the_gateway_serves_no_dot_file_no_project_root_and_nothing_to_another_site() 
     env.write("site/.config/token", "SITE_SECRET=2\n");
     env.write(".env", "ROOT_SECRET=3\n");
     env.write("index.html", "<h1>root</h1>\n");
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[agents.main]\nadd_plugins = [\"app\"]\n",
     );

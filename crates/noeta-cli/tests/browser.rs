@@ -99,7 +99,7 @@ fn site() -> u16 {
 fn env_with_browser(extra: &str) -> CliEnv {
     require_chromium();
     let env = CliEnv::new(NOETA);
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!("[agents.main]\nadd_plugins = [\"browser\"]\n{extra}"),
     );

@@ -27,7 +27,7 @@ fn first_message(env: &CliEnv) -> String {
 
 fn review_command(env: &CliEnv) {
     env.write("notes.txt", "remember the parser\n");
-    env.write(
+    env.write_trusted(
         ".claude/commands/review.md",
         "---\ndescription: Review a part of the code\nargument-hint: <part>\n\
          allowed-tools: Read, Grep\nmodel: sonnet\n---\n\
@@ -56,7 +56,7 @@ fn a_body_without_arguments_gets_them_appended_and_a_project_command_beats_the_u
         env.home.join(".noeta/commands/hello.md").to_str().unwrap(),
         "Say hello from home.\n",
     );
-    env.write(
+    env.write_trusted(
         ".noeta/commands/tools/hello.md",
         "Say hello from the project.\n",
     );
@@ -81,8 +81,8 @@ fn a_goal_starting_with_a_slash_that_names_no_command_is_taken_as_written() {
 #[test]
 fn files_outside_the_workspace_and_ungranted_shell_pre_execution_are_refused_and_nothing_starts() {
     let env = CliEnv::new(NOETA);
-    env.write(".noeta/commands/leak.md", "Show @../home/.bashrc please\n");
-    env.write(".noeta/commands/shell.md", "Status: !`git status`\n");
+    env.write_trusted(".noeta/commands/leak.md", "Show @../home/.bashrc please\n");
+    env.write_trusted(".noeta/commands/shell.md", "Status: !`git status`\n");
     std::fs::write(env.home.join(".bashrc"), "secret\n").unwrap();
     let provider = env.script(json!([{ "text": "never" }]));
     let out = env.run(&["run", "--provider", &provider, "/leak"]);
@@ -108,7 +108,7 @@ fn files_outside_the_workspace_and_ungranted_shell_pre_execution_are_refused_and
 fn a_granted_pre_execution_runs_and_its_output_is_in_the_message_unless_the_gate_denies_it() {
     let env = CliEnv::new(NOETA);
     env.write("notes.txt", "! `not run` @ from a file\n");
-    env.write(
+    env.write_trusted(
         ".claude/commands/commit.md",
         "---\ndescription: Commit the work\nallowed-tools: Bash(printf:*), Bash(echo:*)\n---\n\
          Branch: !`printf main`\nStatus: !`echo \"$1 changed\"`\nNotes: @notes.txt\n",
@@ -122,7 +122,7 @@ fn a_granted_pre_execution_runs_and_its_output_is_in_the_message_unless_the_gate
     );
 
     // The permission settings' deny list still holds.
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.permissions]\ndeny = [\"Bash\"]\n",
     );

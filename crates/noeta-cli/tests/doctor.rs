@@ -17,7 +17,7 @@ fn env() -> CliEnv {
 fn healthy() -> CliEnv {
     let env = env();
     let provider = env.script(json!([{ "text": "hi" }]));
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!("[plugins.providers]\nprovider = \"{provider}\"\n"),
     );
@@ -27,7 +27,7 @@ fn healthy() -> CliEnv {
 #[test]
 fn a_healthy_workspace_passes_and_says_what_it_checked() {
     let env = healthy();
-    env.write(
+    env.write_trusted(
         ".noeta/agents/reviewer.md",
         "---\nname: reviewer\ndescription: Reviews changes.\n---\nReview the change.\n",
     );
@@ -84,7 +84,7 @@ fn fails_naming(env: &CliEnv, needle: &str) {
 #[test]
 fn a_broken_agent_file_is_a_problem() {
     let env = healthy();
-    env.write(
+    env.write_trusted(
         ".noeta/agents/reviewer.md",
         "---\nname: [unclosed\ndescription: Reviews\n---\nReview.\n",
     );
@@ -123,7 +123,7 @@ fn a_broken_agent_file_is_a_problem() {
 #[test]
 fn an_agent_file_naming_a_plugin_nobody_loads_is_a_problem() {
     let env = healthy();
-    env.write(
+    env.write_trusted(
         ".noeta/agents/helper.md",
         "---\nname: helper\ndescription: Helps.\nplugins: [nonexistent]\n---\nHelp.\n",
     );
@@ -137,7 +137,7 @@ fn an_agent_file_naming_a_plugin_nobody_loads_is_a_problem() {
 fn an_unknown_key_of_a_plugin_is_a_problem() {
     let env = healthy();
     let provider = env.script(json!([{ "text": "hi" }]));
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!("[plugins.providers]\nprovider = \"{provider}\"\n\n[plugins.fs]\nwrite_mod = \"apply\"\n"),
     );
@@ -147,7 +147,7 @@ fn an_unknown_key_of_a_plugin_is_a_problem() {
 #[test]
 fn a_misspelt_plugin_table_is_a_problem_with_a_suggestion() {
     let env = healthy();
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.provider]\nprovider = \"anthropic\"\n",
     );
@@ -160,7 +160,7 @@ fn a_misspelt_plugin_table_is_a_problem_with_a_suggestion() {
 #[test]
 fn plugins_check_names_a_misspelt_plugin_table_too_and_a_known_one_passes() {
     let env = healthy();
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.provider]\nprovider = \"anthropic\"\n",
     );
@@ -174,7 +174,7 @@ fn plugins_check_names_a_misspelt_plugin_table_too_and_a_known_one_passes() {
         stdout(&out)
     );
     // A named extension's table (`hooks` of `governance`) is known.
-    env.write(".noeta/config.toml", "[plugins.permissions]\n");
+    env.write_trusted(".noeta/config.toml", "[plugins.permissions]\n");
     let out = env.run(&["plugins", "check"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }

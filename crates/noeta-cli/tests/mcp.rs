@@ -20,7 +20,7 @@ fn everything() -> PathBuf {
 
 /// The workspace settings: the reference server as `everything`, then `more` lines.
 fn with_everything(env: &CliEnv, more: &str) {
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n{more}",
@@ -166,7 +166,7 @@ fn doctor_names_the_servers_and_starts_them_only_online() {
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
     let marker = env.workspace.join("server-started");
     let provider = env.script(json!([{ "text": "hi" }]));
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[plugins.providers]\nprovider = \"{provider}\"\n\n[plugins.mcp.servers.local]\n\

@@ -538,7 +538,7 @@ fn reload_plugins_mid_chat_runs_the_edited_program_from_the_next_turn() {
 #[test]
 fn reload_plugins_says_a_restart_is_needed_when_the_model_settings_changed() {
     let env = CliEnv::new(NOETA);
-    let config = env.workspace.join(".noeta/config.toml");
+    let config = env.home.join(".noeta/config.toml");
     env.write(
         config.to_str().unwrap(),
         "[plugins.providers]\nmax_retries = 2\n",

@@ -325,6 +325,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
         "[plugins.governance]\npermission_mode = \"acceptEdits\"\n",
     )
     .unwrap();
+    env.trust();
     let provider = env.script(json!([
         call("Write", json!({ "file_path": "out.txt", "content": "made\n" })),
         { "text": "done" }
@@ -360,6 +361,7 @@ fn project_settings_choose_the_permission_mode_and_flags_override_them() {
         "[plugins.fs]\nwrite_mode = 3\n",
     )
     .unwrap();
+    env.trust();
     let bad = env.run_with(&["run", "--provider", &provider, "write it"], None, &[]);
     assert_eq!(bad.status.code(), Some(1));
     let err = text(&bad.stderr);
@@ -375,6 +377,7 @@ fn a_secret_reaches_the_plugin_but_never_the_store_or_the_output() {
         "[plugins.fs.shell_env]\nAPI_TOKEN = \"{env:NOETA_TEST_SECRET}\"\n",
     )
     .unwrap();
+    env.trust();
     let provider = env.script(json!([
         // The script checks the secret by its length: the model never sees its value.
         call("Bash", json!({ "command": "test ${#API_TOKEN} -eq 15 && echo token-present" })),
@@ -473,6 +476,7 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
         format!("[plugins.providers]\nprovider = \"{provider}\"\n"),
     )
     .unwrap();
+    env.trust();
     let out = env.run_with(&["run", "hello"], None, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "configured\n");
@@ -482,6 +486,7 @@ fn the_model_can_come_from_the_settings_and_a_bad_key_is_named() {
         "[plugins.providers]\nmodle = \"x\"\n",
     )
     .unwrap();
+    env.trust();
     let out = env.run_with(&["run", "hello"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -580,6 +585,7 @@ fn with_the_keyring_feature_a_missing_os_keyring_entry_is_named() {
         format!("[plugins.fs.shell_env]\nAPI_TOKEN = \"{{keyring:noeta-test/{user}}}\"\n"),
     )
     .unwrap();
+    env.trust();
     let provider = env.script(json!([{ "text": "done" }]));
     let out = env.run_with(&["run", "--provider", &provider, "check"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -959,7 +965,7 @@ fn cut_off_model(text: &str) -> String {
 
 /// `[plugins.providers]` pointing `anthropic` at `base` with `extra` settings lines.
 fn anthropic_at(env: &CliEnv, base: &str, extra: &str) {
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[plugins.providers]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\napi_key = \"test-key\"\n{extra}"
@@ -1117,7 +1123,7 @@ fn run_says_once_what_it_goes_without_before_it_starts() {
         ".noeta/skills/bad/SKILL.md",
         "---\nname: bad\n---\nNo description.\n",
     );
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.provider]\nprovider = \"anthropic\"\n",
     );
@@ -1143,7 +1149,7 @@ fn run_says_once_what_it_goes_without_before_it_starts() {
 fn main_hands_work_to_a_claude_code_agent_file_through_task() {
     let env = new_env();
     std::fs::write(env.workspace.join("notes.txt"), "the answer is 42\n").unwrap();
-    env.write(
+    env.write_trusted(
         ".claude/agents/note-reader.md",
         "---\nname: note-reader\ndescription: Use this agent when: notes must be read\n\
          tools: Read, LS\nmodel: haiku\ncolor: green\n---\nYou read notes.\n",

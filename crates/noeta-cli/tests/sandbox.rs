@@ -32,6 +32,10 @@ fn require_bwrap() {
 /// Runs one shell command as the task's only call, under `sandbox`, with `home` as `HOME`; the
 /// call's result text.
 fn shell(env: &CliEnv, home: &Path, sandbox: &str, command: &str) -> String {
+    // The user of `home` trusts the workspace's settings as they are now.
+    noeta_core::TrustStore::of_home(home)
+        .and_then(|mut store| store.grant(&env.workspace))
+        .unwrap();
     let provider = env.script(json!([
         { "calls": [{ "name": "Bash", "input": { "command": command } }] },
         { "text": "done" }
@@ -83,7 +87,7 @@ fn sandboxed_env() -> (CliEnv, Outside) {
     std::fs::write(hidden.join("secret.txt"), "hidden secret\n").unwrap();
     std::fs::create_dir_all(home.join(".noeta")).unwrap();
     std::fs::write(home.join(".noeta/secret.txt"), "home secret\n").unwrap();
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[plugins.sandbox]\nmax_processes = 64\nhidden_paths = [\"{}\"]\n",
@@ -224,7 +228,7 @@ fn a_sandbox_that_cannot_be_bound_is_an_error_and_nothing_runs_unsandboxed() {
     );
     assert!(!Path::new(&env.workspace.join(".noeta/noeta.db")).exists());
 
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.sandbox]\nbwrap = \"/nonexistent/bwrap\"\n",
     );
@@ -245,7 +249,7 @@ fn a_sandbox_that_cannot_be_bound_is_an_error_and_nothing_runs_unsandboxed() {
         stderr(&out)
     );
 
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         "[plugins.sandbox]\nnetwork = \"yes\"\n",
     );
@@ -274,7 +278,7 @@ fn command_hooks_run_in_the_sandbox() {
         "echo ran > hook-ran.txt; echo escaped > {}/hook.txt",
         dirs.outside.display()
     );
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[[plugins.governance.hooks.PreToolUse]]\nmatcher = \"Bash\"\n[[plugins.governance.hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = '{hook}'\n"

@@ -17,7 +17,7 @@ const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 /// A workspace whose settings choose the container sandbox on the test image.
 fn container_env() -> CliEnv {
     let env = CliEnv::new(NOETA);
-    env.write(
+    env.write_trusted(
         ".noeta/config.toml",
         &format!(
             "[plugins.sandbox]\nprovider = \"container\"\nengine = \"{}\"\nimage = \"{}\"\n",

@@ -201,7 +201,7 @@ fn an_empty_workspace_lists_its_three_missing_tiers() {
 fn a_bad_setting_fails_naming_the_plugin_key_and_value() {
     let env = new_env();
     write(
-        &env.workspace.join(".noeta/config.toml"),
+        &env.home.join(".noeta/config.toml"),
         "[plugins.skills]\ntool_enforcement = \"block\"\n",
     );
     let out = env.run(&["skills", "list"]);

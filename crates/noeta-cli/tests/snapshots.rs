@@ -108,14 +108,14 @@ fn a_broken_manifest_is_named_by_file_plugin_and_entry() {
 #[test]
 fn an_unknown_settings_key_is_named_with_its_file_and_the_known_keys() {
     let env = env();
-    env.write(".noeta/config.toml", "model = \"opus\"\n");
+    env.write_trusted(".noeta/config.toml", "model = \"opus\"\n");
     insta::assert_snapshot!(shot(&env, &["run", "hello"]));
 }
 
 #[test]
 fn a_broken_agent_file_is_named_with_line_and_column() {
     let env = env();
-    env.write(
+    env.write_trusted(
         ".noeta/agents/reviewer.md",
         "---\nname: [unclosed\ndescription: Reviews\n---\nReview the change.\n",
     );

@@ -63,6 +63,6 @@ pub use surface::{
     SurfaceOrder, SurfaceRegistry, SurfaceSpec, standard_registry,
 };
 pub use tool::{Risk, Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
-pub use trust::{TrustError, TrustStore};
+pub use trust::{TrustError, TrustStore, WorkspaceTrust};
 pub use value::{HostValue, Resolved, ValueKind};
 pub use version::{KERNEL_VERSION, kernel_version};

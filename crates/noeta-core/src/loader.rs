@@ -333,12 +333,15 @@ pub enum LoadWarning {
         /// The on-disk manifest that is ignored.
         on_disk: Origin,
     },
-    /// A workspace plugin directory is not in the trust store.
+    /// A workspace plugin directory is not trusted: not in the trust store, or its workspace
+    /// changed since it was trusted.
     Untrusted {
         /// The directory.
         dir: PathBuf,
         /// The trust store consulted.
         store: PathBuf,
+        /// Why, when the store lists it (what changed since).
+        why: Option<String>,
     },
     /// A plugin's range excludes this kernel; it loads anyway (refused under strict).
     Unsatisfied {
@@ -375,12 +378,26 @@ impl fmt::Display for LoadWarning {
                 f,
                 "plugin `{plugin}` from {linked} shadows the on-disk plugin of the same name at {on_disk}, which is ignored"
             ),
-            LoadWarning::Untrusted { dir, store } if store.as_os_str().is_empty() => write!(
+            LoadWarning::Untrusted { dir, store, .. } if store.as_os_str().is_empty() => write!(
                 f,
                 "skipping untrusted workspace plugin directory `{}` — there is no trust store (no home directory)",
                 dir.display()
             ),
-            LoadWarning::Untrusted { dir, store } => write!(
+            LoadWarning::Untrusted {
+                dir,
+                store,
+                why: Some(why),
+            } => write!(
+                f,
+                "skipping workspace plugin directory `{}`: {why} — run `noeta trust` on the workspace again to load its plugins (trust store `{}`)",
+                dir.display(),
+                store.display()
+            ),
+            LoadWarning::Untrusted {
+                dir,
+                store,
+                why: None,
+            } => write!(
                 f,
                 "skipping untrusted workspace plugin directory `{}` — run `noeta trust {}` to load its plugins (trust store `{}`)",
                 dir.display(),
@@ -628,9 +645,16 @@ pub fn load_plugins(
                     continue;
                 }
                 if !options.trust.is_trusted(dir) {
+                    let why = dir
+                        .parent()
+                        .and_then(Path::parent)
+                        .map(|ws| options.trust.workspace(ws))
+                        .filter(|t| !matches!(t, crate::WorkspaceTrust::Untrusted))
+                        .and_then(|t| t.why_not());
                     warnings.push(LoadWarning::Untrusted {
                         dir: dir.clone(),
                         store: options.trust.path().to_path_buf(),
+                        why,
                     });
                     continue;
                 }

@@ -1,14 +1,169 @@
-//! The trust store: which workspace plugin directories may load their plugins.
+//! The trust store: which workspaces (and workspace plugin directories) may make noeta do
+//! things, pinned to what they held when they were trusted.
 //!
-//! A JSON file (`{"trusted": [paths…]}`, by default `~/.noeta/trust.json`).
-//! Paths are canonicalised on write and on compare: `~` expanded, made
-//! absolute, symlinks resolved. A missing store trusts nothing; a malformed
-//! one is an error, never read as empty.
+//! A JSON file (by default `~/.noeta/trust.json`): `{"trusted": [{"path": …, "pins": {file:
+//! sha256}}]}`. Paths are canonicalised on write and on compare: `~` expanded, made absolute,
+//! symlinks resolved. A missing store trusts nothing; a malformed one is an error, never read
+//! as empty.
+//!
+//! Trust is pinned to content, as direnv's `allow` is: granting records the SHA-256 of every
+//! file through which a project can make noeta start processes or loosen what it asks
+//! ([`pinned_files`]: its settings, `.mcp.json`, hook files, its plugins' manifests, agent files
+//! and commands). When any of them changes — the model, a sandboxed command or a `git pull`
+//! wrote it — the workspace is [`WorkspaceTrust::Changed`] and trusted no more until the user
+//! trusts it again. An entry written before content was pinned (a bare path) is
+//! [`WorkspaceTrust::Unpinned`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// The files of a project that decide what it can make noeta do, relative to the workspace:
+/// its settings, MCP servers and hooks (noeta's and Claude Code's), and below.
+const PINNED: [&str; 5] = [
+    ".noeta/config.toml",
+    ".mcp.json",
+    ".noeta/hooks.json",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+];
+
+/// In each `.noeta/plugins/<name>/`: the files that declare what the plugin does.
+const PINNED_IN_PLUGINS: [&str; 6] = [
+    "noeta-plugin.toml",
+    "Cargo.toml",
+    "pyproject.toml",
+    ".claude-plugin/plugin.json",
+    "hooks/hooks.json",
+    ".mcp.json",
+];
+
+/// Directories whose `*.md` files are pinned: agent files (they set plugins' parameters) and
+/// commands (their `` !`…` `` lines run).
+const PINNED_MARKDOWN: [&str; 4] = [
+    ".noeta/agents",
+    ".claude/agents",
+    ".noeta/commands",
+    ".claude/commands",
+];
+
+/// The most bytes of one pinned file that are hashed; a larger one pins as unreadable.
+const MAX_PINNED_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The most markdown files pinned under one directory, and how deep they are looked for.
+const MAX_PINNED_MARKDOWN: usize = 1000;
+const MAX_MARKDOWN_DEPTH: usize = 4;
+
+/// Where the user's store lives, relative to the home directory.
+pub const STORE_FILE: &str = ".noeta/trust.json";
+
+/// The most bytes the store itself may hold.
+const MAX_STORE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How a workspace stands in the trust store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceTrust {
+    /// Trusted, and nothing it was trusted with changed since.
+    Trusted,
+    /// Never trusted.
+    Untrusted,
+    /// Trusted once, but these files (relative to the workspace) changed since, appeared or
+    /// went away.
+    Changed(Vec<String>),
+    /// Trusted by an older noeta, before content was pinned: to be trusted again.
+    Unpinned,
+}
+
+impl WorkspaceTrust {
+    /// Whether the workspace's files may make noeta do things now.
+    pub fn is_trusted(&self) -> bool {
+        matches!(self, Self::Trusted)
+    }
+
+    /// Why the workspace is not trusted, in a few words (`None` when it is).
+    pub fn why_not(&self) -> Option<String> {
+        match self {
+            Self::Trusted => None,
+            Self::Untrusted => Some("the workspace is not trusted".to_owned()),
+            Self::Changed(files) => Some(format!(
+                "the workspace was trusted, but {} changed since",
+                files.join(", ")
+            )),
+            Self::Unpinned => Some(
+                "the workspace was trusted by an older noeta, before trust was pinned to its files"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+/// The files of the workspace at `dir` that trust pins, relative to it, sorted: [`PINNED`],
+/// each `.noeta/plugins/<name>/` file of [`PINNED_IN_PLUGINS`] that exists, and every `*.md`
+/// under [`PINNED_MARKDOWN`].
+pub fn pinned_files(dir: &Path) -> Vec<String> {
+    let mut files: BTreeSet<String> = PINNED.iter().map(|f| (*f).to_owned()).collect();
+    let plugins = dir.join(".noeta").join("plugins");
+    if let Ok(entries) = std::fs::read_dir(&plugins) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !entry.path().is_dir() {
+                continue;
+            }
+            for inside in PINNED_IN_PLUGINS {
+                if entry.path().join(inside).exists() {
+                    files.insert(format!(".noeta/plugins/{name}/{inside}"));
+                }
+            }
+        }
+    }
+    for under in PINNED_MARKDOWN {
+        let mut found = Vec::new();
+        markdown(&dir.join(under), 0, &mut found);
+        for path in found.into_iter().take(MAX_PINNED_MARKDOWN) {
+            if let Ok(relative) = path.strip_prefix(dir) {
+                files.insert(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.into_iter().collect()
+}
+
+fn markdown(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        if found.len() >= MAX_PINNED_MARKDOWN {
+            return;
+        }
+        if path.is_dir() {
+            if depth < MAX_MARKDOWN_DEPTH {
+                markdown(&path, depth + 1, found);
+            }
+        } else if path.extension().is_some_and(|e| e == "md") {
+            found.push(path);
+        }
+    }
+}
+
+/// What the workspace at `dir` holds now: the SHA-256 of each pinned file that exists
+/// (`"unreadable"` for one that is not a regular file within the limit).
+pub fn pins(dir: &Path) -> BTreeMap<String, String> {
+    pinned_files(dir)
+        .into_iter()
+        .filter_map(|file| {
+            let hash = match crate::files::read_bounded(&dir.join(&file), MAX_PINNED_BYTES) {
+                Ok(bytes) => crate::canonical::sha256_hex(&bytes),
+                Err(err) if err.is_not_found() => return None,
+                Err(_) => "unreadable".to_owned(),
+            };
+            Some((file, hash))
+        })
+        .collect()
+}
 
 /// Errors reading or writing the trust store.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +180,7 @@ pub enum TrustError {
     },
     /// The store is not the expected JSON.
     #[error(
-        "trust store `{path}` is not valid JSON of the form {{\"trusted\": [paths]}}: {source}"
+        "trust store `{path}` is not valid JSON of the form {{\"trusted\": [{{\"path\": …, \"pins\": {{…}}}}]}}: {source}"
     )]
     Malformed {
         /// The store's path.
@@ -54,10 +209,22 @@ pub enum TrustError {
     },
 }
 
+/// One entry of the store's file: a bare path (written before content was pinned), or a path
+/// with its pins.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Entry {
+    Pinned {
+        path: PathBuf,
+        pins: BTreeMap<String, String>,
+    },
+    Bare(PathBuf),
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TrustFile {
-    trusted: Vec<PathBuf>,
+    trusted: Vec<Entry>,
 }
 
 /// The loaded trust store.
@@ -65,7 +232,8 @@ struct TrustFile {
 pub struct TrustStore {
     path: PathBuf,
     home: PathBuf,
-    trusted: BTreeSet<PathBuf>,
+    /// Each trusted directory, canonical, with its pins (`None`: trusted before pins).
+    trusted: BTreeMap<PathBuf, Option<BTreeMap<String, String>>>,
 }
 
 impl TrustStore {
@@ -79,15 +247,15 @@ impl TrustStore {
         let mut store = Self {
             path: path.to_path_buf(),
             home: home.to_path_buf(),
-            trusted: BTreeSet::new(),
+            trusted: BTreeMap::new(),
         };
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::files::read_text(path, MAX_STORE_BYTES) {
             Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(store),
-            Err(source) => {
+            Err(err) if err.is_not_found() => return Ok(store),
+            Err(err) => {
                 return Err(TrustError::Read {
                     path: path.to_path_buf(),
-                    source,
+                    source: err.into_io(),
                 });
             }
         };
@@ -96,12 +264,26 @@ impl TrustStore {
                 path: path.to_path_buf(),
                 source,
             })?;
-        store.trusted = file
-            .trusted
-            .iter()
-            .map(|p| canonical_path(p, home))
-            .collect();
+        for entry in file.trusted {
+            let (dir, pins) = match entry {
+                Entry::Pinned { path, pins } => (path, Some(pins)),
+                Entry::Bare(path) => (path, None),
+            };
+            store.trusted.insert(canonical_path(&dir, home), pins);
+        }
         Ok(store)
+    }
+
+    /// The user's store, `~/.noeta/trust.json` under `home` ([`STORE_FILE`]).
+    pub fn of_home(home: &Path) -> Result<Self, TrustError> {
+        Self::load(&home.join(STORE_FILE), home)
+    }
+
+    /// How the workspace `dir` stands in the user's store (`home`'s; without a home, or with a
+    /// store that cannot be read, it is untrusted).
+    pub fn workspace_of(home: Option<&Path>, dir: &Path) -> WorkspaceTrust {
+        home.and_then(|home| Self::of_home(home).ok())
+            .map_or(WorkspaceTrust::Untrusted, |store| store.workspace(dir))
     }
 
     /// The store's file.
@@ -109,24 +291,52 @@ impl TrustStore {
         &self.path
     }
 
-    /// The trusted directories, canonical and sorted.
+    /// The trusted directories, canonical and sorted (whether their content still matches or
+    /// not: see [`TrustStore::workspace`]).
     pub fn trusted(&self) -> impl Iterator<Item = &Path> {
-        self.trusted.iter().map(PathBuf::as_path)
+        self.trusted.keys().map(PathBuf::as_path)
     }
 
-    /// Whether `dir` is trusted: the store lists it, or lists the workspace whose `.noeta/plugins` it is.
-    pub fn is_trusted(&self, dir: &Path) -> bool {
+    /// How the directory `dir` stands: trusted with its pinned files unchanged, never trusted,
+    /// changed since, or trusted before pins.
+    pub fn workspace(&self, dir: &Path) -> WorkspaceTrust {
         let dir = canonical_path(dir, &self.home);
-        if self.trusted.contains(&dir) {
-            return true;
+        match self.trusted.get(&dir) {
+            None => WorkspaceTrust::Untrusted,
+            Some(None) => WorkspaceTrust::Unpinned,
+            Some(Some(pinned)) => {
+                let now = pins(&dir);
+                let changed: Vec<String> = pinned
+                    .keys()
+                    .chain(now.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|file| pinned.get(*file) != now.get(*file))
+                    .cloned()
+                    .collect();
+                if changed.is_empty() {
+                    WorkspaceTrust::Trusted
+                } else {
+                    WorkspaceTrust::Changed(changed)
+                }
+            }
         }
-        let workspace = dir
-            .strip_suffix_components(&[".noeta", "plugins"])
-            .map(Path::to_path_buf);
-        workspace.is_some_and(|ws| self.trusted.contains(&ws))
     }
 
-    /// Adds `dir` (which must exist) and writes the store; idempotent. Returns the canonical path stored.
+    /// Whether `dir` is trusted now: the store lists it (or the workspace whose `.noeta/plugins`
+    /// it is) and nothing pinned changed since.
+    pub fn is_trusted(&self, dir: &Path) -> bool {
+        let canonical = canonical_path(dir, &self.home);
+        if self.trusted.contains_key(&canonical) {
+            return self.workspace(&canonical).is_trusted();
+        }
+        canonical
+            .strip_suffix_components(&[".noeta", "plugins"])
+            .is_some_and(|ws| self.workspace(ws).is_trusted())
+    }
+
+    /// Trusts `dir` (which must exist) as it is now, pinning its files, and writes the store.
+    /// Returns the canonical path stored.
     pub fn grant(&mut self, dir: &Path) -> Result<PathBuf, TrustError> {
         let expanded = expand_home(dir, &self.home);
         let metadata =
@@ -141,9 +351,42 @@ impl TrustStore {
             });
         }
         let canonical = canonical_path(dir, &self.home);
-        self.trusted.insert(canonical.clone());
+        let pinned = pins(&canonical);
+        self.trusted.insert(canonical.clone(), Some(pinned));
+        self.write()?;
+        Ok(canonical)
+    }
+
+    /// Pins `dir` again as it is now, when it was trusted with nothing changed but what noeta
+    /// itself just wrote on the user's word (`noeta mcp add --scope project`); whether it did.
+    /// A workspace not trusted, or changed by something else, stays as it is.
+    pub fn renew(&mut self, dir: &Path, before: &WorkspaceTrust) -> Result<bool, TrustError> {
+        if !before.is_trusted() {
+            return Ok(false);
+        }
+        self.grant(dir).map(|_| true)
+    }
+
+    /// The pins stored for `dir`, if it is trusted with pins.
+    pub fn pinned(&self, dir: &Path) -> Option<&BTreeMap<String, String>> {
+        self.trusted
+            .get(&canonical_path(dir, &self.home))
+            .and_then(Option::as_ref)
+    }
+
+    fn write(&self) -> Result<(), TrustError> {
         let file = TrustFile {
-            trusted: self.trusted.iter().cloned().collect(),
+            trusted: self
+                .trusted
+                .iter()
+                .map(|(path, pins)| match pins {
+                    Some(pins) => Entry::Pinned {
+                        path: path.clone(),
+                        pins: pins.clone(),
+                    },
+                    None => Entry::Bare(path.clone()),
+                })
+                .collect(),
         };
         let write = |source| TrustError::Write {
             path: self.path.clone(),
@@ -158,8 +401,10 @@ impl TrustStore {
                 source,
             })?;
         text.push('\n');
-        std::fs::write(&self.path, text).map_err(write)?;
-        Ok(canonical)
+        // Written whole or not at all: a crash never leaves half a store.
+        let staged = self.path.with_extension("json.tmp");
+        std::fs::write(&staged, text).map_err(write)?;
+        std::fs::rename(&staged, &self.path).map_err(write)
     }
 }
 

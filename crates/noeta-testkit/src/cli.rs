@@ -137,6 +137,29 @@ impl CliEnv {
         path
     }
 
+    /// Trusts the workspace as it is now, as `noeta trust .` does: its project settings, hooks,
+    /// `.mcp.json`, plugins, agent files and commands count until one of them changes.
+    ///
+    /// # Panics
+    /// When the trust store cannot be written (a test helper).
+    #[expect(
+        clippy::expect_used,
+        reason = "a test helper: failing loudly is the point"
+    )]
+    pub fn trust(&self) {
+        noeta_core::TrustStore::of_home(&self.home)
+            .and_then(|mut store| store.grant(&self.workspace))
+            .expect("the workspace is trusted");
+    }
+
+    /// [`CliEnv::write`], then [`CliEnv::trust`]: a project file the user wrote, which is to
+    /// count. Its path.
+    pub fn write_trusted(&self, path: impl AsRef<Path>, text: &str) -> PathBuf {
+        let path = self.write(path, text);
+        self.trust();
+        path
+    }
+
     /// A user plugin `~/.noeta/plugins/<dir>/noeta-plugin.toml`; its path.
     pub fn user_plugin(&self, dir: &str, manifest: &str) -> PathBuf {
         self.write(

@@ -97,12 +97,15 @@ impl HostConfig {
     /// The merged settings: the defaults, then the machine, user and project `config.toml`,
     /// then the flags.
     pub fn settings(&self) -> Result<Settings, HostError> {
+        self.settings_noting().map(|(settings, _)| settings)
+    }
+
+    /// [`HostConfig::settings`], and what an untrusted project's settings lost (one warning).
+    pub fn settings_noting(&self) -> Result<(Settings, Vec<String>), HostError> {
         let mut settings = self.defaults.clone();
-        settings.merge(Settings::load(
-            &SettingsFiles::new(&self.paths),
-            &self.flags,
-        )?);
-        Ok(settings)
+        let (files, notes) = Settings::load_noting(&SettingsFiles::new(&self.paths), &self.flags)?;
+        settings.merge(files);
+        Ok((settings, notes))
     }
 }
 
@@ -132,6 +135,43 @@ pub struct Host {
     /// The Claude Code plugins' `userConfig` values, by plugin (read once; each problem one
     /// warning).
     user_values: std::sync::OnceLock<BTreeMap<String, crate::user_config::UserValues>>,
+    /// What an untrusted workspace's files lost (see [`Host::trust_notes`]).
+    trust_notes: Vec<String>,
+}
+
+/// The agent files of an untrusted workspace (`.claude/agents`, `.noeta/agents`) keep only the
+/// plugin parameters an untrusted project may set; one line per file that lost any.
+fn untrusted_agent_files(
+    paths: &crate::host::HostPaths,
+    settings: &Settings,
+    files: &mut AgentFiles,
+) -> Vec<String> {
+    let trust = crate::ProjectTrust::of(paths);
+    if trust.is_trusted() {
+        return Vec::new();
+    }
+    let user_agents = paths.user_dir().map(|d| d.join("agents"));
+    let project_dirs: Vec<std::path::PathBuf> = [
+        paths.workspace.join(".claude").join("agents"),
+        paths.workspace.join(".noeta").join("agents"),
+    ]
+    .into_iter()
+    .filter(|d| Some(d) != user_agents.as_ref())
+    .collect();
+    let mut notes = Vec::new();
+    for file in &mut files.agents {
+        if !project_dirs.iter().any(|d| file.path.starts_with(d)) {
+            continue;
+        }
+        let mode = settings
+            .permission_mode(&file.name)
+            .unwrap_or_else(|| "default".to_owned());
+        let ignored = crate::project_trust::keep_untrusted_params(file, &mode);
+        if !ignored.is_empty() {
+            notes.push(trust.ignored(&file.path.display().to_string(), &ignored));
+        }
+    }
+    notes
 }
 
 impl std::fmt::Debug for Host {
@@ -147,7 +187,7 @@ impl Host {
     /// Reads the settings, loads and merges the plugins, and reads the agent files. The
     /// loader's warnings are in [`plugins`](Self::plugins)`.warnings()`.
     pub fn open(config: HostConfig) -> Result<Self, HostError> {
-        let settings = config.settings()?;
+        let (settings, mut trust_notes) = config.settings_noting()?;
         let mut options = config.options.clone();
         if options.programs.is_none() {
             options.programs = Some(crate::host::program_plugins(Arc::clone(&config.secrets)));
@@ -155,6 +195,7 @@ impl Host {
         let set = settings.load_host(&config.paths, &options)?;
         let merged = set.merged()?;
         let mut files = read_agent_files(&config.paths);
+        trust_notes.extend(untrusted_agent_files(&config.paths, &settings, &mut files));
         let claude = crate::claude_plugins::discover(&config.paths, &config.options.paths);
         for plugin in &claude.plugins {
             crate::agent_files::add_plugin_agents(&plugin.name, &plugin.agents_dirs, &mut files);
@@ -205,7 +246,14 @@ impl Host {
             built: Mutex::new(BTreeMap::new()),
             mcp_json: std::sync::OnceLock::new(),
             user_values: std::sync::OnceLock::new(),
+            trust_notes,
         })
+    }
+
+    /// What the workspace's own files would have the host do that it does not, since the
+    /// workspace is not trusted (or changed since it was): one line per file.
+    pub fn trust_notes(&self) -> &[String] {
+        &self.trust_notes
     }
 
     /// Appends `extension` to every session this host builds (after the agent's own).

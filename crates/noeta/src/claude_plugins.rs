@@ -264,17 +264,15 @@ fn read_hook_files(paths: &HostPaths, found: &mut ClaudePlugins) {
         .filter(|f| f.is_file() && !files.contains(f))
         .collect();
     if !present.is_empty() {
-        if paths
-            .trust_store()
-            .is_ok_and(|store| store.is_trusted(&paths.workspace))
-        {
+        let trust = crate::ProjectTrust::of(paths);
+        if trust.is_trusted() {
             files.extend(present);
         } else {
             for file in present {
-                found.warnings.push(format!(
-                    "{}: hooks not read, since the workspace is not trusted (a cloned repository \
-                     never runs a command by itself) — `noeta trust .` to use them",
-                    file.display()
+                found.warnings.push(trust.not_read(
+                    &file.display().to_string(),
+                    "hooks",
+                    "runs a command",
                 ));
             }
         }

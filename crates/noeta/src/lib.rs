@@ -19,6 +19,7 @@ pub mod listing;
 pub mod mcp_json;
 pub mod named;
 pub mod programs;
+pub mod project_trust;
 pub mod sandbox;
 pub mod secrets;
 pub mod settings;
@@ -35,6 +36,7 @@ pub use host::{
     activation_rules, agent_options, build_session, build_session_shared,
     build_session_with_secrets, default_agent, load, non_removable, sources,
 };
+pub use project_trust::ProjectTrust;
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
 pub mod mcp {
     pub use noeta_builtin_mcp::{

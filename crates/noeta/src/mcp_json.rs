@@ -33,16 +33,14 @@ pub fn servers(paths: &HostPaths) -> (Map<String, Value>, Vec<String>) {
         .collect();
     let workspace_file = paths.workspace.join(".mcp.json");
     if workspace_file.is_file() {
-        let trusted = paths
-            .trust_store()
-            .is_ok_and(|store| store.is_trusted(&paths.workspace));
-        if trusted {
+        let trust = crate::ProjectTrust::of(paths);
+        if trust.is_trusted() {
             files.push(workspace_file);
         } else {
-            warnings.push(format!(
-                "{}: not read, since the workspace is not trusted (a cloned repository never \
-                 starts a server by itself) — `noeta trust .` to use its MCP servers",
-                workspace_file.display()
+            warnings.push(trust.not_read(
+                &workspace_file.display().to_string(),
+                "",
+                "starts a server",
             ));
         }
     }

@@ -17,6 +17,7 @@ use noeta_core::{AgentOptions, PluginSet};
 use serde_json::{Map, Value};
 
 use crate::host::{ALWAYS_ON, HostError, HostOptions, HostPaths, non_removable};
+use crate::project_trust::{self, ProjectTrust};
 
 /// Where the machine settings live (the path is injectable through [`SettingsFiles::machine`]).
 pub const MACHINE_SETTINGS: &str = "/etc/noeta/config.toml";
@@ -50,7 +51,8 @@ pub enum Layer {
     Flags,
 }
 
-/// The three settings files, lowest layer first.
+/// The three settings files, lowest layer first, and whether the project's may make noeta do
+/// things (see [`crate::project_trust`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingsFiles {
     /// The machine file (normally [`MACHINE_SETTINGS`]).
@@ -59,16 +61,28 @@ pub struct SettingsFiles {
     pub user: Option<PathBuf>,
     /// `<workspace>/.noeta/config.toml`.
     pub project: PathBuf,
+    /// Whether the workspace is trusted: untrusted, its file keeps only what an untrusted
+    /// project may set.
+    pub project_trust: ProjectTrust,
 }
 
 impl SettingsFiles {
-    /// The files of a host: the machine file at [`MACHINE_SETTINGS`], the user's and the project's.
+    /// The files of a host: the machine file at [`MACHINE_SETTINGS`], the user's and the
+    /// project's, with the workspace's trust from the trust store.
     pub fn new(paths: &HostPaths) -> Self {
         Self {
             machine: PathBuf::from(MACHINE_SETTINGS),
             user: paths.user_dir().map(|d| d.join("config.toml")),
             project: paths.workspace.join(".noeta").join("config.toml"),
+            project_trust: ProjectTrust::of(paths),
         }
+    }
+
+    /// The same files with the project's trust decided by the caller (an embedder that trusts
+    /// its workspaces itself, tests of the layering).
+    pub fn with_project_trust(mut self, trust: ProjectTrust) -> Self {
+        self.project_trust = trust;
+        self
     }
 
     /// The same files with the machine file at `path`.
@@ -211,17 +225,74 @@ const POLICY_KEYS: &str = "allowed_plugins, blocked_plugins";
 
 impl Settings {
     /// Reads the three files of `files` (a missing file is an empty layer) and merges `flags` last.
+    /// An untrusted project's file keeps only what [`project_trust`] allows; see
+    /// [`Settings::load_noting`] for the warning that says what it lost.
     pub fn load(files: &SettingsFiles, flags: &Settings) -> Result<Self, SettingsError> {
+        Self::load_noting(files, flags).map(|(settings, _)| settings)
+    }
+
+    /// [`Settings::load`], and the warnings to show: an untrusted project's settings that are
+    /// ignored, in one line naming the file, the keys and the command that trusts.
+    pub fn load_noting(
+        files: &SettingsFiles,
+        flags: &Settings,
+    ) -> Result<(Self, Vec<String>), SettingsError> {
+        let mut notes = Vec::new();
         let mut settings = Self::read(&files.machine, Layer::Machine)?;
         if let Some(user) = &files.user {
             settings.merge(Self::read(user, Layer::User)?);
         }
         // A workspace that is the home directory has one file for both layers.
         if files.user.as_deref() != Some(files.project.as_path()) {
-            settings.merge(Self::read(&files.project, Layer::Project)?);
+            let mut project = Self::read(&files.project, Layer::Project)?;
+            if !files.project_trust.is_trusted() {
+                let ignored = project.keep_untrusted(&settings);
+                if !ignored.is_empty() {
+                    notes.push(
+                        files
+                            .project_trust
+                            .ignored(&files.project.display().to_string(), &ignored),
+                    );
+                }
+            }
+            settings.merge(project);
         }
         settings.merge(flags.clone());
-        Ok(settings)
+        Ok((settings, notes))
+    }
+
+    /// Drops from this layer (an untrusted project's) what needs trust, given the layers
+    /// beneath (`lower`): the names of what it dropped, as `[plugins.mcp] servers`.
+    fn keep_untrusted(&mut self, lower: &Settings) -> Vec<String> {
+        let mut ignored = Vec::new();
+        let lower_mode = lower
+            .permission_mode(EVERY_AGENT)
+            .unwrap_or_else(|| "default".to_owned());
+        for (plugin, params) in &mut self.plugins {
+            params.retain(|key, value| {
+                let looser_mode = key == "permission_mode"
+                    && value
+                        .as_str()
+                        .is_none_or(|mode| looseness(mode) > looseness(&lower_mode));
+                let keep = project_trust::may_set(plugin, key) && !looser_mode;
+                if !keep {
+                    ignored.push(format!("{} {key}", table_label(&["plugins", plugin])));
+                }
+                keep
+            });
+        }
+        self.plugins.retain(|_, params| !params.is_empty());
+        self.switches.retain(|plugin, on| {
+            let keep = project_trust::may_switch(plugin, *on);
+            if !keep {
+                ignored.push(format!("{} enabled", table_label(&["plugins", plugin])));
+            }
+            keep
+        });
+        for agent in std::mem::take(&mut self.agents).keys() {
+            ignored.push(format!("{} add_plugins", table_label(&["agents", agent])));
+        }
+        ignored
     }
 
     /// Reads one settings file as `layer`; a missing file is an empty layer.
@@ -597,6 +668,15 @@ impl Settings {
         self.apply_to_host(&mut options);
         crate::host::load(paths, &options)
     }
+}
+
+/// How much a permission mode lets an agent do without asking: `plan` least, then `default`,
+/// `acceptEdits`, `bypassPermissions`; a mode that is none of them counts as the loosest.
+pub fn looseness(mode: &str) -> usize {
+    ["plan", "default", "acceptEdits", "bypassPermissions"]
+        .iter()
+        .position(|m| *m == mode)
+        .unwrap_or(usize::MAX)
 }
 
 /// The text of a settings file, at most [`MAX_SETTINGS_BYTES`]; a missing file is empty.

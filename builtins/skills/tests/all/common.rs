@@ -108,9 +108,9 @@ impl Tree {
 
     /// Trusts the workspace in the home's trust store.
     pub(crate) fn trust_workspace(&self) {
-        let store = self.in_home(".noeta/trust.json");
-        let text = json!({ "trusted": [self.workspace] }).to_string();
-        self.write(&store, text);
+        let home = self.in_home("");
+        let mut store = noeta_core::TrustStore::of_home(&home).unwrap();
+        store.grant(&self.workspace).unwrap();
     }
 }
 

@@ -324,7 +324,7 @@ fn trust_store_gating_on_skips_an_untrusted_workspace_and_mounts_a_trusted_one()
     for tier in ["workspace-agents", "workspace"] {
         let state = &listing.tiers.iter().find(|t| t.tier == tier).unwrap().state;
         assert!(state.starts_with("untrusted:"), "{state}");
-        assert!(state.contains("is not in the trust store"), "{state}");
+        assert!(state.contains("the workspace is not trusted"), "{state}");
         assert!(
             state.contains(&tree.workspace.display().to_string()),
             "{state}"

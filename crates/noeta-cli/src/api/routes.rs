@@ -137,7 +137,7 @@ impl Bounds {
         };
         let mode = agent::permission_mode(asked)
             .map_err(|err| bad(format!("`permission_mode`: {err}")))?;
-        if agent::looseness(&mode) > agent::looseness(&self.mode) {
+        if noeta::settings::looseness(&mode) > noeta::settings::looseness(&self.mode) {
             return Err(bad(format!(
                 "`permission_mode`: `{mode}` is looser than this server's own mode `{}`; a server \
                  started with `--permission-mode {mode}` allows it",

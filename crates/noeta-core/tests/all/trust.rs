@@ -69,6 +69,7 @@ fn a_missing_store_trusts_nothing_and_the_workspace_dir_is_skipped_with_a_warnin
         [LoadWarning::Untrusted {
             dir: scratch.plugins(),
             store: scratch.store_path(),
+            why: None,
         }]
     );
     let dir = scratch.plugins().display().to_string();
@@ -104,7 +105,7 @@ fn a_malformed_store_is_an_error_naming_its_path() {
         assert_mentions(
             &err.to_string(),
             &[&format!(
-                "trust store `{}` is not valid JSON of the form {{\"trusted\": [paths]}}",
+                "trust store `{}` is not valid JSON of the form {{\"trusted\": [{{\"path\": …, \"pins\": {{…}}}}]}}",
                 scratch.store_path().display()
             )],
         );
@@ -241,10 +242,17 @@ fn grant_is_idempotent_and_writes_pretty_json_with_a_trailing_newline() {
     let second = std::fs::read_to_string(scratch.store_path()).unwrap();
     assert_eq!(first, second);
 
+    let manifest = std::fs::read(
+        scratch
+            .workspace()
+            .join(".noeta/plugins/local/noeta-plugin.toml"),
+    )
+    .unwrap();
     let expected = format!(
-        "{{\n  \"trusted\": [\n    {},\n    {}\n  ]\n}}\n",
+        "{{\n  \"trusted\": [\n    {{\n      \"path\": {},\n      \"pins\": {{}}\n    }},\n    {{\n      \"path\": {},\n      \"pins\": {{\n        \".noeta/plugins/local/noeta-plugin.toml\": \"{}\"\n      }}\n    }}\n  ]\n}}\n",
         serde_json::to_string(&other).unwrap(),
-        serde_json::to_string(&scratch.workspace()).unwrap()
+        serde_json::to_string(&scratch.workspace()).unwrap(),
+        noeta_core::canonical::sha256_hex(&manifest)
     );
     assert_eq!(second, expected);
     assert_eq!(store.trusted().count(), 2);
@@ -290,4 +298,122 @@ fn trusting_a_regular_file_is_refused_naming_it() {
     let err = store.grant(&file).unwrap_err();
     assert!(err.to_string().contains("plain.txt"), "{err}");
     assert!(err.to_string().contains("not a directory"), "{err}");
+}
+
+#[test]
+fn trust_is_pinned_to_what_the_workspace_held_and_lapses_when_it_changes() {
+    use noeta_core::WorkspaceTrust;
+    let scratch = Scratch::new();
+    let ws = scratch.workspace();
+    std::fs::create_dir_all(ws.join(".noeta")).unwrap();
+    std::fs::write(ws.join(".noeta/config.toml"), "[plugins.fs]\n").unwrap();
+    let mut store = scratch.store();
+    assert_eq!(store.workspace(&ws), WorkspaceTrust::Untrusted);
+    store.grant(&ws).unwrap();
+    let store = scratch.store();
+    assert_eq!(store.workspace(&ws), WorkspaceTrust::Trusted);
+    assert!(store.is_trusted(&scratch.plugins()));
+    // Settings rewritten, an `.mcp.json`, an agent file and a command added: each is named.
+    std::fs::write(
+        ws.join(".noeta/config.toml"),
+        "[plugins.sandbox]\nprovider = \"local\"\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join(".mcp.json"), "{}").unwrap();
+    std::fs::create_dir_all(ws.join(".claude/agents/deep")).unwrap();
+    std::fs::write(
+        ws.join(".claude/agents/deep/evil.md"),
+        "---\nname: evil\n---\nx",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join(".claude/commands")).unwrap();
+    std::fs::write(ws.join(".claude/commands/x.md"), "!`id`").unwrap();
+    let changed = store.workspace(&ws);
+    assert_eq!(
+        changed,
+        WorkspaceTrust::Changed(vec![
+            ".claude/agents/deep/evil.md".to_owned(),
+            ".claude/commands/x.md".to_owned(),
+            ".mcp.json".to_owned(),
+            ".noeta/config.toml".to_owned(),
+        ])
+    );
+    assert!(!store.is_trusted(&ws));
+    assert!(
+        !store.is_trusted(&scratch.plugins()),
+        "its plugins are untrusted with it"
+    );
+    assert!(
+        changed
+            .why_not()
+            .unwrap()
+            .contains("was trusted, but .claude/agents/deep/evil.md, .claude/commands/x.md, .mcp.json, .noeta/config.toml changed since")
+    );
+    // A plugin's manifest changing lapses trust too; a file removed does as well.
+    let mut store = scratch.store();
+    store.grant(&ws).unwrap();
+    std::fs::write(
+        ws.join(".noeta/plugins/local/noeta-plugin.toml"),
+        "name = \"local\"\n# changed\n",
+    )
+    .unwrap();
+    std::fs::remove_file(ws.join(".mcp.json")).unwrap();
+    assert_eq!(
+        store.workspace(&ws),
+        WorkspaceTrust::Changed(vec![
+            ".mcp.json".to_owned(),
+            ".noeta/plugins/local/noeta-plugin.toml".to_owned()
+        ])
+    );
+    // Trusted again: as it is now.
+    store.grant(&ws).unwrap();
+    assert_eq!(scratch.store().workspace(&ws), WorkspaceTrust::Trusted);
+}
+
+#[test]
+fn an_entry_from_before_pins_is_trusted_no_more_until_trusted_again() {
+    use noeta_core::WorkspaceTrust;
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.store_path().parent().unwrap()).unwrap();
+    std::fs::write(
+        scratch.store_path(),
+        format!(
+            "{{\"trusted\": [{}]}}",
+            serde_json::to_string(&scratch.workspace()).unwrap()
+        ),
+    )
+    .unwrap();
+    let mut store = scratch.store();
+    assert_eq!(
+        store.workspace(&scratch.workspace()),
+        WorkspaceTrust::Unpinned
+    );
+    assert!(!store.is_trusted(&scratch.workspace()));
+    assert!(
+        WorkspaceTrust::Unpinned
+            .why_not()
+            .unwrap()
+            .contains("before trust was pinned")
+    );
+    store.grant(&scratch.workspace()).unwrap();
+    assert!(scratch.store().is_trusted(&scratch.workspace()));
+}
+
+#[test]
+fn a_named_pipe_as_the_store_is_an_error_not_a_hang() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.store_path().parent().unwrap()).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(scratch.store_path())
+            .status()
+            .unwrap()
+            .success()
+    );
+    let err = TrustStore::load(&scratch.store_path(), &scratch.home()).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("a named pipe, not a regular file"),
+        "{err}"
+    );
 }

@@ -1,0 +1,228 @@
+//! What a workspace's own files may make noeta do before the user trusts the workspace: the one
+//! place that says which project settings need trust.
+//!
+//! A cloned repository — or the model, or a sandboxed command, writing into the workspace —
+//! must not be able to start processes, loosen the sandbox or the permission asks, or change
+//! providers, endpoints, keys or the servers noeta runs. Until `noeta trust` pins the workspace
+//! (and for as long as its pinned files are unchanged, [`noeta_core::WorkspaceTrust`]), the
+//! project layer of the settings (`<workspace>/.noeta/config.toml`) and the plugin parameters of
+//! the project's agent files keep only what [`may_set`] and [`may_switch`] allow; the rest is
+//! ignored with one warning naming the file, the keys and the command that trusts. Whatever
+//! starts processes elsewhere — `.mcp.json`, hook files, project plugins, commands' `` !`…` ``
+//! lines — is not read at all until then (each reader asks [`ProjectTrust`]). The machine
+//! `[policy]` keeps the last word either way.
+
+use noeta_core::WorkspaceTrust;
+
+use crate::host::HostPaths;
+
+/// The keys an untrusted project may set, by plugin or named extension (`*`: every key): they
+/// tune what runs and never start a process, reach elsewhere, loosen an ask or the sandbox, or
+/// name a provider, an endpoint or a key. `permission_mode` is taken only when it is no looser
+/// than the mode beneath (see [`crate::Settings`]).
+const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
+    ("react", &["*"]),
+    ("compaction", &["*"]),
+    ("structured_output", &["*"]),
+    ("tool_search", &["*"]),
+    ("recall_history", &["*"]),
+    ("workspace", &["*"]),
+    ("instructions", &["*"]),
+    ("environment", &["*"]),
+    ("budget", &["*"]),
+    ("repetition_guard", &["*"]),
+    (
+        "governance",
+        &["deny", "budget", "repetition", "permission_mode"],
+    ),
+    ("permissions", &["deny", "permission_mode"]),
+    (
+        "web",
+        &[
+            "max_bytes",
+            "max_content_chars",
+            "cache_ttl_secs",
+            "user_agent",
+            "timeout_secs",
+        ],
+    ),
+    ("fs", &["write_mode", "background_ends_with_turn"]),
+    ("memory", &["read_only"]),
+    ("skills", &["listing_budget_tokens", "script_timeout_secs"]),
+    (
+        "markdown_commands",
+        &["listing_budget_tokens", "script_timeout_secs"],
+    ),
+    ("browser", &["width", "height", "timeout_ms"]),
+    ("mcp", &["defer_above"]),
+];
+
+/// What switching these off would loosen: the asks, the guards, the hooks and the sandbox.
+const GUARDS: [&str; 6] = [
+    "governance",
+    "permissions",
+    "hooks",
+    "budget",
+    "repetition_guard",
+    "sandbox",
+];
+
+/// Whether an untrusted project may set `key` of `[plugins.<plugin>]` (or of an agent file's
+/// parameters for `plugin`).
+pub(crate) fn may_set(plugin: &str, key: &str) -> bool {
+    UNTRUSTED_MAY_SET
+        .iter()
+        .any(|(name, keys)| *name == plugin && (keys.contains(&"*") || keys.contains(&key)))
+}
+
+/// Whether an untrusted project may switch `plugin` on (`on`) or off: off, unless it is a guard
+/// or the sandbox; on, never (a plugin switched on may start processes).
+pub(crate) fn may_switch(plugin: &str, on: bool) -> bool {
+    !on && !GUARDS.contains(&plugin)
+}
+
+/// Drops from an agent file of an untrusted project the plugin parameters that need trust
+/// (`permission_mode` looser than `mode`, the mode the settings give its agent, included): the
+/// names of what it dropped, as `plugins.mcp.servers`.
+pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> Vec<String> {
+    let mut ignored = Vec::new();
+    for (plugin, params) in &mut file.params {
+        let Some(params) = params.as_object_mut() else {
+            continue;
+        };
+        params.retain(|key, value| {
+            let looser_mode = key == "permission_mode"
+                && value.as_str().is_none_or(|m| {
+                    crate::settings::looseness(m) > crate::settings::looseness(mode)
+                });
+            let keep = may_set(plugin, key) && !looser_mode;
+            if !keep {
+                ignored.push(format!("plugins.{plugin}.{key}"));
+            }
+            keep
+        });
+    }
+    ignored
+}
+
+/// How the workspace of a host stands: whether its own files may make noeta do things.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectTrust {
+    state: WorkspaceTrust,
+    /// The directory to name in `noeta trust …`.
+    workspace: String,
+}
+
+impl ProjectTrust {
+    /// The trust of `paths`' workspace, from the trust store (an unreadable store trusts
+    /// nothing; loading plugins reports it).
+    pub fn of(paths: &HostPaths) -> Self {
+        let state = paths
+            .trust_store()
+            .map_or(WorkspaceTrust::Untrusted, |store| {
+                store.workspace(&paths.workspace)
+            });
+        Self {
+            state,
+            workspace: paths.workspace.display().to_string(),
+        }
+    }
+
+    /// A workspace in `state` (for tests and embedders that decide trust themselves).
+    pub fn new(state: WorkspaceTrust, workspace: impl Into<String>) -> Self {
+        Self {
+            state,
+            workspace: workspace.into(),
+        }
+    }
+
+    /// Whether the workspace's files may make noeta do things.
+    pub fn is_trusted(&self) -> bool {
+        self.state.is_trusted()
+    }
+
+    /// How it stands.
+    pub fn state(&self) -> &WorkspaceTrust {
+        &self.state
+    }
+
+    /// The one warning about `file`, whose `ignored` keys need trust.
+    pub fn ignored(&self, file: &str, ignored: &[String]) -> String {
+        let why = self
+            .state
+            .why_not()
+            .unwrap_or_else(|| "the workspace is not trusted".to_owned());
+        format!(
+            "{file}: {why}, so these settings are ignored: {} — `noeta trust {}` to use them",
+            ignored.join(", "),
+            self.workspace
+        )
+    }
+
+    /// The warning about `file`, whose `what` (`hooks`, …; empty for the whole file) is not
+    /// read until the workspace is trusted, since it would `act` (`starts a server`).
+    pub fn not_read(&self, file: &str, what: &str, act: &str) -> String {
+        let why = self
+            .state
+            .why_not()
+            .unwrap_or_else(|| "the workspace is not trusted".to_owned());
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what} ")
+        };
+        format!(
+            "{file}: {what}not read, since {why} (a cloned repository never {act} by itself) — \
+             `noeta trust {}` to use it",
+            self.workspace
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_starts_processes_loosens_asks_or_names_endpoints_needs_trust() {
+        for (plugin, key) in [
+            ("mcp", "servers"),
+            ("sandbox", "provider"),
+            ("sandbox", "network"),
+            ("governance", "allow"),
+            ("governance", "hooks"),
+            ("governance", "hooks_cwd"),
+            ("governance", "edit_tools"),
+            ("hooks", "PreToolUse"),
+            ("providers", "base_url"),
+            ("providers", "api_key"),
+            ("serve", "token"),
+            ("app", "proxy_hosts"),
+            ("web", "search_endpoint"),
+            ("browser", "executable"),
+            ("fs", "write_roots"),
+            ("fs", "shell_env_inherit"),
+            ("memory", "dir"),
+            ("skills", "allow_skill_scripts"),
+            ("skills", "workspace_skills_trust"),
+            ("some-third-party", "anything"),
+        ] {
+            assert!(!may_set(plugin, key), "[plugins.{plugin}] {key}");
+        }
+        for (plugin, key) in [
+            ("react", "compaction"),
+            ("governance", "deny"),
+            ("governance", "permission_mode"),
+            ("budget", "max_iterations"),
+            ("fs", "write_mode"),
+            ("mcp", "defer_above"),
+        ] {
+            assert!(may_set(plugin, key), "[plugins.{plugin}] {key}");
+        }
+        assert!(may_switch("web", false));
+        assert!(!may_switch("web", true));
+        assert!(!may_switch("governance", false));
+        assert!(!may_switch("sandbox", false));
+        assert!(!may_switch("hooks", false));
+    }
+}
