@@ -1,12 +1,17 @@
 //! The `bubblewrap` sandbox: every command runs in its own namespaces under `bwrap`.
 //!
-//! The workspace is mounted read-write at its own path; the rest of the file system is
-//! mounted read-only (or only the `read_only_paths`, when given); `hidden_paths` (and
-//! `~/.noeta`) are covered by empty ones; `/tmp` is private; there is no network unless
-//! `network = true`; the command's process tree lives in its own PID namespace, so nothing it
-//! starts outlives it; all capabilities are dropped. The commands run in a pids cgroup of their
-//! own (`max_processes`, required when set, else a default where the kernel allows), so a fork
-//! bomb stops at the limit.
+//! The workspace is mounted read-write at its own path, but for what noeta trusts in it —
+//! `.noeta` (settings, the task store, plugins, agents, commands), `.mcp.json`, `.claude` and
+//! `.git`'s `hooks` and `config` — which are read-only (the runtime writes the store from
+//! outside); the rest of the file system is mounted read-only (or only the `read_only_paths`,
+//! when given). The credential directories of the home (`~/.ssh`, `~/.aws`, `~/.noeta`, …,
+//! [`CREDENTIALS`]) and `hidden_paths` are covered by empty ones; `/tmp`, `/run` and
+//! `/var/run` are private (no host Unix socket is reachable); run as root, what only root may
+//! read under `/etc` and root's home is hidden too. There is no network unless `network =
+//! true`; the command's process tree lives in its own PID namespace and dies with the process
+//! that started it, so nothing it starts outlives it; all capabilities are dropped. The
+//! commands run in a pids cgroup of their own (`max_processes`, required when set, else a
+//! default where the kernel allows), so a fork bomb stops at the limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +37,30 @@ pub(crate) const KEYS: &[&str] = &[
     "max_processes",
     "timeout_ms",
     "bwrap",
+];
+
+/// What the home directory holds that no sandboxed command may read: credentials of the usual
+/// tools, and noeta's own directory (its trust store, settings, token, memories).
+pub(crate) const CREDENTIALS: [&str; 10] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".noeta",
+];
+
+/// What the workspace holds that noeta trusts, read-only inside the sandbox (relative to it).
+const PROTECTED: [&str; 5] = [
+    ".noeta",
+    ".mcp.json",
+    ".claude",
+    ".git/hooks",
+    ".git/config",
 ];
 
 /// How many processes a sandbox allows unless the settings say otherwise.
@@ -73,7 +102,7 @@ impl Settings {
         };
         let mut hidden = paths("hidden_paths")?;
         if let Some(home) = &home {
-            hidden.push(home.join(".noeta"));
+            hidden.extend(CREDENTIALS.iter().map(|c| home.join(c)));
         }
         Ok(Self {
             network: table
@@ -137,7 +166,7 @@ impl SandboxFactory for Bubblewrap {
             ..settings
         };
         let mut prefix = vec![program.display().to_string()];
-        prefix.extend(arguments(&browser, writable));
+        prefix.extend(arguments(&browser, writable, false));
         // Mounted again last: the profiles live under `~/.noeta`, which is hidden.
         let dir = writable.display().to_string();
         prefix.pop();
@@ -162,6 +191,7 @@ impl SandboxFactory for Bubblewrap {
             })?)),
             None => PidsCgroup::create(DEFAULT_MAX_PROCESSES).ok().map(Arc::new),
         };
+        make_protected(&workspace);
         let env = Sandboxed {
             local,
             program,
@@ -192,9 +222,62 @@ struct Sandboxed {
     cgroup: Option<Arc<PidsCgroup>>,
 }
 
+/// Whether this process runs as root (then a sandboxed command, root too, would read what only
+/// root may read: that is hidden).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// What only root may read under `dir` (entries others cannot read, not followed through
+/// links), down to `depth` levels: directories and files to cover.
+fn root_private(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        if meta.is_dir() {
+            if mode & 0o005 != 0o005 {
+                found.push(path);
+            } else if depth > 0 {
+                root_private(&path, depth - 1, found);
+            }
+        } else if meta.is_file() && mode & 0o004 == 0 {
+            found.push(path);
+        }
+    }
+}
+
+/// `--tmpfs` over a directory, `/dev/null` over a file: `path` as nothing.
+fn cover(args: &mut Vec<String>, path: &Path) {
+    let text = path.display().to_string();
+    if path.is_dir() {
+        args.extend(["--tmpfs".to_owned(), text]);
+    } else if path.exists() {
+        args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text]);
+    }
+}
+
 /// `bwrap`'s arguments up to the command, for `settings` with `writable` mounted read-write
-/// at its own path.
-fn arguments(settings: &Settings, writable: &Path) -> Vec<String> {
+/// at its own path (its protected files read-only, when `protect`).
+fn arguments(settings: &Settings, writable: &Path, protect: bool) -> Vec<String> {
     let mut args: Vec<String> = [
         "--die-with-parent",
         "--unshare-pid",
@@ -219,26 +302,69 @@ fn arguments(settings: &Settings, writable: &Path) -> Vec<String> {
         }
     }
     args.extend(
-        ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-            .iter()
-            .map(|s| (*s).to_owned()),
+        [
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
     );
+    // Where `/var/run` is a directory of its own rather than a link to `/run`.
+    if std::fs::symlink_metadata("/var/run").is_ok_and(|m| m.is_dir()) {
+        args.extend(["--tmpfs".to_owned(), "/var/run".to_owned()]);
+    }
+    // With the network on, names still resolve where the resolver's file lives under `/run`.
+    if settings.network
+        && let Ok(resolver) = std::fs::canonicalize("/etc/resolv.conf")
+        && resolver.starts_with("/run")
+    {
+        args.extend(["--ro-bind".to_owned(), text(&resolver), text(&resolver)]);
+    }
+    if running_as_root() {
+        let mut private = Vec::new();
+        root_private(Path::new("/etc"), 4, &mut private);
+        if writable != Path::new("/root") {
+            private.push(PathBuf::from("/root"));
+        }
+        for path in &private {
+            cover(&mut args, path);
+        }
+    }
+    // A hidden path holding the workspace is covered before the workspace is mounted on it.
+    let (around, inside): (Vec<&PathBuf>, Vec<&PathBuf>) = settings
+        .hidden_paths
+        .iter()
+        .partition(|p| writable.starts_with(p));
+    for path in around {
+        cover(&mut args, path);
+    }
     args.extend(["--bind".to_owned(), text(writable), text(writable)]);
-    for path in &settings.hidden_paths {
-        if path.is_dir() {
-            args.extend(["--tmpfs".to_owned(), text(path)]);
-        } else if path.exists() {
-            args.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)]);
+    for path in inside {
+        cover(&mut args, path);
+    }
+    if protect {
+        for path in PROTECTED.iter().map(|p| writable.join(p)) {
+            if path.exists() {
+                args.extend(["--ro-bind".to_owned(), text(&path), text(&path)]);
+            }
         }
     }
     args.push("--".to_owned());
     args
 }
 
+/// The protected directories a command could otherwise create: `.noeta`, and `.git/hooks` in a
+/// repository, made (empty) so they can be mounted read-only.
+fn make_protected(workspace: &Path) {
+    let _ = std::fs::create_dir_all(workspace.join(".noeta"));
+    if workspace.join(".git").is_dir() {
+        let _ = std::fs::create_dir_all(workspace.join(".git").join("hooks"));
+    }
+}
+
 impl Sandboxed {
     /// `bwrap`'s arguments up to the command.
     fn arguments(&self) -> Vec<String> {
-        arguments(&self.settings, &self.workspace)
+        arguments(&self.settings, &self.workspace, true)
     }
 
     /// `command` as it runs in the sandbox.
@@ -315,6 +441,11 @@ impl ExecEnv for Sandboxed {
             "only the workspace, a private /tmp and the read-only paths of the settings exist"
                 .to_owned()
         }];
+        said.push(
+            "the workspace's .noeta, .mcp.json, .claude and .git hooks and config are read-only"
+                .to_owned(),
+        );
+        said.push("credentials in the home directory are hidden; /run is private".to_owned());
         if !self.settings.network {
             said.push("no network".to_owned());
         }
