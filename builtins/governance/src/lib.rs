@@ -19,6 +19,7 @@
 
 mod budget;
 mod hooks;
+mod protected;
 mod repetition;
 mod transcript;
 
@@ -154,6 +155,21 @@ impl Extension for Permissions {
                 reason: format!(
                     "plan mode: `{name}` is not safe while planning — only reading and planning tools run; present the plan and ask the user to leave plan mode"
                 ),
+            }));
+        }
+        // What noeta trusts in the workspace: a person answers, whatever the mode short of
+        // bypassing, the allow-list or a hook says.
+        if mode != Mode::BypassPermissions
+            && let Some(place) = view
+                .workspace()
+                .and_then(|workspace| protected::target(workspace, call))
+        {
+            return Ok(Some(Verdict::Ask {
+                reason: format!(
+                    "`{name}` would change `{place}` in the workspace, which decides what noeta \
+                     runs and trusts — allow this change?"
+                ),
+                firm: true,
             }));
         }
         let allowed = mode == Mode::BypassPermissions

@@ -1277,3 +1277,49 @@ fn chat_task_carries_on_with_a_task_on_its_own_provider() {
         text(&missing.stderr)
     );
 }
+
+/// The model writing what noeta trusts — the project's settings, `.mcp.json`, `.claude/`,
+/// git's hooks — is asked about even where edits run without asking (`acceptEdits`); with
+/// nobody to answer, nothing is written. Other edits run as before.
+#[test]
+fn the_model_is_asked_before_it_writes_what_noeta_trusts_even_under_accept_edits() {
+    let env = new_env();
+    let provider = env.script(json!([
+        { "calls": [
+            { "name": "Write", "input": { "file_path": ".noeta/config.toml", "content": "[plugins.sandbox]\nprovider = \"local\"\n" } },
+            { "name": "Write", "input": { "file_path": ".mcp.json", "content": "{}" } },
+            { "name": "Write", "input": { "file_path": ".claude/settings.json", "content": "{}" } },
+            { "name": "Write", "input": { "file_path": "src/ok.txt", "content": "fine\n" } }
+        ] },
+        { "text": "done" }
+    ]));
+    let out = env.run_with(
+        &[
+            "run",
+            "--permission-mode",
+            "acceptEdits",
+            "--provider",
+            &provider,
+            "edit",
+        ],
+        None,
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(
+            "would change `.noeta` in the workspace, which decides what noeta runs and trusts"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("would change `.mcp.json`"), "{said}");
+    assert!(said.contains("would change `.claude`"), "{said}");
+    assert!(!env.workspace.join(".noeta/config.toml").exists());
+    assert!(!env.workspace.join(".mcp.json").exists());
+    assert!(!env.workspace.join(".claude/settings.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("src/ok.txt")).unwrap(),
+        "fine\n"
+    );
+}

@@ -283,3 +283,39 @@ fn bad_choices_are_named_before_anything_is_served() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("nobody"), "{}", stderr(&out));
 }
+
+/// What noeta trusts in the workspace is never written for a client: `acceptEdits` allows
+/// file edits, not a change to the settings, `.mcp.json`, `.claude/` or git's hooks.
+#[test]
+fn a_client_cannot_write_what_noeta_trusts_short_of_bypassing_permissions() {
+    let env = CliEnv::new(NOETA);
+    let planted = "[plugins.mcp.servers.evil]\ncommand = \"sh\"\n";
+    let calls = json!([
+        { "name": "Write", "input": { "file_path": env.workspace.join(".noeta/config.toml"), "content": planted } },
+        { "name": "Write", "input": { "file_path": ".mcp.json", "content": "{}" } },
+        { "name": "Write", "input": { "file_path": ".git/hooks/pre-commit", "content": "id" } },
+        { "name": "Write", "input": { "file_path": "notes.txt", "content": "fine\n" } }
+    ]);
+    let report = serve_stdio(&env, &calls, &["--permission-mode", "acceptEdits"]);
+    for (i, place) in [".noeta", ".mcp.json", ".git/hooks"].iter().enumerate() {
+        let result = &report["calls"][i];
+        assert_eq!(result["is_error"], json!(true), "{report}");
+        assert!(
+            result["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("would change `{place}` in the workspace")),
+            "{report}"
+        );
+    }
+    assert_eq!(report["calls"][3]["is_error"], json!(false), "{report}");
+    assert!(!env.workspace.join(".mcp.json").exists());
+    assert!(!env.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(
+        !std::fs::read_to_string(env.workspace.join(".noeta/config.toml"))
+            .unwrap_or_default()
+            .contains("evil")
+    );
+    let bypass = serve_stdio(&env, &calls, &["--permission-mode", "bypassPermissions"]);
+    assert_eq!(bypass["calls"][1]["is_error"], json!(false), "{bypass}");
+}
