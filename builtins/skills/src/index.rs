@@ -379,16 +379,17 @@ pub(crate) fn interpreter(path: &Path) -> Option<&'static str> {
 
 /// Reads one SKILL.md: its bytes, as text.
 pub(crate) fn read_skill_file(path: &Path) -> Result<(Vec<u8>, String), String> {
-    let meta = std::fs::metadata(path).map_err(|err| format!("cannot read SKILL.md: {err}"))?;
-    if meta.len() > MAX_SKILL_BYTES {
-        return Err(format!(
-            "SKILL.md has {} bytes, over the {MAX_SKILL_BYTES}-byte limit",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|err| format!("cannot read SKILL.md: {err}"))?;
-    let text =
-        String::from_utf8(bytes.clone()).map_err(|_| "SKILL.md is not UTF-8 text".to_owned())?;
+    let bytes = match noeta_core::files::read_bounded(path, MAX_SKILL_BYTES) {
+        Ok(bytes) => bytes,
+        Err(noeta_core::files::FileError::TooLarge { size, .. }) => {
+            return Err(format!(
+                "SKILL.md has {size} bytes, over the {MAX_SKILL_BYTES}-byte limit"
+            ));
+        }
+        Err(err) => return Err(format!("cannot read SKILL.md: {}", err.into_io())),
+    };
+    let text = noeta_core::files::text(path, bytes.clone())
+        .map_err(|_| "SKILL.md is not UTF-8 text".to_owned())?;
     Ok((bytes, text))
 }
 

@@ -121,14 +121,27 @@ impl Instructions {
                 Ok(real) if real.starts_with(root) && real.is_file() => {}
                 _ => continue,
             }
-            let loaded = match std::fs::read(&path) {
-                Ok(bytes) if String::from_utf8_lossy(&bytes).trim().is_empty() => continue,
-                Ok(bytes) => Loaded {
+            let read = noeta_core::files::read_bounded(&path, MAX_FILE_BYTES).and_then(|bytes| {
+                let sha256 = noeta_core::canonical::sha256_hex(&bytes);
+                noeta_core::files::text(&path, bytes).map(|text| (sha256, text))
+            });
+            let loaded = match read {
+                Ok((_, text)) if text.trim().is_empty() => continue,
+                Ok((sha256, text)) => Loaded {
                     dir: rel.to_owned(),
                     file: name.to_owned(),
-                    sha256: noeta_core::canonical::sha256_hex(&bytes),
-                    text: cut(&String::from_utf8_lossy(&bytes), self.max_bytes),
+                    sha256,
+                    text: cut(&text, self.max_bytes),
                 },
+                // A binary file, or one far too large, is no instructions: the next name is
+                // tried, and the user told once.
+                Err(
+                    err @ (noeta_core::files::FileError::NotText { .. }
+                    | noeta_core::files::FileError::TooLarge { .. }),
+                ) => {
+                    warn_once(&path, &err);
+                    continue;
+                }
                 Err(err) => Loaded {
                     dir: rel.to_owned(),
                     file: name.to_owned(),
@@ -160,6 +173,22 @@ impl Instructions {
             }
             (None, None) => None,
         }
+    }
+}
+
+/// The most bytes of an instruction file that are read; a larger one is skipped.
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Warns once per process about an instruction file that is skipped.
+fn warn_once(path: &Path, err: &noeta_core::files::FileError) {
+    static WARNED: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let first = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(path.to_path_buf());
+    if first {
+        tracing::warn!("instruction file skipped: {err}");
     }
 }
 

@@ -109,7 +109,7 @@ pub(crate) fn list_marketplaces(paths: &HostPaths) -> Result<ExitCode> {
     for market in markets.values() {
         outln!("{} from {}", market.name, market.source);
         let file = market.dir.join(".claude-plugin").join("marketplace.json");
-        let listing: serde_json::Value = std::fs::read_to_string(&file)
+        let listing: serde_json::Value = noeta_core::files::read_text(&file, 16 * 1024 * 1024)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+mod ledger;
+
 /// A command to run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -258,22 +260,40 @@ pub trait ExecEnv: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct LocalExecEnv {
     workspace: PathBuf,
-    /// The process groups of the commands running now, each with whether it runs in the
-    /// background, shared by clones, so [`stop`](Self::stop) can end them.
-    running: Arc<Mutex<BTreeMap<u32, bool>>>,
+    /// The process groups of the commands running now, shared by clones, so
+    /// [`stop`](Self::stop) can end them.
+    running: Arc<RunningSet>,
+}
+
+/// The process groups of the commands running now, each with whether it runs in the
+/// background, and the ledger that says so to later processes.
+#[derive(Debug, Default)]
+struct RunningSet {
+    groups: Mutex<BTreeMap<u32, bool>>,
+    ledger: Option<ledger::Ledger>,
+}
+
+impl RunningSet {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, bool>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Keeps a running command's process group in its environment's set until it ends.
 struct Running {
-    set: Arc<Mutex<BTreeMap<u32, bool>>>,
+    set: Arc<RunningSet>,
     pid: u32,
 }
 
 impl Running {
-    fn new(set: &Arc<Mutex<BTreeMap<u32, bool>>>, pid: u32, background: bool) -> Self {
-        set.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(pid, background);
+    fn new(set: &Arc<RunningSet>, pid: u32, background: bool) -> Self {
+        let mut groups = set.lock();
+        if groups.is_empty()
+            && let Some(ledger) = &set.ledger
+        {
+            ledger.opened();
+        }
+        groups.insert(pid, background);
         Self {
             set: Arc::clone(set),
             pid,
@@ -283,10 +303,13 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.set
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.pid);
+        let mut groups = self.set.lock();
+        groups.remove(&self.pid);
+        if groups.is_empty()
+            && let Some(ledger) = &self.set.ledger
+        {
+            ledger.closed();
+        }
     }
 }
 
@@ -295,16 +318,35 @@ impl LocalExecEnv {
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         Self {
             workspace: workspace.into(),
-            running: Arc::new(Mutex::new(BTreeMap::new())),
+            running: Arc::new(RunningSet::default()),
         }
+    }
+
+    /// The same environment keeping its ledger in `dir` (a directory of the user's, such as
+    /// `~/.noeta/run`): each command carries this process's mark, and before a task is claimed
+    /// what the commands of a noeta process that is gone left running is killed (see
+    /// [`LocalExecEnv::sweep`]).
+    pub fn with_ledger(mut self, dir: &Path) -> Self {
+        self.running = Arc::new(RunningSet {
+            groups: Mutex::new(BTreeMap::new()),
+            ledger: ledger::Ledger::new(dir),
+        });
+        self
+    }
+
+    /// Kills what the commands of noeta processes that are gone left running (their first
+    /// process died with them; what they started may not have): how many processes it killed.
+    /// Nothing without a ledger.
+    pub fn sweep(&self) -> usize {
+        self.running
+            .ledger
+            .as_ref()
+            .map_or(0, ledger::Ledger::sweep)
     }
 
     /// How many commands (foreground or background) are running now.
     pub fn running(&self) -> usize {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.running.lock().len()
     }
 
     /// Ends the commands running now — the background ones too when `background` — with
@@ -315,7 +357,6 @@ impl LocalExecEnv {
         let groups: Vec<u32> = self
             .running
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .filter(|(_, in_background)| background || !**in_background)
             .map(|(pid, _)| *pid)
@@ -452,14 +493,21 @@ fn group_alive(_pid: u32) -> bool {
     false
 }
 
-/// The process for `command` in `cwd`: its own process group, output piped.
-fn prepare(command: &ExecCommand, cwd: PathBuf) -> Command {
-    let mut process = Command::new(&command.program);
+/// The process for `command` in `cwd`: under its guardian, in its own process group, output
+/// piped, its whole group dying with the thread that starts it, marked with `mark` (this
+/// process, see [`ledger`]).
+fn prepare(command: &ExecCommand, cwd: PathBuf, mark: Option<&str>) -> Command {
+    let (program, args) = ledger::guarded(&command.program, &command.args);
+    let mut process = Command::new(program);
     if command.clear_env {
         process.env_clear();
     }
+    if let Some(mark) = mark {
+        process.env(ledger::MARK, mark);
+    }
+    ledger::die_with_parent(&mut process);
     process
-        .args(&command.args)
+        .args(&args)
         .current_dir(cwd)
         .envs(&command.env)
         .stdin(if command.stdin.is_some() {
@@ -490,6 +538,7 @@ fn start(
     command: &ExecCommand,
     cwd: PathBuf,
     cap: usize,
+    mark: Option<&str>,
 ) -> Result<
     (
         std::process::Child,
@@ -498,7 +547,7 @@ fn start(
     ),
     ExecError,
 > {
-    let mut process = prepare(command, cwd);
+    let mut process = prepare(command, cwd, mark);
     let mut child = process.spawn().map_err(|source| ExecError::Spawn {
         program: command.program.clone(),
         source,
@@ -631,9 +680,15 @@ fn run_blocking(
     command: ExecCommand,
     cwd: PathBuf,
     cancelled: &dyn Fn() -> bool,
-    running: &Arc<Mutex<BTreeMap<u32, bool>>>,
+    running: &Arc<RunningSet>,
 ) -> Result<ExecOutput, ExecError> {
-    let (child, job, finished) = start(&command, cwd, command.output_cap.unwrap_or(usize::MAX))?;
+    let mark = running.ledger.as_ref().map(ledger::Ledger::mark);
+    let (child, job, finished) = start(
+        &command,
+        cwd,
+        command.output_cap.unwrap_or(usize::MAX),
+        mark,
+    )?;
     let _running = Running::new(running, child.id(), false);
     let deadline = command.timeout.map(|t| Instant::now() + t);
     let (timed_out, status, complete) =
@@ -688,12 +743,24 @@ impl ExecEnv for LocalExecEnv {
     fn spawn(&self, command: &ExecCommand) -> Result<Arc<dyn ExecJob>, ExecError> {
         let cwd = self.resolve_dir(command.cwd.as_deref())?;
         let cap = command.output_cap.unwrap_or(DEFAULT_JOB_BUFFER);
-        let (child, job, finished) = start(command, cwd, cap)?;
-        let waiter = Arc::clone(&job);
-        let deadline = command.timeout.map(|t| Instant::now() + t);
-        let running = Running::new(&self.running, child.id(), true);
+        let command = command.clone();
+        let running = Arc::clone(&self.running);
+        // Started from the thread that waits for it, which lives as long as it runs: the
+        // parent-death signal follows the thread that starts a process.
+        let (started, job) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _running = running;
+            let mark = running.ledger.as_ref().map(ledger::Ledger::mark);
+            let (child, job, finished) = match start(&command, cwd, cap, mark) {
+                Ok(parts) => parts,
+                Err(err) => {
+                    let _ = started.send(Err(err));
+                    return;
+                }
+            };
+            let _running = Running::new(&running, child.id(), true);
+            let waiter = Arc::clone(&job);
+            let deadline = command.timeout.map(|t| Instant::now() + t);
+            let _ = started.send(Ok(job));
             let status = match finish(child, deadline, &finished, &|| false) {
                 Ok((false, status, complete)) => {
                     if !complete {
@@ -706,8 +773,19 @@ impl ExecEnv for LocalExecEnv {
             // Its last output is in before it is seen as ended.
             waiter.lock().status = status;
         });
-        let job: Arc<dyn ExecJob> = job;
+        let job: Arc<dyn ExecJob> = job.recv().unwrap_or_else(|_| {
+            Err(ExecError::Wait {
+                program: String::new(),
+                message: "the thread starting the command stopped".to_owned(),
+            })
+        })?;
         Ok(job)
+    }
+
+    fn for_task(&self, _task: &str) -> Option<Arc<dyn ExecEnv>> {
+        // A task is about to be claimed: nothing a dead run of it started may run beside it.
+        self.sweep();
+        None
     }
 }
 

@@ -705,7 +705,9 @@ fn scan_plugin_dir(dir: &Path) -> Vec<Found> {
     let mut found: Vec<Found> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.join(MANIFEST_FILE).is_file())
+        // Anything by the manifest's name is read, so what is not a regular file (a named
+        // pipe, a directory) is a problem naming it rather than a plugin silently missing.
+        .filter(|p| p.join(MANIFEST_FILE).exists())
         .map(|p| Found {
             path: p.join(MANIFEST_FILE),
             implied_name: implied_name(&p),

@@ -200,9 +200,12 @@ impl Host {
         for plugin in &claude.plugins {
             crate::agent_files::add_plugin_agents(&plugin.name, &plugin.agents_dirs, &mut files);
         }
-        let exec = Arc::new(noeta_core::exec::LocalExecEnv::new(
-            config.paths.workspace.clone(),
-        ));
+        let mut local = noeta_core::exec::LocalExecEnv::new(config.paths.workspace.clone());
+        // Commands carry this process's mark, so a later one can end what a dead one left.
+        if let Some(dir) = config.paths.user_dir() {
+            local = local.with_ledger(&dir.join("run"));
+        }
+        let exec = Arc::new(local);
         let (commands, sandbox) =
             crate::sandbox::bind(&settings, &set, &merged, Arc::clone(&exec))?;
         let mut instances = Instances::new().with_host_value(

@@ -154,7 +154,11 @@ struct NoetaManifest {
 
 /// The noeta manifest in `dir`, if there is a readable one.
 fn noeta_manifest(dir: &Path) -> Option<NoetaManifest> {
-    let text = std::fs::read_to_string(dir.join(noeta_core::MANIFEST_FILE)).ok()?;
+    let text = noeta_core::files::read_text(
+        &dir.join(noeta_core::MANIFEST_FILE),
+        noeta_core::manifest::MAX_MANIFEST_BYTES,
+    )
+    .ok()?;
     let table: toml::Table = toml::from_str(&text).ok()?;
     let text_of = |key: &str| {
         table

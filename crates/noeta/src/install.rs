@@ -165,18 +165,21 @@ fn records_file(paths: &HostPaths, scope: Scope) -> Result<PathBuf, InstallError
         .join("plugin-installs.json"))
 }
 
+/// The most bytes a marketplace listing or an install record may hold.
+const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
+
 fn read_json_map<T: for<'de> Deserialize<'de>>(
     file: &Path,
 ) -> Result<BTreeMap<String, T>, InstallError> {
-    match std::fs::read_to_string(file) {
+    match noeta_core::files::read_text(file, MAX_RECORD_BYTES) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             InstallError(format!(
                 "{}: not a record this version reads: {e}",
                 file.display()
             ))
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => fail(format!("cannot read {}: {e}", file.display())),
+        Err(e) if e.is_not_found() => Ok(BTreeMap::new()),
+        Err(e) => fail(e.to_string()),
     }
 }
 
@@ -317,8 +320,9 @@ pub fn tree_hash(dir: &Path) -> Result<String, InstallError> {
 fn identify(dir: &Path, fallback: &str) -> Result<(String, Option<String>, String), InstallError> {
     let manifest = dir.join(noeta_core::MANIFEST_FILE);
     if manifest.is_file() {
-        let text = std::fs::read_to_string(&manifest)
-            .map_err(|e| InstallError(format!("{}: {e}", manifest.display())))?;
+        let text =
+            noeta_core::files::read_text(&manifest, noeta_core::manifest::MAX_MANIFEST_BYTES)
+                .map_err(|e| InstallError(e.to_string()))?;
         let table: toml::Table = toml::from_str(&text)
             .map_err(|e| InstallError(format!("{}: not valid TOML: {e}", manifest.display())))?;
         let text_of = |k: &str| {
@@ -334,11 +338,14 @@ fn identify(dir: &Path, fallback: &str) -> Result<(String, Option<String>, Strin
     }
     if crate::claude_plugins::is_claude_plugin(dir) {
         let file = dir.join(".claude-plugin").join("plugin.json");
-        let json: Value = match std::fs::read_to_string(&file) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| InstallError(format!("{}: not valid JSON: {e}", file.display())))?,
-            Err(_) => Value::Null,
-        };
+        let json: Value =
+            match noeta_core::files::read_text(&file, noeta_core::manifest::MAX_MANIFEST_BYTES) {
+                Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                    InstallError(format!("{}: not valid JSON: {e}", file.display()))
+                })?,
+                Err(e) if e.is_not_found() => Value::Null,
+                Err(e) => return fail(e.to_string()),
+            };
         let text_of = |k: &str| json.get(k).and_then(Value::as_str).map(str::to_owned);
         let name = text_of("name").unwrap_or_else(|| fallback.to_owned());
         return Ok((name, text_of("version"), "claude-code".to_owned()));
@@ -590,8 +597,8 @@ fn fetch_into(paths: &HostPaths, source: &Source, staged: &Path) -> Result<Fetch
 }
 
 fn read_marketplace(file: &Path) -> Result<Value, InstallError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| InstallError(format!("cannot read {}: {e}", file.display())))?;
+    let text = noeta_core::files::read_text(file, MAX_RECORD_BYTES)
+        .map_err(|e| InstallError(e.to_string()))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| InstallError(format!("{}: not valid JSON: {e}", file.display())))?;
     if !value.get("plugins").is_some_and(Value::is_array) {
