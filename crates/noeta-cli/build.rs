@@ -1,13 +1,13 @@
-//! Links the `noeta` binary, on a Linux host building for itself (glibc), as a fixed-address
-//! executable (`-no-pie`): the loader then has next to nothing to relocate at start, where a
-//! position-independent binary patches every pointer of its read-only tables and so copies
-//! those pages into each process's private memory (`cargo xtask bench`,
-//! `run_zero_step_process_ms`, `run_zero_step_peak_rss_kib`). The binary's own code then has
-//! no random address; its libraries, stack and heap still do.
+//! Links the `noeta` binary. On a Linux host building for itself (glibc) it is
+//! position-independent, as a program that runs commands a model chooses should be: its code,
+//! like its libraries, stack and heap, is at a random address in each process (address-space
+//! layout randomisation). It is linked with packed relative relocations (`-z
+//! pack-relative-relocs`) when the C library loads them (glibc 2.36 or later), which keeps the
+//! loader's start-up work and the relocated pages small.
 //!
-//! `NOETA_LINK_PIE=1` at build time keeps it position-independent, linked with packed relative
-//! relocations (`-z pack-relative-relocs`) when the C library loads them (glibc 2.36 or
-//! later). Anywhere else the binary is linked as usual.
+//! `NOETA_LINK_PIE=0` at build time links a fixed-address executable instead (`-no-pie`):
+//! slightly less to relocate at start, but the binary's own code at a known address — for
+//! measurements only (`docs/performance.md`). Anywhere else the binary is linked as usual.
 
 use std::process::Command;
 
@@ -20,7 +20,7 @@ fn main() {
     }
     layout(&target);
     println!("cargo:rerun-if-env-changed=NOETA_LINK_PIE");
-    if std::env::var("NOETA_LINK_PIE").as_deref() != Ok("1") {
+    if std::env::var("NOETA_LINK_PIE").as_deref() == Ok("0") {
         println!("cargo:rustc-link-arg-bins=-no-pie");
         return;
     }

@@ -453,3 +453,86 @@ fn a_task_killed_at_random_points_is_resumed_to_the_end_and_its_effects_match_it
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// Lines in `file` (0 when it is not there yet).
+fn lines(file: &Path) -> usize {
+    std::fs::read_to_string(file).map_or(0, |t| t.lines().count())
+}
+
+/// Whether `file` stops growing: the same length over half a second.
+fn still(file: &Path) -> bool {
+    let before = lines(file);
+    std::thread::sleep(Duration::from_millis(500));
+    lines(file) == before
+}
+
+/// A command running when `noeta` is killed with SIGKILL dies with it — its process group, what
+/// it put in the background included — and what left the group (`setsid`) is killed by the
+/// resume before it runs anything, so nothing the dead run started writes beside it.
+#[test]
+fn a_command_dies_with_a_sigkilled_noeta_and_the_resume_runs_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let (workspace, home) = (root.path().join("ws"), root.path().join("home"));
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let looping = |file: &str| format!("while :; do echo tick >> {file}; sleep 0.05; done");
+    let command = format!(
+        "({}) & setsid sh -c '{}' & {}",
+        looping("background.txt"),
+        looping("away.txt"),
+        looping("foreground.txt")
+    );
+    let script = json!({ "turns": [
+        { "calls": [bash(&command)] },
+        { "text": "carried on" }
+    ] });
+    std::fs::write(workspace.join("script.json"), script.to_string()).unwrap();
+    let mut run = noeta(
+        &workspace,
+        &home,
+        &[
+            "run",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            "scripted:script.json",
+            "loop",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    while ["foreground.txt", "background.txt", "away.txt"]
+        .iter()
+        .any(|f| lines(&workspace.join(f)) < 3)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the command never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal("KILL", &[run.id()]);
+    let _ = run.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        still(&workspace.join("foreground.txt")),
+        "the command outlived noeta"
+    );
+    assert!(
+        still(&workspace.join("background.txt")),
+        "what the command put in the background outlived noeta"
+    );
+    // The resume first ends what left the group, then carries the task on.
+    let resumed = output(&workspace, &home, &["resume", "--last"]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(
+        still(&workspace.join("away.txt")),
+        "what the dead run left outside its group ran beside the resume"
+    );
+    assert!(
+        text(&resumed.stdout).contains("carried on"),
+        "{}",
+        text(&resumed.stdout)
+    );
+}

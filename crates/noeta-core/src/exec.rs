@@ -505,6 +505,9 @@ fn prepare(command: &ExecCommand, cwd: PathBuf, mark: Option<&str>) -> Command {
     if let Some(mark) = mark {
         process.env(ledger::MARK, mark);
     }
+    if command.clear_env && !command.env.contains_key("PWD") {
+        process.env(ledger::GUARD_UNSET, "1");
+    }
     ledger::die_with_parent(&mut process);
     process
         .args(&args)
@@ -547,6 +550,18 @@ fn start(
     ),
     ExecError,
 > {
+    // The guardian always starts: a program it could not start is told apart first.
+    if cfg!(target_os = "linux") {
+        let path = match command.env.get("PATH") {
+            Some(path) => path.clone(),
+            None if command.clear_env => "/usr/local/bin:/usr/bin:/bin".to_owned(),
+            None => std::env::var("PATH").unwrap_or_default(),
+        };
+        ledger::findable(&command.program, &path, &cwd).map_err(|source| ExecError::Spawn {
+            program: command.program.clone(),
+            source,
+        })?;
+    }
     let mut process = prepare(command, cwd, mark);
     let mut child = process.spawn().map_err(|source| ExecError::Spawn {
         program: command.program.clone(),

@@ -133,7 +133,33 @@ impl Ledger {
 /// whole group, itself included.
 /// (A command put in the background by a shell without job control reads `/dev/null` unless
 /// told otherwise, so its input goes by way of descriptor 3.)
-const GUARD: &str = "trap 'kill -KILL 0' USR2; exec 3<&0; \"$@\" 0<&3 3<&- & exec 3<&-; wait $!";
+/// A command started with a cleared environment does not get the `PWD` the shell sets
+/// (`NOETA_GUARD_UNSET` asks for that, and is gone too).
+const GUARD: &str = "trap 'kill -KILL 0' USR2; if [ -n \"${NOETA_GUARD_UNSET-}\" ]; then unset PWD; fi; unset NOETA_GUARD_UNSET; exec 3<&0; \"$@\" 0<&3 3<&- & exec 3<&-; wait $!";
+
+/// The variable that has the guardian leave out the `PWD` it would otherwise hand on.
+pub(crate) const GUARD_UNSET: &str = "NOETA_GUARD_UNSET";
+
+/// Whether `program` can be started with `path` as its `PATH` from `cwd`, as `exec` would
+/// find it: the error it would give if not (the guardian itself always starts, so a missing
+/// program is told apart here, as a failure to start rather than an exit status).
+pub(crate) fn findable(program: &str, path: &str, cwd: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |candidate: &Path| {
+        std::fs::metadata(candidate).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    if program.contains('/') {
+        return match executable(&cwd.join(program)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+            Err(err) => Err(err),
+        };
+    }
+    let found = std::env::split_paths(path)
+        .any(|dir| executable(&cwd.join(dir).join(program)).unwrap_or(false));
+    if found { Ok(()) } else { Err(not_found()) }
+}
 
 /// `program` and `args` as run under the guardian (`/bin/sh -c GUARD noeta-guard program
 /// args…`), on Linux; elsewhere as they are.
