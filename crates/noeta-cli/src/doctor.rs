@@ -51,10 +51,22 @@ pub(crate) fn doctor(
         plugin_dirs: dirs,
         ..agent::AgentArgs::default()
     };
+    let trust = noeta::ProjectTrust::of(paths);
+    match trust.state().why_not() {
+        None => outln!("workspace trust: trusted, nothing pinned has changed"),
+        Some(why) => outln!(
+            "workspace trust: {why} — its settings start nothing and loosen nothing; `noeta \
+             trust {}` to trust it as it is",
+            paths.workspace.display()
+        ),
+    }
     let config = agent::config(paths, &args)?;
-    let settings = match config.settings() {
-        Ok(settings) => {
+    let settings = match config.settings_noting() {
+        Ok((settings, notes)) => {
             outln!("settings: ok");
+            for note in notes {
+                outln!("  {note}");
+            }
             Some(settings)
         }
         Err(err) => {

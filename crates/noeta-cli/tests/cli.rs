@@ -421,3 +421,18 @@ fn an_error_names_its_cause_once() {
     let err = stderr(&out);
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+/// The binary is position-independent (an ELF of type `ET_DYN`, not `ET_EXEC`): its own code,
+/// like its libraries, stack and heap, is at a random address in every process. `build.rs`
+/// links every profile alike, so this debug build stands for the release one.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_binary_is_position_independent() {
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_noeta")).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF", "not an ELF file");
+    let kind = u16::from_le_bytes([bytes[16], bytes[17]]);
+    assert_eq!(
+        kind, 3,
+        "e_type {kind}: 2 is a fixed-address executable, 3 position-independent"
+    );
+}
