@@ -494,8 +494,7 @@ fn group_alive(_pid: u32) -> bool {
 }
 
 /// The process for `command` in `cwd`: under its guardian, in its own process group, output
-/// piped, its whole group dying with the thread that starts it, marked with `mark` (this
-/// process, see [`ledger`]).
+/// piped, marked with `mark` (this process, see [`ledger`]).
 fn prepare(command: &ExecCommand, cwd: PathBuf, mark: Option<&str>) -> Command {
     let (program, args) = ledger::guarded(&command.program, &command.args);
     let mut process = Command::new(program);
@@ -508,7 +507,6 @@ fn prepare(command: &ExecCommand, cwd: PathBuf, mark: Option<&str>) -> Command {
     if command.clear_env && !command.env.contains_key("PWD") {
         process.env(ledger::GUARD_UNSET, "1");
     }
-    ledger::die_with_parent(&mut process);
     process
         .args(&args)
         .current_dir(cwd)
@@ -547,6 +545,7 @@ fn start(
         std::process::Child,
         Arc<LocalJob>,
         std::sync::mpsc::Receiver<()>,
+        Option<ledger::Tie>,
     ),
     ExecError,
 > {
@@ -563,10 +562,21 @@ fn start(
         })?;
     }
     let mut process = prepare(command, cwd, mark);
-    let mut child = process.spawn().map_err(|source| ExecError::Spawn {
+    let spawn = |source| ExecError::Spawn {
         program: command.program.clone(),
         source,
-    })?;
+    };
+    // The command's group is tied to this process for as long as the tie is held.
+    #[cfg(target_os = "linux")]
+    let (tie, loose) = ledger::tie(&mut process).map_err(spawn)?;
+    #[cfg(not(target_os = "linux"))]
+    let tie = None::<ledger::Tie>;
+    let mut child = process.spawn().map_err(spawn)?;
+    #[cfg(target_os = "linux")]
+    let tie = {
+        drop(loose);
+        Some(tie)
+    };
     let job = Arc::new(LocalJob {
         pid: child.id(),
         cap,
@@ -627,7 +637,7 @@ fn start(
             let _ = stdin.write_all(&bytes);
         });
     }
-    Ok((child, job, finished))
+    Ok((child, job, finished, tie))
 }
 
 /// Adds `bytes` to the unfinished `line` and tells `sink` every line that is now whole (or a
@@ -698,7 +708,7 @@ fn run_blocking(
     running: &Arc<RunningSet>,
 ) -> Result<ExecOutput, ExecError> {
     let mark = running.ledger.as_ref().map(ledger::Ledger::mark);
-    let (child, job, finished) = start(
+    let (child, job, finished, _tie) = start(
         &command,
         cwd,
         command.output_cap.unwrap_or(usize::MAX),
@@ -765,7 +775,7 @@ impl ExecEnv for LocalExecEnv {
         let (started, job) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mark = running.ledger.as_ref().map(ledger::Ledger::mark);
-            let (child, job, finished) = match start(&command, cwd, cap, mark) {
+            let (child, job, finished, _tie) = match start(&command, cwd, cap, mark) {
                 Ok(parts) => parts,
                 Err(err) => {
                     let _ = started.send(Err(err));

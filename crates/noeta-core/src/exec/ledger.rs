@@ -1,14 +1,16 @@
 //! Commands never outlive the process that started them.
 //!
-//! On Linux each command runs under a small guardian, a POSIX shell that leads the command's
-//! process group and gets the parent-death signal (`SIGUSR2` when the thread that started it
-//! ends — which, for noeta, is when noeta ends, even by `SIGKILL`); on that signal it kills its
-//! whole group ([`guarded`], [`die_with_parent`]). What left the group (`setsid`) is found
-//! afterwards: every command carries `NOETA_RUN=<pid>.<start>` (the noeta process that started
-//! it) in its environment, and while a process runs commands it keeps a file of that name in
-//! the ledger directory. A later process ([`Ledger::sweep`], before it claims a task) finds the
-//! files of processes that are gone, kills every process still carrying their mark, and removes
-//! the files — so a resumed task never runs beside what its dead run left behind.
+//! On Linux each command starts under a guardian, a POSIX shell that leads the command's
+//! process group: it starts a watcher in the group, blocked reading a pipe whose only writer is
+//! this noeta process ([`Tie`]), then becomes the command itself (`exec`, so the command keeps
+//! its input, its signals and its exit status). When noeta ends — however it ends, `SIGKILL`
+//! included — the kernel closes the pipe, the watcher reads its end and kills the whole group
+//! ([`guarded`], [`tie`]). What left the group (`setsid`) is found afterwards: every command
+//! carries `NOETA_RUN=<pid namespace>.<pid>.<start>` (the noeta process that started it) in its
+//! environment, and while a process runs commands it keeps a file of that name in the ledger
+//! directory. A later process of the same pid namespace ([`Ledger::sweep`], before it claims a
+//! task) finds the files of processes that are gone, kills every process still carrying their
+//! mark, and removes the files — so a resumed task never runs beside what its dead run left.
 
 use std::path::{Path, PathBuf};
 
@@ -23,20 +25,39 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// `<pid>.<start time>`: a name no other process has had since boot.
-fn identity(pid: u32) -> Option<String> {
-    start_time(pid).map(|start| format!("{pid}.{start}"))
+/// This process's pid namespace (the number of `/proc/self/ns/pid`): processes of another
+/// namespace (a container sharing the home directory) are neither judged nor swept.
+fn namespace() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let text = link.to_str()?;
+    Some(
+        text.trim_start_matches("pid:[")
+            .trim_end_matches(']')
+            .to_owned(),
+    )
 }
 
-/// Whether the process named by `id` (`<pid>.<start>`) still runs.
-fn alive(id: &str) -> bool {
-    let Some((pid, start)) = id.split_once('.') else {
-        return false;
+/// `<pid namespace>.<pid>.<start time>`: a name no other process has had since boot.
+fn identity(pid: u32) -> Option<String> {
+    Some(format!("{}.{pid}.{}", namespace()?, start_time(pid)?))
+}
+
+/// Whether the process named by `id` (`<namespace>.<pid>.<start>`, of this namespace) still
+/// runs; `None` for a name of another namespace, or no name of ours.
+fn alive(id: &str, namespace: &str) -> Option<bool> {
+    let mut parts = id.split('.');
+    let (Some(space), Some(pid), Some(start), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
     };
+    if space != namespace {
+        return None;
+    }
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
-        return false;
+        return None;
     };
-    start_time(pid) == Some(start)
+    Some(start_time(pid) == Some(start))
 }
 
 /// The processes whose environment carries `NOETA_RUN=<id>`.
@@ -104,12 +125,15 @@ impl Ledger {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return 0;
         };
+        let Some(namespace) = self.id.split('.').next() else {
+            return 0;
+        };
         let mut killed = 0;
         for entry in entries.flatten() {
             let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            if id == self.id || alive(&id) {
+            if id == self.id || alive(&id, namespace) != Some(false) {
                 continue;
             }
             for pid in marked(&id) {
@@ -128,38 +152,15 @@ impl Ledger {
     }
 }
 
-/// The guardian: it starts the command in its own process group (keeping its standard input),
-/// waits for it and exits as it did; on `SIGUSR2` — its parent-death signal — it kills the
-/// whole group, itself included.
-/// (A command put in the background by a shell without job control reads `/dev/null` unless
-/// told otherwise, so its input goes by way of descriptor 3.)
-/// A command started with a cleared environment does not get the `PWD` the shell sets
+/// The guardian: a watcher in the background, blocked reading descriptor 4 (the pipe of
+/// [`tie`]) until noeta closes it by ending, then killing the whole group; then the command
+/// itself, in the guardian's place (its input, signals and exit status its own). A command
+/// started with a cleared environment does not get the `PWD` the shell sets
 /// (`NOETA_GUARD_UNSET` asks for that, and is gone too).
-const GUARD: &str = "trap 'kill -KILL 0' USR2; if [ -n \"${NOETA_GUARD_UNSET-}\" ]; then unset PWD; fi; unset NOETA_GUARD_UNSET; exec 3<&0; \"$@\" 0<&3 3<&- & exec 3<&-; wait $!";
+const GUARD: &str = "(read _ <&4; kill -KILL 0) </dev/null >/dev/null 2>&1 & exec 4<&-; if [ -n \"${NOETA_GUARD_UNSET-}\" ]; then unset PWD; fi; unset NOETA_GUARD_UNSET; exec \"$@\"";
 
 /// The variable that has the guardian leave out the `PWD` it would otherwise hand on.
 pub(crate) const GUARD_UNSET: &str = "NOETA_GUARD_UNSET";
-
-/// Whether `program` can be started with `path` as its `PATH` from `cwd`, as `exec` would
-/// find it: the error it would give if not (the guardian itself always starts, so a missing
-/// program is told apart here, as a failure to start rather than an exit status).
-pub(crate) fn findable(program: &str, path: &str, cwd: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let executable = |candidate: &Path| {
-        std::fs::metadata(candidate).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
-    if program.contains('/') {
-        return match executable(&cwd.join(program)) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
-            Err(err) => Err(err),
-        };
-    }
-    let found = std::env::split_paths(path)
-        .any(|dir| executable(&cwd.join(dir).join(program)).unwrap_or(false));
-    if found { Ok(()) } else { Err(not_found()) }
-}
 
 /// `program` and `args` as run under the guardian (`/bin/sh -c GUARD noeta-guard program
 /// args…`), on Linux; elsewhere as they are.
@@ -177,37 +178,79 @@ pub(crate) fn guarded(program: &str, args: &[String]) -> (String, Vec<String>) {
     ("/bin/sh".to_owned(), guarded)
 }
 
-/// Gives `command`'s first process (the guardian) `SIGUSR2` when the thread that starts it
-/// ends — with the noeta process, however it ends. The command must be started from a thread
-/// that lives as long as it runs (the one that waits for it).
+/// Whether `program` can be started with `path` as its `PATH` from `cwd`, as `exec` would
+/// find it: the error it would give if not (the guardian itself always starts, so a missing
+/// program is told apart here, as a failure to start rather than an exit status).
+pub(crate) fn findable(program: &str, path: &str, cwd: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |candidate: &Path| {
+        std::fs::metadata(candidate).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return match executable(&cwd.join(program)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)),
+            Err(err) => Err(err),
+        };
+    }
+    let found = std::env::split_paths(path)
+        .any(|dir| executable(&cwd.join(dir).join(program)).unwrap_or(false));
+    if found {
+        Ok(())
+    } else {
+        Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
+/// The writing end of the pipe that ties a command's group to this process: kept while the
+/// command runs, closed by the kernel when this process ends.
+#[derive(Debug)]
+pub(crate) struct Tie {
+    _writer: std::io::PipeWriter,
+}
+
+/// The reading end of a [`Tie`], handed to the guardian as its descriptor 4; dropped once the
+/// guardian has started.
+#[derive(Debug)]
+pub(crate) struct Loose {
+    _reader: std::io::PipeReader,
+}
+
+/// Ties `command` (the guardian) to this process: its descriptor 4 is the reading end of a
+/// pipe only this process writes to, and it leads a process group of its own (the group its
+/// watcher kills — never this process's).
+///
+/// # Errors
+/// When no pipe can be made.
 #[cfg(target_os = "linux")]
-pub(crate) fn die_with_parent(command: &mut std::process::Command) {
+pub(crate) fn tie(command: &mut std::process::Command) -> std::io::Result<(Tie, Loose)> {
+    use std::os::fd::AsRawFd as _;
     use std::os::unix::process::CommandExt as _;
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the child between fork and exec and calls only `prctl` and
-    // `getppid`, which are async-signal-safe, and allocates nothing.
+    // Both ends close on exec: no other program this process starts holds them.
+    let (reader, writer) = std::io::pipe()?;
+    let fd = reader.as_raw_fd();
+    command.process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and calls only `dup2` and
+    // `fcntl`, which are async-signal-safe, and allocates nothing.
     #[expect(
         unsafe_code,
-        reason = "prctl(PR_SET_PDEATHSIG) exists only between fork and exec"
+        reason = "an inherited descriptor is set up between fork and exec"
     )]
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0) != 0 {
+            let result = if fd == 4 {
+                libc::fcntl(4, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 4)
+            };
+            if result < 0 {
                 return Err(std::io::Error::last_os_error());
-            }
-            // The parent ended before the signal was set: end now, as it would have.
-            if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(std::io::Error::other(
-                    "noeta ended before the command started",
-                ));
             }
             Ok(())
         });
     }
+    Ok((Tie { _writer: writer }, Loose { _reader: reader }))
 }
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn die_with_parent(_command: &mut std::process::Command) {}
 
 #[cfg(test)]
 mod tests {
@@ -225,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn a_guarded_commands_whole_group_dies_with_the_thread_that_started_it() {
+    fn a_guarded_commands_whole_group_dies_when_its_tie_is_cut() {
         let (program, args) = guarded(
             "sh",
             &[
@@ -233,26 +276,55 @@ mod tests {
                 "sleep 301.25 & sleep 301.5; echo never".to_owned(),
             ],
         );
-        let started = std::thread::spawn(move || {
-            let mut command = std::process::Command::new(program);
-            command.args(args);
-            std::os::unix::process::CommandExt::process_group(&mut command, 0);
-            die_with_parent(&mut command);
-            command.spawn().unwrap()
-        });
-        let mut guardian = started.join().unwrap();
-        // The thread that started it has ended: the guardian, the command and what the command
-        // put in the background all end.
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        let (tie, loose) = tie(&mut command).unwrap();
+        let mut guardian = command.spawn().unwrap();
+        drop(loose);
+        let start = std::time::Instant::now();
+        while !(running("sleep 301.25") && running("sleep 301.5")) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // What noeta's end does: the kernel closes its end of the pipe.
+        drop(tie);
         let status = guardian.wait().unwrap();
         assert!(!status.success());
         let start = std::time::Instant::now();
         while running("sleep 301.25") || running("sleep 301.5") {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(5),
-                "a process of the group outlived its guardian"
+                "a process of the group outlived its tie"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    #[test]
+    fn a_guarded_command_keeps_sigint_and_dies_of_its_own_signal() {
+        let (program, args) = guarded(
+            "python3",
+            &[
+                "-c".to_owned(),
+                "import signal, os; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True); os.kill(os.getpid(), signal.SIGTERM)".to_owned(),
+            ],
+        );
+        let mut command = std::process::Command::new(program);
+        command.args(args).stdout(std::process::Stdio::piped());
+        let (_tie, loose) = tie(&mut command).unwrap();
+        let child = command.spawn().unwrap();
+        drop(loose);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "True\n",
+            "SIGINT is not ignored"
+        );
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(out.status.signal(), Some(15), "{:?}", out.status);
     }
 
     #[test]
@@ -264,12 +336,14 @@ mod tests {
                 "read line; echo \"got $line\"; exit 3".to_owned(),
             ],
         );
-        let mut child = std::process::Command::new(program)
+        let mut command = std::process::Command::new(program);
+        command
             .args(args)
             .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stdout(std::process::Stdio::piped());
+        let (_tie, loose) = tie(&mut command).unwrap();
+        let mut child = command.spawn().unwrap();
+        drop(loose);
         use std::io::Write as _;
         child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
         let out = child.wait_with_output().unwrap();
@@ -280,15 +354,22 @@ mod tests {
     #[test]
     fn this_process_is_alive_and_a_made_up_one_is_not() {
         let me = identity(std::process::id()).unwrap();
-        assert!(alive(&me));
-        assert!(!alive("1.1"));
-        assert!(!alive("nonsense"));
+        let space = namespace().unwrap();
+        assert_eq!(alive(&me, &space), Some(true));
+        assert_eq!(alive(&format!("{space}.1.1"), &space), Some(false));
+        assert_eq!(
+            alive("4026531000.1.1", "4026539999"),
+            None,
+            "another namespace"
+        );
+        assert_eq!(alive("nonsense", &space), None);
     }
 
     #[test]
     fn a_gone_processes_marked_leftovers_are_killed_and_its_file_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let gone = "4194300.12345";
+        let gone = format!("{}.4194300.12345", namespace().unwrap());
+        let gone = gone.as_str();
         std::fs::write(dir.path().join(gone), b"").unwrap();
         let mut left = std::process::Command::new("sleep")
             .arg("300")
