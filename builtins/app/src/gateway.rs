@@ -272,6 +272,15 @@ async fn answer(
     if matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD)
         && let Some(file) = paths::static_file(&mount.dir, &rest)
     {
+        if std::fs::metadata(&file).is_ok_and(|m| m.len() > crate::proxy::MAX_BODY as u64) {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the file is over {} bytes, more than the preview serves",
+                    crate::proxy::MAX_BODY
+                ),
+            );
+        }
         return match tokio::fs::read(&file).await {
             Ok(bytes) => {
                 let mut response = Response::new(Full::new(Bytes::from(bytes)));

@@ -99,30 +99,38 @@ impl reqwest::dns::Resolve for Resolver {
     }
 }
 
-/// The client of the proxied requests, made when first needed: building one loads the system's
-/// root certificates, which most runs never need.
+/// The clients of the proxied requests, one per rule (its resolver applies that rule), each
+/// made when first needed: building one loads the system's root certificates, which most runs
+/// never need.
 #[derive(Default)]
 pub(crate) struct Proxy {
-    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    clients: std::sync::Mutex<Vec<(ProxyRule, reqwest::Client)>>,
 }
 
 impl Proxy {
-    fn client(&self, rule: &Arc<ProxyRule>) -> Result<&reqwest::Client, String> {
-        self.client
-            .get_or_init(|| {
-                // TLS for `https://` targets uses ring, like every other client of this process.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .no_proxy()
-                    .dns_resolver(Arc::new(Resolver(Arc::clone(rule))))
-                    .build()
-                    .map_err(|err| format!("the proxy's client cannot be built: {err}"))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+    fn client(&self, rule: &Arc<ProxyRule>) -> Result<reqwest::Client, String> {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, client)) = clients.iter().find(|(r, _)| r == rule.as_ref()) {
+            return Ok(client.clone());
+        }
+        // TLS for `https://` targets uses ring, like every other client of this process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(Resolver(Arc::clone(rule))))
+            .build()
+            .map_err(|err| format!("the proxy's client cannot be built: {err}"))?;
+        clients.push((rule.as_ref().clone(), client.clone()));
+        Ok(client)
     }
 }
+
+/// The most bytes of a body the proxy passes on, either way.
+pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Hop-by-hop headers, and the ones the proxy sets itself: never forwarded.
 const HOP: [&str; 9] = [
@@ -164,10 +172,14 @@ pub(crate) async fn forward(
         return plain(StatusCode::BAD_GATEWAY, ProxyRule::refusal(host, ip));
     }
     let (parts, body) = request.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+    let Ok(body) = http_body_util::Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+    else {
         return plain(
-            StatusCode::BAD_REQUEST,
-            "the request's body could not be read",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request's body could not be read, or is over {MAX_BODY} bytes"),
         );
     };
     let Ok(method) = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()) else {
@@ -195,8 +207,23 @@ pub(crate) async fn forward(
         .filter(|(name, _)| !HOP.contains(&name.as_str()))
         .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
         .collect();
-    let bytes = reply.bytes().await.unwrap_or_default();
-    let mut response = Response::new(Full::new(bytes));
+    let mut reply = reply;
+    let mut bytes = Vec::new();
+    loop {
+        match reply.chunk().await {
+            Ok(Some(chunk)) if bytes.len() + chunk.len() <= MAX_BODY => {
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(Some(_)) => {
+                return plain(
+                    StatusCode::BAD_GATEWAY,
+                    format!("the app's server answered with more than {MAX_BODY} bytes"),
+                );
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let mut response = Response::new(Full::new(Bytes::from(bytes)));
     *response.status_mut() = status;
     for (name, value) in headers {
         if let (Ok(name), Ok(value)) = (

@@ -17,19 +17,30 @@ const FILE_TOOLS: [(&str, &str); 4] = [
     ("NotebookEdit", "notebook_path"),
 ];
 
-/// The protected places, relative to the workspace: a directory protects what is under it.
-const PROTECTED: [&str; 5] = [
-    ".noeta",
-    ".mcp.json",
-    ".claude",
-    ".git/hooks",
-    ".git/config",
-];
+/// The protected places, relative to the workspace: a directory protects what is under it. All
+/// of `.git` is: its configuration, hooks, `commondir` and the rest decide what git runs.
+const PROTECTED: [&str; 4] = [".noeta", ".mcp.json", ".claude", ".git"];
 
-/// `path` made absolute under `workspace`, its existing part's links resolved and `.`/`..`
-/// taken out of the rest.
+/// `path` with `.` and `..` taken out by their text alone, as the file tools take them out.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `path` made absolute under `workspace` and resolved: `.` and `..` taken out first (so a
+/// `..` after a directory that does not exist cannot hide the target), then the links of the
+/// part that exists.
 fn resolved(workspace: &Path, path: &Path) -> PathBuf {
-    let joined = workspace.join(path);
+    let joined = lexical(&workspace.join(path));
     let mut existing = joined.as_path();
     let mut rest = Vec::new();
     let base = loop {
@@ -45,20 +56,14 @@ fn resolved(workspace: &Path, path: &Path) -> PathBuf {
         }
     };
     let mut out = base;
-    for part in rest.iter().rev() {
-        match Path::new(part).components().next() {
-            Some(Component::ParentDir) => {
-                out.pop();
-            }
-            Some(Component::CurDir) | None => {}
-            Some(_) => out.push(part),
-        }
-    }
+    out.extend(rest.iter().rev());
     out
 }
 
-/// The protected place `call` would change in `workspace` (`.noeta`, `.git/hooks`, …), if it
-/// is a file tool's call aimed at one.
+/// The protected place `call` would change in `workspace` (`.noeta`, `.git`, …), if it is a
+/// file tool's call aimed at one. Compared without regard to case, as a file system that
+/// ignores case would; a path that cannot be placed inside the workspace is not this
+/// check's to judge (the file tools refuse it).
 pub(crate) fn target(workspace: &Path, call: &ToolCall) -> Option<&'static str> {
     let key = FILE_TOOLS
         .iter()
@@ -68,10 +73,13 @@ pub(crate) fn target(workspace: &Path, call: &ToolCall) -> Option<&'static str> 
     let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let target = resolved(&root, Path::new(file));
     let inside = target.strip_prefix(&root).ok()?;
-    PROTECTED
-        .iter()
-        .find(|place| inside.starts_with(place))
-        .copied()
+    let first = inside
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .to_lowercase();
+    PROTECTED.iter().find(|place| **place == first).copied()
 }
 
 #[cfg(test)]
@@ -102,13 +110,18 @@ mod tests {
             ("Write", "file_path", "looks-harmless/config.toml", ".noeta"),
             ("Write", "file_path", absolute.as_str(), ".mcp.json"),
             ("Write", "file_path", ".claude/settings.json", ".claude"),
+            ("MultiEdit", "file_path", ".git/hooks/pre-commit", ".git"),
+            ("Write", "file_path", ".git/config", ".git"),
+            ("Write", "file_path", ".git/commondir", ".git"),
+            ("Write", "file_path", "zz/../.git/hooks/pre-commit", ".git"),
             (
-                "MultiEdit",
+                "Edit",
                 "file_path",
-                ".git/hooks/pre-commit",
-                ".git/hooks",
+                "no/such/dir/../../../.mcp.json",
+                ".mcp.json",
             ),
-            ("Write", "file_path", ".git/config", ".git/config"),
+            ("Write", "file_path", ".NOETA/config.toml", ".noeta"),
+            ("Write", "file_path", ".Claude/settings.json", ".claude"),
             ("NotebookEdit", "notebook_path", ".noeta/n.ipynb", ".noeta"),
         ] {
             assert_eq!(
@@ -120,7 +133,6 @@ mod tests {
         for (tool, key, path) in [
             ("Write", "file_path", "src/main.rs"),
             ("Write", "file_path", ".noetarc"),
-            ("Write", "file_path", ".git/HEAD"),
             ("Read", "file_path", ".noeta/config.toml"),
             ("Write", "file_path", "/etc/elsewhere"),
         ] {

@@ -37,6 +37,7 @@ pub(crate) const KEYS: &[&str] = &[
     "max_processes",
     "timeout_ms",
     "bwrap",
+    "git_writable",
 ];
 
 /// What the home directory holds that no sandboxed command may read: credentials of the usual
@@ -55,12 +56,17 @@ pub(crate) const CREDENTIALS: [&str; 10] = [
 ];
 
 /// What the workspace holds that noeta trusts, read-only inside the sandbox (relative to it).
-const PROTECTED: [&str; 5] = [
-    ".noeta",
-    ".mcp.json",
-    ".claude",
+/// `.git` is read-only whole unless `git_writable`; then it is mounted on itself (so it cannot
+/// be renamed or replaced) with what decides what git runs read-only in it.
+const PROTECTED: [&str; 3] = [".noeta", ".mcp.json", ".claude"];
+
+/// In a writable repository, what still decides what git runs.
+const GIT_PROTECTED: [&str; 5] = [
     ".git/hooks",
     ".git/config",
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/info",
 ];
 
 /// How many processes a sandbox allows unless the settings say otherwise.
@@ -76,6 +82,8 @@ pub(crate) struct Settings {
     max_processes: Option<u32>,
     timeout: Option<Duration>,
     bwrap: Option<PathBuf>,
+    /// Whether commands may write the repository (`.git`, but for its hooks and configuration).
+    git_writable: bool,
 }
 
 impl Settings {
@@ -121,6 +129,10 @@ impl Settings {
                 .string("bwrap")
                 .map_err(|e| e.to_string())?
                 .map(PathBuf::from),
+            git_writable: table
+                .bool("git_writable")
+                .map_err(|e| e.to_string())?
+                .unwrap_or(false),
         })
     }
 }
@@ -280,6 +292,8 @@ fn cover(args: &mut Vec<String>, path: &Path) {
 fn arguments(settings: &Settings, writable: &Path, protect: bool) -> Vec<String> {
     let mut args: Vec<String> = [
         "--die-with-parent",
+        // A session of its own: no controlling terminal to push keystrokes into.
+        "--new-session",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -342,22 +356,29 @@ fn arguments(settings: &Settings, writable: &Path, protect: bool) -> Vec<String>
         cover(&mut args, path);
     }
     if protect {
-        for path in PROTECTED.iter().map(|p| writable.join(p)) {
-            if path.exists() {
-                args.extend(["--ro-bind".to_owned(), text(&path), text(&path)]);
-            }
+        let git = writable.join(".git");
+        let mut read_only: Vec<PathBuf> = PROTECTED.iter().map(|p| writable.join(p)).collect();
+        if settings.git_writable && git.is_dir() {
+            args.extend(["--bind".to_owned(), text(&git), text(&git)]);
+            read_only.extend(GIT_PROTECTED.iter().map(|p| writable.join(p)));
+        } else {
+            read_only.push(git);
+        }
+        for path in read_only.iter().filter(|p| p.exists()) {
+            args.extend(["--ro-bind".to_owned(), text(path), text(path)]);
         }
     }
     args.push("--".to_owned());
     args
 }
 
-/// The protected directories a command could otherwise create: `.noeta`, and `.git/hooks` in a
-/// repository, made (empty) so they can be mounted read-only.
+/// The protected directories a command could otherwise create: `.noeta`, and in a repository
+/// `.git/hooks` and `.git/info`, made (empty) so they can be mounted read-only.
 fn make_protected(workspace: &Path) {
     let _ = std::fs::create_dir_all(workspace.join(".noeta"));
     if workspace.join(".git").is_dir() {
         let _ = std::fs::create_dir_all(workspace.join(".git").join("hooks"));
+        let _ = std::fs::create_dir_all(workspace.join(".git").join("info"));
     }
 }
 
@@ -441,10 +462,13 @@ impl ExecEnv for Sandboxed {
             "only the workspace, a private /tmp and the read-only paths of the settings exist"
                 .to_owned()
         }];
-        said.push(
+        said.push(if self.settings.git_writable {
             "the workspace's .noeta, .mcp.json, .claude and .git hooks and config are read-only"
-                .to_owned(),
-        );
+                .to_owned()
+        } else {
+            "the workspace's .noeta, .mcp.json, .claude and .git are read-only (commit outside)"
+                .to_owned()
+        });
         said.push("credentials in the home directory are hidden; /run is private".to_owned());
         if !self.settings.network {
             said.push("no network".to_owned());

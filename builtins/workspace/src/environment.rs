@@ -76,6 +76,18 @@ async fn platform(exec: &Arc<dyn ExecEnv>) -> String {
     }
 }
 
+/// What a repository's own configuration may not make git run while noeta reads its state
+/// (an untrusted repository's `core.fsmonitor` is a command; so is the signature check a
+/// `log.showSignature` would start).
+const SAFE_GIT: &[&str] = &[
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "log.showSignature=false",
+];
+
 /// Runs a command; its trimmed standard output, or why it failed.
 async fn run(exec: &Arc<dyn ExecEnv>, program: &str, args: &[&str]) -> Result<String, String> {
     let command = ExecCommand::new(program, args.iter().copied()).with_timeout(GIT_TIMEOUT);
@@ -98,7 +110,13 @@ async fn git_state(exec: &Arc<dyn ExecEnv>) -> Vec<String> {
         return not_a_repository();
     }
     // One command gives the branch (its first line) and the uncommitted paths.
-    let status = match run(exec, "git", &["status", "--porcelain=v1", "--branch"]).await {
+    let status = match run(
+        exec,
+        "git",
+        &[SAFE_GIT, &["status", "--porcelain=v1", "--branch"]].concat(),
+    )
+    .await
+    {
         Ok(status) => status,
         Err(why) if why.contains("not available") => {
             return vec!["- Git: unavailable (git is not installed)".to_owned()];
@@ -130,7 +148,11 @@ async fn git_state(exec: &Arc<dyn ExecEnv>) -> Vec<String> {
     if let Ok(log) = run(
         exec,
         "git",
-        &["log", "--oneline", "--no-decorate", "-n", &count],
+        &[
+            SAFE_GIT,
+            &["log", "--oneline", "--no-decorate", "-n", &count],
+        ]
+        .concat(),
     )
     .await
         && !log.is_empty()

@@ -416,6 +416,17 @@ fn a_token_is_required_made_and_kept_when_unset_and_any_other_address_needs_one(
         "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
     )
     .unwrap();
+    let short = env.run_with(
+        &["serve", "--addr", "127.0.0.1:0"],
+        None,
+        &[("NOETA_SERVE_TOKEN", "short")],
+    );
+    assert_eq!(short.status.code(), Some(1));
+    assert!(
+        stderr(&short).contains("must be a string of at least 16 characters"),
+        "{}",
+        stderr(&short)
+    );
     let unset = env.run(&["serve", "--addr", "127.0.0.1:0"]);
     assert_eq!(unset.status.code(), Some(1));
     assert!(
@@ -423,10 +434,11 @@ fn a_token_is_required_made_and_kept_when_unset_and_any_other_address_needs_one(
         "{}",
         stderr(&unset)
     );
-    let server = serve(&env, &[("NOETA_SERVE_TOKEN", "s3cret-token")]);
+    let server = serve(&env, &[("NOETA_SERVE_TOKEN", "s3cret-token-0123456789")]);
     let (status, _) = server.call_as("GET", "/v1/tasks", None, Some(&kept));
     assert_eq!(status, 401, "the settings' token replaces the kept one");
-    let (status, listed) = server.call_as("GET", "/v1/tasks", None, Some("s3cret-token"));
+    let (status, listed) =
+        server.call_as("GET", "/v1/tasks", None, Some("s3cret-token-0123456789"));
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed, json!([]));
 }

@@ -206,7 +206,7 @@ fn the_model_is_told_what_the_sandbox_isolates() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(
-            "- Sandbox: bubblewrap (only the workspace and a private /tmp are writable; the workspace's .noeta, .mcp.json, .claude and .git hooks and config are read-only; credentials in the home directory are hidden; /run is private; no network; at most 64 processes; nothing a command starts outlives it)"
+            "- Sandbox: bubblewrap (only the workspace and a private /tmp are writable; the workspace's .noeta, .mcp.json, .claude and .git are read-only (commit outside); credentials in the home directory are hidden; /run is private; no network; at most 64 processes; nothing a command starts outlives it)"
         ),
         "{}",
         stdout(&out)
@@ -343,6 +343,7 @@ fn the_namespace_sandbox_hides_host_sockets_credentials_root_files_and_what_noet
          head -c 40 /etc/shadow 2>&1; echo; \
          echo planted >> .noeta/config.toml 2>&1; echo planted > .noeta/noeta.db 2>&1; \
          echo planted > .git/hooks/post-checkout 2>&1; echo planted >> .git/config 2>&1; \
+         mv .git .git-moved 2>/dev/null || echo git-stays; \
          echo fine > made-here.txt && echo workspace-writable",
         socket.display()
     );
@@ -367,6 +368,10 @@ fn the_namespace_sandbox_hides_host_sockets_credentials_root_files_and_what_noet
         "the settings, the store, the hooks and git's config are read-only: {text}"
     );
     assert!(text.contains("workspace-writable"), "{text}");
+    assert!(text.contains("git-stays"), "{text}");
+    assert!(
+        env.workspace.join(".git/config").exists() && !env.workspace.join(".git-moved").exists()
+    );
     assert!(
         !std::fs::read_to_string(env.workspace.join(".noeta/config.toml"))
             .unwrap()

@@ -297,7 +297,7 @@ fn a_client_cannot_write_what_noeta_trusts_short_of_bypassing_permissions() {
         { "name": "Write", "input": { "file_path": "notes.txt", "content": "fine\n" } }
     ]);
     let report = serve_stdio(&env, &calls, &["--permission-mode", "acceptEdits"]);
-    for (i, place) in [".noeta", ".mcp.json", ".git/hooks"].iter().enumerate() {
+    for (i, place) in [".noeta", ".mcp.json", ".git"].iter().enumerate() {
         let result = &report["calls"][i];
         assert_eq!(result["is_error"], json!(true), "{report}");
         assert!(

@@ -302,3 +302,44 @@ fn connections_that_never_finish_their_headers_cannot_starve_the_server() {
     );
     let _: Value = refused;
 }
+
+/// A task created without a permission mode runs in the server's own, not a looser one the
+/// settings of the worker would give it.
+#[test]
+fn a_task_without_a_mode_runs_in_the_servers_own() {
+    let env = CliEnv::new(NOETA);
+    let server = noeta_testkit::serve::serve_with(
+        &env,
+        "sqlite:api.db",
+        &[],
+        Stdio::null(),
+        &["--permission-mode", "plan"],
+    );
+    let script = env.write(
+        "bash.json",
+        &json!({ "turns": [
+            { "calls": [{ "name": "Bash", "input": { "command": "echo ran > ran.txt" } }] },
+            { "text": "done" }
+        ] })
+        .to_string(),
+    );
+    let (code, created) = server.call(
+        "POST",
+        "/v1/tasks",
+        Some(&json!({ "goal": "x", "provider": format!("scripted:{}", script.display()) })),
+    );
+    assert_eq!(code, 201, "{created}");
+    let task = created["id"].as_str().unwrap().to_owned();
+    let start = Instant::now();
+    loop {
+        let (_, events) = server.call("GET", &format!("/v1/tasks/{task}/events"), None);
+        let text = events.to_string();
+        if text.contains("turn_ended") {
+            assert!(text.contains("plan mode"), "{text}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!env.workspace.join("ran.txt").exists());
+}

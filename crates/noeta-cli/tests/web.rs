@@ -475,7 +475,7 @@ async fn the_page_asks_for_the_token_once_per_tab() {
         "[plugins.serve]\ntoken = \"{env:NOETA_SERVE_TOKEN}\"\n",
     )
     .unwrap();
-    let server = serve(&env, &[("NOETA_SERVE_TOKEN", "page-s3cret")]);
+    let server = serve(&env, &[("NOETA_SERVE_TOKEN", "page-s3cret-0123456789")]);
     let provider = script(
         &env,
         "hello.json",
@@ -485,7 +485,7 @@ async fn the_page_asks_for_the_token_once_per_tab() {
         "POST",
         "/v1/tasks",
         Some(&json!({ "goal": "behind a token", "provider": provider })),
-        Some("page-s3cret"),
+        Some("page-s3cret-0123456789"),
     );
     assert_eq!(status, 201, "{created}");
     let task = created["id"].as_str().unwrap().to_owned();
@@ -513,7 +513,7 @@ async fn the_page_asks_for_the_token_once_per_tab() {
     )
     .await;
     // The right one: the list, then the task followed over the event stream with it.
-    eval(&page, &submit("page-s3cret")).await;
+    eval(&page, &submit("page-s3cret-0123456789")).await;
     wait_for(&page, "document.body.dataset.listed === '1'").await;
     go(&page, &format!("#/task/{task}")).await;
     wait_for(

@@ -533,6 +533,15 @@ const READER_GRACE: Duration = Duration::from_secs(2);
 /// Said in standard error when the readers were not waited for.
 const INCOMPLETE: &str = "[output incomplete: a process the command started outside its process group still holds it open]";
 
+/// A started command: its process, its job, the channel its readers say they are done on, and
+/// its tie to this process (held until it is waited for).
+type Started = (
+    std::process::Child,
+    Arc<LocalJob>,
+    std::sync::mpsc::Receiver<()>,
+    Option<ledger::Tie>,
+);
+
 /// Starts `command`: its process, a reader per stream appending into the returned job's
 /// buffers (each says on the channel when it is done), and a writer for its input.
 fn start(
@@ -540,15 +549,7 @@ fn start(
     cwd: PathBuf,
     cap: usize,
     mark: Option<&str>,
-) -> Result<
-    (
-        std::process::Child,
-        Arc<LocalJob>,
-        std::sync::mpsc::Receiver<()>,
-        Option<ledger::Tie>,
-    ),
-    ExecError,
-> {
+) -> Result<Started, ExecError> {
     // The guardian always starts: a program it could not start is told apart first.
     if cfg!(target_os = "linux") {
         let path = match command.env.get("PATH") {

@@ -99,6 +99,16 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
         path: path.to_path_buf(),
         source,
     };
+    let not_regular = |meta: &std::fs::Metadata| FileError::NotRegular {
+        path: path.to_path_buf(),
+        kind: kind_of(meta),
+    };
+    // Looked at before it is opened (opening some devices does something), and again once
+    // open (it may have been swapped in between).
+    let before = std::fs::metadata(path).map_err(io)?;
+    if !before.is_file() {
+        return Err(not_regular(&before));
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -106,10 +116,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
         .map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(FileError::NotRegular {
-            path: path.to_path_buf(),
-            kind: kind_of(&meta),
-        });
+        return Err(not_regular(&meta));
     }
     if meta.len() > limit {
         return Err(FileError::TooLarge {

@@ -8,7 +8,7 @@
 //!
 //! Trust is pinned to content, as direnv's `allow` is: granting records the SHA-256 of every
 //! file through which a project can make noeta start processes or loosen what it asks
-//! ([`pinned_files`]: its settings, `.mcp.json`, hook files, its plugins' manifests, agent files
+//! ([`pins`]: its settings, `.mcp.json`, hook files, each of its plugins whole, its agent files
 //! and commands). When any of them changes — the model, a sandboxed command or a `git pull`
 //! wrote it — the workspace is [`WorkspaceTrust::Changed`] and trusted no more until the user
 //! trusts it again. An entry written before content was pinned (a bare path) is
@@ -29,31 +29,26 @@ const PINNED: [&str; 5] = [
     ".claude/settings.local.json",
 ];
 
-/// In each `.noeta/plugins/<name>/`: the files that declare what the plugin does.
-const PINNED_IN_PLUGINS: [&str; 6] = [
-    "noeta-plugin.toml",
-    "Cargo.toml",
-    "pyproject.toml",
-    ".claude-plugin/plugin.json",
-    "hooks/hooks.json",
-    ".mcp.json",
-];
-
-/// Directories whose `*.md` files are pinned: agent files (they set plugins' parameters) and
-/// commands (their `` !`…` `` lines run).
-const PINNED_MARKDOWN: [&str; 4] = [
+/// Directories pinned whole: each of the project's plugins (`.noeta/plugins/<name>/`, one pin
+/// each: manifests, hooks, MCP files, agents, commands, skills, programs), and the agent files
+/// (they set plugins' parameters) and commands (their `` !`…` `` lines run).
+const PINNED_TREES: [&str; 4] = [
     ".noeta/agents",
     ".claude/agents",
     ".noeta/commands",
     ".claude/commands",
 ];
 
+/// What one pinned tree may hold: past either limit it pins as [`UNPINNABLE`], which never
+/// matches, so such a workspace cannot be trusted rather than trusted blind.
+const MAX_TREE_FILES: usize = 20_000;
+const MAX_TREE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The most bytes of one pinned file that are hashed; a larger one pins as unreadable.
 const MAX_PINNED_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The most markdown files pinned under one directory, and how deep they are looked for.
-const MAX_PINNED_MARKDOWN: usize = 1000;
-const MAX_MARKDOWN_DEPTH: usize = 4;
+/// The pin of what cannot be pinned (a tree over its limits): it never matches.
+const UNPINNABLE: &str = "unpinnable";
 
 /// Where the user's store lives, relative to the home directory.
 pub const STORE_FILE: &str = ".noeta/trust.json";
@@ -68,8 +63,8 @@ pub enum WorkspaceTrust {
     Trusted,
     /// Never trusted.
     Untrusted,
-    /// Trusted once, but these files (relative to the workspace) changed since, appeared or
-    /// went away.
+    /// Trusted once, but these files or directories (relative to the workspace, a directory
+    /// ending in `/`) changed since, appeared or went away.
     Changed(Vec<String>),
     /// Trusted by an older noeta, before content was pinned: to be trusted again.
     Unpinned,
@@ -98,71 +93,101 @@ impl WorkspaceTrust {
     }
 }
 
-/// The files of the workspace at `dir` that trust pins, relative to it, sorted: [`PINNED`],
-/// each `.noeta/plugins/<name>/` file of [`PINNED_IN_PLUGINS`] that exists, and every `*.md`
-/// under [`PINNED_MARKDOWN`].
-pub fn pinned_files(dir: &Path) -> Vec<String> {
-    let mut files: BTreeSet<String> = PINNED.iter().map(|f| (*f).to_owned()).collect();
-    let plugins = dir.join(".noeta").join("plugins");
-    if let Ok(entries) = std::fs::read_dir(&plugins) {
+/// The SHA-256 of one file's bytes, or what stands for a file that cannot be read.
+fn file_pin(path: &Path) -> Option<String> {
+    match crate::files::read_bounded(path, MAX_PINNED_BYTES) {
+        Ok(bytes) => Some(crate::canonical::sha256_hex(&bytes)),
+        Err(err) if err.is_not_found() => None,
+        Err(_) => Some("unreadable".to_owned()),
+    }
+}
+
+/// One digest of everything under `dir` (not following links: a link pins as its target's
+/// name; `.git` left out), or [`UNPINNABLE`] past the limits; `None` for no directory.
+fn tree_pin(dir: &Path) -> Option<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>, bytes: &mut u64) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return true;
+        };
         for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !entry.path().is_dir() {
+            if out.len() >= MAX_TREE_FILES || *bytes > MAX_TREE_BYTES {
+                return false;
+            }
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
-            }
-            for inside in PINNED_IN_PLUGINS {
-                if entry.path().join(inside).exists() {
-                    files.insert(format!(".noeta/plugins/{name}/{inside}"));
-                }
-            }
-        }
-    }
-    for under in PINNED_MARKDOWN {
-        let mut found = Vec::new();
-        markdown(&dir.join(under), 0, &mut found);
-        for path in found.into_iter().take(MAX_PINNED_MARKDOWN) {
-            if let Ok(relative) = path.strip_prefix(dir) {
-                files.insert(relative.to_string_lossy().into_owned());
-            }
-        }
-    }
-    files.into_iter().collect()
-}
-
-fn markdown(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    paths.sort();
-    for path in paths {
-        if found.len() >= MAX_PINNED_MARKDOWN {
-            return;
-        }
-        if path.is_dir() {
-            if depth < MAX_MARKDOWN_DEPTH {
-                markdown(&path, depth + 1, found);
-            }
-        } else if path.extension().is_some_and(|e| e == "md") {
-            found.push(path);
-        }
-    }
-}
-
-/// What the workspace at `dir` holds now: the SHA-256 of each pinned file that exists
-/// (`"unreadable"` for one that is not a regular file within the limit).
-pub fn pins(dir: &Path) -> BTreeMap<String, String> {
-    pinned_files(dir)
-        .into_iter()
-        .filter_map(|file| {
-            let hash = match crate::files::read_bounded(&dir.join(&file), MAX_PINNED_BYTES) {
-                Ok(bytes) => crate::canonical::sha256_hex(&bytes),
-                Err(err) if err.is_not_found() => return None,
-                Err(_) => "unreadable".to_owned(),
             };
-            Some((file, hash))
-        })
-        .collect()
+            let relative = path
+                .strip_prefix(root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if meta.is_dir() {
+                if entry.file_name() != ".git" && !walk(root, &path, out, bytes) {
+                    return false;
+                }
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap_or_default();
+                out.push((relative, format!("link {}", target.display())));
+            } else {
+                *bytes += meta.len();
+                out.push((relative, file_pin(&path).unwrap_or_default()));
+            }
+        }
+        true
+    }
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut bytes = 0;
+    if !walk(dir, dir, &mut files, &mut bytes)
+        || files.len() > MAX_TREE_FILES
+        || bytes > MAX_TREE_BYTES
+    {
+        return Some(UNPINNABLE.to_owned());
+    }
+    files.sort();
+    let mut all = Vec::new();
+    for (relative, pin) in files {
+        all.extend_from_slice(relative.as_bytes());
+        all.push(0);
+        all.extend_from_slice(pin.as_bytes());
+        all.push(b'\n');
+    }
+    Some(crate::canonical::sha256_hex(&all))
+}
+
+/// What the workspace at `dir` holds now: the SHA-256 of each pinned file that exists, one
+/// digest for each pinned directory that exists (its name ending in `/`): [`PINNED`], each of
+/// `.noeta/plugins/*`, and [`PINNED_TREES`].
+pub fn pins(dir: &Path) -> BTreeMap<String, String> {
+    let mut pins = BTreeMap::new();
+    for file in PINNED {
+        if let Some(pin) = file_pin(&dir.join(file)) {
+            pins.insert(file.to_owned(), pin);
+        }
+    }
+    let plugins = dir.join(".noeta").join("plugins");
+    let mut trees: Vec<String> = PINNED_TREES.iter().map(|t| (*t).to_owned()).collect();
+    if let Ok(entries) = std::fs::read_dir(&plugins) {
+        trees.extend(
+            entries
+                .flatten()
+                .map(|e| format!(".noeta/plugins/{}", e.file_name().to_string_lossy())),
+        );
+    }
+    for tree in trees {
+        let path = dir.join(&tree);
+        let pin = if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            tree_pin(&path)
+        } else {
+            file_pin(&path)
+        };
+        if let Some(pin) = pin {
+            pins.insert(format!("{tree}/"), pin);
+        }
+    }
+    pins
 }
 
 /// Errors reading or writing the trust store.
@@ -311,7 +336,10 @@ impl TrustStore {
                     .chain(now.keys())
                     .collect::<BTreeSet<_>>()
                     .into_iter()
-                    .filter(|file| pinned.get(*file) != now.get(*file))
+                    .filter(|file| {
+                        pinned.get(*file) != now.get(*file)
+                            || now.get(*file).is_some_and(|pin| pin == UNPINNABLE)
+                    })
                     .cloned()
                     .collect();
                 if changed.is_empty() {

@@ -29,12 +29,7 @@ const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
     ("workspace", &["*"]),
     ("instructions", &["*"]),
     ("environment", &["*"]),
-    ("budget", &["*"]),
-    ("repetition_guard", &["*"]),
-    (
-        "governance",
-        &["deny", "budget", "repetition", "permission_mode"],
-    ),
+    ("governance", &["deny", "permission_mode"]),
     ("permissions", &["deny", "permission_mode"]),
     (
         "web",
@@ -57,6 +52,13 @@ const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
     ("mcp", &["defer_above"]),
 ];
 
+/// Keys an untrusted project may set to one value only, the strict one: files are not written
+/// unless the user's settings say so, memory is not written at all.
+const ONLY_STRICT: &[(&str, &str, &str)] = &[
+    ("fs", "write_mode", "\"dry_run\""),
+    ("memory", "read_only", "true"),
+];
+
 /// What switching these off would loosen: the asks, the guards, the hooks and the sandbox.
 const GUARDS: [&str; 6] = [
     "governance",
@@ -68,11 +70,24 @@ const GUARDS: [&str; 6] = [
 ];
 
 /// Whether an untrusted project may set `key` of `[plugins.<plugin>]` (or of an agent file's
-/// parameters for `plugin`).
-pub(crate) fn may_set(plugin: &str, key: &str) -> bool {
+/// parameters for `plugin`) to `value`. Budgets and the repetition guard are not among them:
+/// raising a limit the user set is loosening it.
+pub(crate) fn may_set(plugin: &str, key: &str, value: &serde_json::Value) -> bool {
+    if let Some((_, _, strict)) = ONLY_STRICT
+        .iter()
+        .find(|(name, k, _)| *name == plugin && *k == key)
+    {
+        return value.to_string() == *strict;
+    }
     UNTRUSTED_MAY_SET
         .iter()
         .any(|(name, keys)| *name == plugin && (keys.contains(&"*") || keys.contains(&key)))
+}
+
+/// Whether an untrusted project's agent file may activate `plugin`: only what the default
+/// agent runs with, and what is on for every agent anyway.
+pub(crate) fn may_activate(plugin: &str) -> bool {
+    crate::DEFAULT_PLUGINS.contains(&plugin) || crate::ALWAYS_ON.contains(&plugin)
 }
 
 /// Whether an untrusted project may switch `plugin` on (`on`) or off: off, unless it is a guard
@@ -86,6 +101,14 @@ pub(crate) fn may_switch(plugin: &str, on: bool) -> bool {
 /// names of what it dropped, as `plugins.mcp.servers`.
 pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> Vec<String> {
     let mut ignored = Vec::new();
+    file.plugins.retain(|plugin| {
+        let keep =
+            may_activate(plugin) || crate::named::plugin_of(plugin).is_some_and(may_activate);
+        if !keep {
+            ignored.push(format!("plugins[{plugin}]"));
+        }
+        keep
+    });
     for (plugin, params) in &mut file.params {
         let Some(params) = params.as_object_mut() else {
             continue;
@@ -95,7 +118,7 @@ pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> 
                 && value.as_str().is_none_or(|m| {
                     crate::settings::looseness(m) > crate::settings::looseness(mode)
                 });
-            let keep = may_set(plugin, key) && !looser_mode;
+            let keep = may_set(plugin, key, value) && !looser_mode;
             if !keep {
                 ignored.push(format!("plugins.{plugin}.{key}"));
             }
@@ -206,18 +229,28 @@ mod tests {
             ("skills", "allow_skill_scripts"),
             ("skills", "workspace_skills_trust"),
             ("some-third-party", "anything"),
+            ("budget", "max_iterations"),
+            ("governance", "budget"),
         ] {
-            assert!(!may_set(plugin, key), "[plugins.{plugin}] {key}");
+            assert!(
+                !may_set(plugin, key, &serde_json::Value::Null),
+                "[plugins.{plugin}] {key}"
+            );
         }
+        assert!(!may_set("fs", "write_mode", &serde_json::json!("apply")));
+        assert!(may_set("fs", "write_mode", &serde_json::json!("dry_run")));
+        assert!(!may_set("memory", "read_only", &serde_json::json!(false)));
+        assert!(may_set("memory", "read_only", &serde_json::json!(true)));
         for (plugin, key) in [
             ("react", "compaction"),
             ("governance", "deny"),
             ("governance", "permission_mode"),
-            ("budget", "max_iterations"),
-            ("fs", "write_mode"),
             ("mcp", "defer_above"),
         ] {
-            assert!(may_set(plugin, key), "[plugins.{plugin}] {key}");
+            assert!(
+                may_set(plugin, key, &serde_json::Value::Null),
+                "[plugins.{plugin}] {key}"
+            );
         }
         assert!(may_switch("web", false));
         assert!(!may_switch("web", true));

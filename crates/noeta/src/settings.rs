@@ -274,7 +274,7 @@ impl Settings {
                     && value
                         .as_str()
                         .is_none_or(|mode| looseness(mode) > looseness(&lower_mode));
-                let keep = project_trust::may_set(plugin, key) && !looser_mode;
+                let keep = project_trust::may_set(plugin, key, value) && !looser_mode;
                 if !keep {
                     ignored.push(format!("{} {key}", table_label(&["plugins", plugin])));
                 }

@@ -45,6 +45,9 @@ use crate::worker::{self, WorkerArgs};
 /// The address `noeta serve` listens on unless told otherwise.
 pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:7878";
 
+/// The fewest characters a configured token may have.
+const MIN_TOKEN_CHARS: usize = 16;
+
 /// The settings key of the API token.
 const TOKEN_SETTING: &str = "[plugins.serve] token";
 
@@ -104,10 +107,12 @@ impl ServeSettings {
             Some(value) => {
                 let resolved = noeta::secrets::resolve_secrets(value, &agent::secrets())
                     .with_context(|| format!("{TOKEN_SETTING} cannot be resolved"))?;
-                match resolved.as_str() {
-                    Some(token) if !token.trim().is_empty() => Some(token.to_owned()),
+                match resolved.as_str().map(str::trim) {
+                    Some(token) if token.chars().count() >= MIN_TOKEN_CHARS => {
+                        Some(token.to_owned())
+                    }
                     _ => bail!(
-                        "{TOKEN_SETTING} must be a non-empty string (a secret reference such as \"{{env:NOETA_SERVE_TOKEN}}\")"
+                        "{TOKEN_SETTING} must be a string of at least {MIN_TOKEN_CHARS} characters (a secret reference such as \"{{env:NOETA_SERVE_TOKEN}}\")"
                     ),
                 }
             }

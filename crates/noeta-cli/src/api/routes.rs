@@ -78,8 +78,8 @@ pub(super) struct Bounds {
     provider: Option<String>,
     /// `--model`.
     model: Option<String>,
-    /// The server's permission mode (`default` unless its settings or flags say otherwise).
-    mode: String,
+    /// The server's settings (its flags the last layer): each agent's permission mode.
+    settings: noeta::Settings,
 }
 
 /// The providers a request may name besides the server's own.
@@ -96,9 +96,7 @@ impl Bounds {
         Ok(Self {
             provider: base.provider.clone().or(configured),
             model: base.model.clone(),
-            mode: settings
-                .permission_mode("main")
-                .unwrap_or_else(|| "default".to_owned()),
+            settings,
         })
     }
 
@@ -130,18 +128,23 @@ impl Bounds {
         )))
     }
 
-    /// The permission mode a new task starts in, when the request's choice is allowed.
-    fn mode(&self, asked: Option<&str>) -> Result<Option<String>, Fail> {
+    /// The permission mode a new task of `agent` starts in: the request's, when it is no looser
+    /// than the server's own for that agent, else the server's (recorded either way, so the
+    /// worker that runs it keeps to it).
+    fn mode(&self, asked: Option<&str>, agent: &str) -> Result<Option<String>, Fail> {
+        let own = self
+            .settings
+            .permission_mode(agent)
+            .unwrap_or_else(|| "default".to_owned());
         let Some(asked) = asked else {
-            return Ok(None);
+            return Ok(Some(own));
         };
         let mode = agent::permission_mode(asked)
             .map_err(|err| bad(format!("`permission_mode`: {err}")))?;
-        if noeta::settings::looseness(&mode) > noeta::settings::looseness(&self.mode) {
+        if noeta::settings::looseness(&mode) > noeta::settings::looseness(&own) {
             return Err(bad(format!(
-                "`permission_mode`: `{mode}` is looser than this server's own mode `{}`; a server \
-                 started with `--permission-mode {mode}` allows it",
-                self.mode
+                "`permission_mode`: `{mode}` is looser than this server's own mode `{own}`; a \
+                 server started with `--permission-mode {mode}` allows it"
             )));
         }
         Ok(Some(mode))
@@ -245,7 +248,10 @@ pub(super) async fn create(
     if new.goal.trim().is_empty() {
         return Err(bad("`goal` is empty: say what the agent is to do"));
     }
-    let permission_mode = api.bounds.mode(new.permission_mode.as_deref())?;
+    let permission_mode = api.bounds.mode(
+        new.permission_mode.as_deref(),
+        new.agent.as_deref().unwrap_or("main"),
+    )?;
     let provider = api.bounds.provider(new.provider)?;
     // The server's model goes with the server's provider only.
     let model = new

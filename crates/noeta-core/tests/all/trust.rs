@@ -248,11 +248,18 @@ fn grant_is_idempotent_and_writes_pretty_json_with_a_trailing_newline() {
             .join(".noeta/plugins/local/noeta-plugin.toml"),
     )
     .unwrap();
+    // The plugin directory pins as one digest of its files.
+    let tree = noeta_core::canonical::sha256_hex(
+        format!(
+            "noeta-plugin.toml\0{}\n",
+            noeta_core::canonical::sha256_hex(&manifest)
+        )
+        .as_bytes(),
+    );
     let expected = format!(
-        "{{\n  \"trusted\": [\n    {{\n      \"path\": {},\n      \"pins\": {{}}\n    }},\n    {{\n      \"path\": {},\n      \"pins\": {{\n        \".noeta/plugins/local/noeta-plugin.toml\": \"{}\"\n      }}\n    }}\n  ]\n}}\n",
+        "{{\n  \"trusted\": [\n    {{\n      \"path\": {},\n      \"pins\": {{}}\n    }},\n    {{\n      \"path\": {},\n      \"pins\": {{\n        \".noeta/plugins/local/\": \"{tree}\"\n      }}\n    }}\n  ]\n}}\n",
         serde_json::to_string(&other).unwrap(),
         serde_json::to_string(&scratch.workspace()).unwrap(),
-        noeta_core::canonical::sha256_hex(&manifest)
     );
     assert_eq!(second, expected);
     assert_eq!(store.trusted().count(), 2);
@@ -332,8 +339,8 @@ fn trust_is_pinned_to_what_the_workspace_held_and_lapses_when_it_changes() {
     assert_eq!(
         changed,
         WorkspaceTrust::Changed(vec![
-            ".claude/agents/deep/evil.md".to_owned(),
-            ".claude/commands/x.md".to_owned(),
+            ".claude/agents/".to_owned(),
+            ".claude/commands/".to_owned(),
             ".mcp.json".to_owned(),
             ".noeta/config.toml".to_owned(),
         ])
@@ -347,7 +354,7 @@ fn trust_is_pinned_to_what_the_workspace_held_and_lapses_when_it_changes() {
         changed
             .why_not()
             .unwrap()
-            .contains("was trusted, but .claude/agents/deep/evil.md, .claude/commands/x.md, .mcp.json, .noeta/config.toml changed since")
+            .contains("was trusted, but .claude/agents/, .claude/commands/, .mcp.json, .noeta/config.toml changed since")
     );
     // A plugin's manifest changing lapses trust too; a file removed does as well.
     let mut store = scratch.store();
@@ -362,8 +369,16 @@ fn trust_is_pinned_to_what_the_workspace_held_and_lapses_when_it_changes() {
         store.workspace(&ws),
         WorkspaceTrust::Changed(vec![
             ".mcp.json".to_owned(),
-            ".noeta/plugins/local/noeta-plugin.toml".to_owned()
+            ".noeta/plugins/local/".to_owned()
         ])
+    );
+    // A plugin that brings only agents or commands, arriving with a pull, lapses it as well.
+    store.grant(&ws).unwrap();
+    std::fs::create_dir_all(ws.join(".noeta/plugins/pulled/commands")).unwrap();
+    std::fs::write(ws.join(".noeta/plugins/pulled/commands/x.md"), "!`id`").unwrap();
+    assert_eq!(
+        store.workspace(&ws),
+        WorkspaceTrust::Changed(vec![".noeta/plugins/pulled/".to_owned()])
     );
     // Trusted again: as it is now.
     store.grant(&ws).unwrap();
@@ -415,5 +430,25 @@ fn a_named_pipe_as_the_store_is_an_error_not_a_hang() {
         err.to_string()
             .ends_with("a named pipe, not a regular file"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_tree_too_large_to_pin_can_never_be_trusted() {
+    use noeta_core::WorkspaceTrust;
+    let scratch = Scratch::new();
+    let ws = scratch.workspace();
+    let big = ws.join(".noeta/plugins/big");
+    std::fs::create_dir_all(&big).unwrap();
+    // 65 MiB, sparse: over what one tree may hold.
+    std::fs::File::create(big.join("blob"))
+        .unwrap()
+        .set_len(65 * 1024 * 1024)
+        .unwrap();
+    let mut store = scratch.store();
+    store.grant(&ws).unwrap();
+    assert_eq!(
+        store.workspace(&ws),
+        WorkspaceTrust::Changed(vec![".noeta/plugins/big/".to_owned()])
     );
 }
