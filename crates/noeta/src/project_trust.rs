@@ -54,10 +54,17 @@ const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
 
 /// Keys an untrusted project may set to one value only, the strict one: files are not written
 /// unless the user's settings say so, memory is not written at all.
-const ONLY_STRICT: &[(&str, &str, &str)] = &[
-    ("fs", "write_mode", "\"dry_run\""),
-    ("memory", "read_only", "true"),
+const ONLY_STRICT: &[(&str, &str, Strict)] = &[
+    ("fs", "write_mode", Strict::Text("dry_run")),
+    ("memory", "read_only", Strict::Flag(true)),
 ];
+
+/// The one value a key of [`ONLY_STRICT`] may take.
+#[derive(Debug, Clone, Copy)]
+enum Strict {
+    Text(&'static str),
+    Flag(bool),
+}
 
 /// What switching these off would loosen: the asks, the guards, the hooks and the sandbox.
 const GUARDS: [&str; 6] = [
@@ -77,7 +84,10 @@ pub(crate) fn may_set(plugin: &str, key: &str, value: &serde_json::Value) -> boo
         .iter()
         .find(|(name, k, _)| *name == plugin && *k == key)
     {
-        return value.to_string() == *strict;
+        return match strict {
+            Strict::Text(text) => value.as_str() == Some(*text),
+            Strict::Flag(flag) => value.as_bool() == Some(*flag),
+        };
     }
     UNTRUSTED_MAY_SET
         .iter()
