@@ -252,8 +252,27 @@ pub(crate) fn http_config(port: u16) -> StreamableHttpServerConfig {
         .enforce_origin_validation()
 }
 
+/// Whether `request` carries `Authorization: Bearer <token>`, compared without stopping at the
+/// first difference.
+fn bears(request: &hyper::Request<hyper::body::Incoming>, token: &str) -> bool {
+    let given = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 /// Serves `desk` over streamable HTTP on `listener` (every path) until `stop` completes, with
-/// the `Host` and `Origin` checks of [`http_config`].
+/// the `Host` and `Origin` checks of [`http_config`], and, with `token`, every request needing
+/// `Authorization: Bearer <token>` (another user of the machine can reach a loopback port).
 ///
 /// # Errors
 /// The listener failed.
@@ -261,7 +280,10 @@ pub async fn serve_http(
     desk: Desk,
     listener: TcpListener,
     stop: impl Future<Output = ()>,
+    token: Option<String>,
 ) -> Result<(), String> {
+    use http_body_util::BodyExt as _;
+    use hyper::service::Service as _;
     let port = listener
         .local_addr()
         .map_err(|e| format!("the MCP listener has no address: {e}"))?
@@ -277,10 +299,27 @@ pub async fn serve_http(
             () = &mut stop => return Ok(()),
             accepted = listener.accept() => accepted.map_err(|e| format!("cannot accept an MCP client: {e}"))?,
         };
-        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let inner = hyper_util::service::TowerToHyperService::new(service.clone());
+        let token = token.clone();
+        let guarded = hyper::service::service_fn(move |request| {
+            let inner = inner.clone();
+            let allowed = token.as_deref().is_none_or(|token| bears(&request, token));
+            async move {
+                if allowed {
+                    return inner.call(request).await;
+                }
+                let body = http_body_util::Full::new(hyper::body::Bytes::from_static(
+                    b"noeta mcp serve needs `Authorization: Bearer <token>`: the token of [plugins.serve] token, else the one in ~/.noeta/serve-token\n",
+                ))
+                .boxed();
+                let mut refused = hyper::Response::new(body);
+                *refused.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                Ok(refused)
+            }
+        });
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), guarded);
             if let Err(e) = connection.await {
                 tracing::debug!("an MCP client's HTTP connection ended: {e}");
             }

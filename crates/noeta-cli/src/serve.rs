@@ -256,22 +256,27 @@ pub(crate) fn serve(paths: &HostPaths, args: &ServeArgs) -> Result<ExitCode> {
         let (stop_tx, stopped) = watch::channel(false);
         let listener = match &args.http {
             Some(addr) => {
+                // Another user of this machine can reach a loopback port too: a token, always.
+                let (token, note) = crate::api::server_token(paths, &args.agent)?;
                 let listener = tokio::net::TcpListener::bind(addr.as_str())
                     .await
                     .with_context(|| format!("--http {addr}: cannot listen there"))?;
                 let bound = listener.local_addr()?;
-                eoutln!("noeta mcp serve: streamable HTTP on http://{bound}/mcp");
-                Some(listener)
+                eoutln!(
+                    "noeta mcp serve: streamable HTTP on http://{bound}/mcp; every request needs \
+                     `Authorization: Bearer <token>` ({note})"
+                );
+                Some((listener, token))
             }
             None => None,
         };
         let server = tokio::spawn(async move {
             let ended = match listener {
-                Some(listener) => {
+                Some((listener, token)) => {
                     let stop = async {
                         let _ = tokio::signal::ctrl_c().await;
                     };
-                    noeta::mcp::serve::serve_http(desk, listener, stop).await
+                    noeta::mcp::serve::serve_http(desk, listener, stop, Some(token)).await
                 }
                 None => tokio::select! {
                     served = noeta::mcp::serve::serve_stdio(desk) => served,

@@ -37,14 +37,27 @@ fn client_script() -> String {
 /// Runs the Python client: `mode` `stdio` (then the command line to start) or `http` (then the
 /// URL), making `calls`; its JSON report.
 fn client(env: &CliEnv, mode: &str, calls: &Value, target: &[&str]) -> Value {
-    let out: Output = env
-        .program(noeta_testkit::pypi::mcp_python())
+    client_bearing(env, mode, calls, target, None)
+}
+
+/// [`client`], its HTTP requests carrying `Authorization: Bearer <bearer>`.
+fn client_bearing(
+    env: &CliEnv,
+    mode: &str,
+    calls: &Value,
+    target: &[&str],
+    bearer: Option<&str>,
+) -> Value {
+    let mut command = env.program(noeta_testkit::pypi::mcp_python());
+    command
         .arg(client_script())
         .arg(mode)
         .arg(calls.to_string())
-        .args(target)
-        .output()
-        .unwrap();
+        .args(target);
+    if let Some(bearer) = bearer {
+        command.env("MCP_BEARER", bearer);
+    }
+    let out: Output = command.output().unwrap();
     assert!(
         out.status.success(),
         "the MCP client failed:\n{}",
@@ -186,13 +199,19 @@ fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
             .expect("the server says where it listens")
             .unwrap();
         if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_owned();
+            break line[at..]
+                .split([';', ' '])
+                .next()
+                .unwrap()
+                .trim()
+                .to_owned();
         }
     };
     assert!(url.ends_with("/mcp"), "{url}");
+    let token = noeta_testkit::serve::kept_token(&env).expect("a token in ~/.noeta/serve-token");
     let calls =
         json!([{ "name": "Read", "input": { "file_path": env.workspace.join("notes.txt") } }]);
-    let report = client(&env, "http", &calls, &[&url]);
+    let report = client_bearing(&env, "http", &calls, &[&url], Some(&token));
     assert_eq!(names(&report), ["Read", "Glob", "Grep", "Edit", "Write"]);
     assert!(
         report["calls"][0]["text"]
@@ -210,6 +229,20 @@ fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
         .to_owned();
     let port = authority.rsplit(':').next().unwrap().to_owned();
     let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
+    // Another user of the machine, without the token: nothing.
+    {
+        let mut stream = std::net::TcpStream::connect(&authority).unwrap();
+        use std::io::{Read as _, Write as _};
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{initialize}",
+            initialize.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
     for (host, origin) in [
         (authority.clone(), "http://evil.example".to_owned()),
         (authority.clone(), "null".to_owned()),
@@ -222,7 +255,7 @@ fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
         use std::io::{Read as _, Write as _};
         write!(
             stream,
-            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{initialize}",
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{initialize}",
             initialize.len()
         )
         .unwrap();

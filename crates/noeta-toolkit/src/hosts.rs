@@ -1,6 +1,6 @@
 //! The names a local HTTP server answers to: the `Host` and `Origin` checks that keep a web page
-//! the user visits (DNS rebinding, cross-site requests) out of `noeta serve`, the app preview
-//! gateway and `noeta mcp serve --http`.
+//! the user visits (DNS rebinding, cross-site requests) out of `noeta serve` and the app preview
+//! gateway (`noeta mcp serve --http` applies the same rule through its MCP library's settings).
 //!
 //! A request's `Host` must be a loopback name or address (`localhost`, `127.0.0.0/8`, `[::1]`)
 //! with the server's own port, or one of the names a setting lists (`name` for any port,

@@ -131,6 +131,25 @@ impl ServeSettings {
     }
 }
 
+/// The token a local server of this user asks for (`noeta serve`, `noeta mcp serve --http`):
+/// the settings' `[plugins.serve] token`, else the one kept in `~/.noeta/serve-token`; and a
+/// line saying which, for the server's first words.
+pub(crate) fn server_token(paths: &HostPaths, args: &AgentArgs) -> Result<(String, String)> {
+    let settings = ServeSettings::read(paths, args)?;
+    token_of(paths, settings.token)
+}
+
+/// [`server_token`] from the settings' token, if any.
+fn token_of(paths: &HostPaths, configured: Option<String>) -> Result<(String, String)> {
+    let token = token::token(configured, paths.user_dir().as_deref())?;
+    let note = match &token.source {
+        token::Source::Settings => format!("the token of {TOKEN_SETTING}"),
+        token::Source::File(file) => format!("the token in {}", file.display()),
+        token::Source::Process => format!("a token made for this process: {}", token.value),
+    };
+    Ok((token.value, note))
+}
+
 /// What every handler shares.
 pub(crate) struct Api {
     paths: HostPaths,
@@ -213,7 +232,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         );
     }
     let bounds = routes::Bounds::of(paths, &base)?;
-    let token = token::token(settings.token.clone(), paths.user_dir().as_deref())?;
+    let (token, token_note) = token_of(paths, settings.token.clone())?;
     let stores = noeta::open_store(paths, args.store.as_deref())?;
     let stop = Arc::new(AtomicBool::new(false));
     let live = (args.workers > 0).then(LiveText::new);
@@ -241,11 +260,6 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     let hosts = HostCheck::loopback(bound.port())
         .with_allowed(&settings.allowed_hosts)
         .map_err(|why| anyhow::anyhow!("[plugins.serve] allowed_hosts: {why}"))?;
-    let token_note = match &token.source {
-        token::Source::Settings => format!("the token of {TOKEN_SETTING}"),
-        token::Source::File(file) => format!("the token in {}", file.display()),
-        token::Source::Process => "a token made for this process".to_owned(),
-    };
     eoutln!(
         "noeta API on http://{bound}/v1/ — store {}, {} worker slot(s) in this process; every \
          request needs `Authorization: Bearer <token>` ({token_note})",
@@ -255,7 +269,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     outln!("http://{bound}/v1/");
     if args.ui.is_some() {
         // The page takes the token from the address's fragment, which no request carries.
-        outln!("http://{bound}/#token={}", token.value);
+        outln!("http://{bound}/#token={token}");
     }
     crate::stdio::flush_out();
     let api = Arc::new(Api {
@@ -263,7 +277,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         stores,
         store: args.store,
         plugin_dirs: args.plugin_dirs,
-        token: token.value,
+        token,
         hosts,
         stop: Arc::clone(&stop),
         ui: args.ui,
