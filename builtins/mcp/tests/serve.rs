@@ -69,12 +69,22 @@ fn served(answering: bool) -> (tokio::runtime::Runtime, String) {
         Desk::new(jobs, "test desk"),
         listener,
         std::future::pending(),
+        Some(TOKEN.to_owned()),
     ));
     (rt, url)
 }
 
+/// The token the desk's server asks for.
+const TOKEN: &str = "desk-token-0123456789";
+
 fn client(url: &str) -> Mcp {
-    Mcp::new(Settings::parse(&json!({ "servers": { "desk": { "url": url } } })).unwrap())
+    Mcp::new(
+        Settings::parse(&json!({ "servers": { "desk": {
+            "url": url,
+            "headers": { "Authorization": format!("Bearer {TOKEN}") }
+        } } }))
+        .unwrap(),
+    )
 }
 
 fn offered(mcp: &Mcp) -> Vec<Arc<dyn Tool>> {
