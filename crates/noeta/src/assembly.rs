@@ -139,41 +139,6 @@ pub struct Host {
     trust_notes: Vec<String>,
 }
 
-/// The agent files of an untrusted workspace (`.claude/agents`, `.noeta/agents`) keep only the
-/// plugin parameters an untrusted project may set; one line per file that lost any.
-fn untrusted_agent_files(
-    paths: &crate::host::HostPaths,
-    settings: &Settings,
-    files: &mut AgentFiles,
-) -> Vec<String> {
-    let trust = crate::ProjectTrust::of(paths);
-    if trust.is_trusted() {
-        return Vec::new();
-    }
-    let user_agents = paths.user_dir().map(|d| d.join("agents"));
-    let project_dirs: Vec<std::path::PathBuf> = [
-        paths.workspace.join(".claude").join("agents"),
-        paths.workspace.join(".noeta").join("agents"),
-    ]
-    .into_iter()
-    .filter(|d| Some(d) != user_agents.as_ref())
-    .collect();
-    let mut notes = Vec::new();
-    for file in &mut files.agents {
-        if !project_dirs.iter().any(|d| file.path.starts_with(d)) {
-            continue;
-        }
-        let mode = settings
-            .permission_mode(&file.name)
-            .unwrap_or_else(|| "default".to_owned());
-        let ignored = crate::project_trust::keep_untrusted_params(file, &mode);
-        if !ignored.is_empty() {
-            notes.push(trust.ignored(&file.path.display().to_string(), &ignored));
-        }
-    }
-    notes
-}
-
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
@@ -195,7 +160,11 @@ impl Host {
         let set = settings.load_host(&config.paths, &options)?;
         let merged = set.merged()?;
         let mut files = read_agent_files(&config.paths);
-        trust_notes.extend(untrusted_agent_files(&config.paths, &settings, &mut files));
+        trust_notes.extend(crate::project_trust::untrusted_agent_files(
+            &config.paths,
+            &settings,
+            &mut files,
+        ));
         let claude = crate::claude_plugins::discover(&config.paths, &config.options.paths);
         for plugin in &claude.plugins {
             crate::agent_files::add_plugin_agents(&plugin.name, &plugin.agents_dirs, &mut files);

@@ -138,6 +138,41 @@ pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> 
     ignored
 }
 
+/// The agent files of an untrusted workspace (`.claude/agents`, `.noeta/agents`) keep only the
+/// plugin parameters an untrusted project may set; one line per file that lost any.
+pub(crate) fn untrusted_agent_files(
+    paths: &crate::host::HostPaths,
+    settings: &crate::Settings,
+    files: &mut crate::AgentFiles,
+) -> Vec<String> {
+    let trust = crate::ProjectTrust::of(paths);
+    if trust.is_trusted() {
+        return Vec::new();
+    }
+    let user_agents = paths.user_dir().map(|d| d.join("agents"));
+    let project_dirs: Vec<std::path::PathBuf> = [
+        paths.workspace.join(".claude").join("agents"),
+        paths.workspace.join(".noeta").join("agents"),
+    ]
+    .into_iter()
+    .filter(|d| Some(d) != user_agents.as_ref())
+    .collect();
+    let mut notes = Vec::new();
+    for file in &mut files.agents {
+        if !project_dirs.iter().any(|d| file.path.starts_with(d)) {
+            continue;
+        }
+        let mode = settings
+            .permission_mode(&file.name)
+            .unwrap_or_else(|| "default".to_owned());
+        let ignored = keep_untrusted_params(file, &mode);
+        if !ignored.is_empty() {
+            notes.push(trust.ignored(&file.path.display().to_string(), &ignored));
+        }
+    }
+    notes
+}
+
 /// How the workspace of a host stands: whether its own files may make noeta do things.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectTrust {
