@@ -102,6 +102,17 @@ pub(crate) fn open_file(path: &Path) -> Result<Opened, OpenError> {
             source,
         })?;
     }
+    // A new store is readable by its owner alone (SQLite gives its journal the same mode): it
+    // holds everything the agent read and said, app preview addresses included.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+    }
     let writable = Connection::open(path)
         .map_err(|e| sqlite_error(path, e))
         .and_then(|conn| prepare(conn, path, true));

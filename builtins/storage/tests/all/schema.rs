@@ -245,3 +245,25 @@ fn the_check_of_a_sound_store_finds_nothing_and_a_file_that_is_no_database_is_re
         "{err:?}"
     );
 }
+
+/// A new store and its journal are readable by their owner alone: another user of the machine
+/// reads nothing an agent read or said.
+#[test]
+#[cfg(unix)]
+fn a_new_store_file_and_its_journal_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = Dir::new();
+    let clock = noeta_core::store::ManualClock::at(1_000);
+    let store = dir.open(&clock);
+    let lease = crate::common::claimed(&store, "private", "w1");
+    futures::executor::block_on(noeta_core::store::EventLog::append(
+        &store,
+        &lease,
+        &[crate::common::rec(1)],
+    ))
+    .unwrap();
+    for path in [dir.db(), dir.db().with_extension("db-wal")] {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+    }
+}
