@@ -47,14 +47,6 @@ pub struct Gateway {
     mounts: Shared,
 }
 
-/// 128 random bits, as 32 hex digits.
-fn secret() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|err| format!("no random bytes for the app's address: {err}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 impl Gateway {
     /// Starts a gateway on a free loopback port now, served by a thread of its own.
     ///
@@ -107,7 +99,8 @@ impl Gateway {
         let segment = match mounts.segments.get(&key) {
             Some(segment) => segment.clone(),
             None => {
-                let segment = format!("{app}-{}", secret()?);
+                // 128 random bits: only whoever is given the address reaches the app.
+                let segment = format!("{app}-{}", noeta_toolkit::random_hex(16)?);
                 mounts.segments.insert(key, segment.clone());
                 segment
             }

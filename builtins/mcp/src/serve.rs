@@ -252,24 +252,6 @@ pub(crate) fn http_config(port: u16) -> StreamableHttpServerConfig {
         .enforce_origin_validation()
 }
 
-/// Whether `request` carries `Authorization: Bearer <token>`, compared without stopping at the
-/// first difference.
-fn bears(request: &hyper::Request<hyper::body::Incoming>, token: &str) -> bool {
-    let given = request
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or_default();
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
-
 /// Serves `desk` over streamable HTTP on `listener` (every path) until `stop` completes, with
 /// the `Host` and `Origin` checks of [`http_config`], and, with `token`, every request needing
 /// `Authorization: Bearer <token>` (another user of the machine can reach a loopback port).
@@ -303,7 +285,13 @@ pub async fn serve_http(
         let token = token.clone();
         let guarded = hyper::service::service_fn(move |request| {
             let inner = inner.clone();
-            let allowed = token.as_deref().is_none_or(|token| bears(&request, token));
+            let allowed = token.as_deref().is_none_or(|token| {
+                let given = request
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok());
+                noeta_toolkit::bearer_matches(given, token)
+            });
             async move {
                 if allowed {
                     return inner.call(request).await;

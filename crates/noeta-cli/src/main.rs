@@ -685,9 +685,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     files.join(", ")
                 );
             }
-            let pinned: Vec<&String> = store
+            let pinned: Vec<&str> = store
                 .pinned(&trusted)
-                .map(|pins| pins.keys().collect())
+                .map(|pins| pins.keys().map(String::as_str).collect())
                 .unwrap_or_default();
             if pinned.is_empty() {
                 outln!(
@@ -695,14 +695,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                      yet; any that appear are untrusted until `noeta trust` is run again"
                 );
             } else {
-                outln!(
-                    "  pinned: {}",
-                    pinned
-                        .iter()
-                        .map(|f| f.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                outln!("  pinned: {}", pinned.join(", "));
                 outln!(
                     "  when any of them changes, or others appear, the workspace is untrusted \
                      until `noeta trust` is run again"

@@ -237,27 +237,25 @@ pub(crate) fn add(paths: &HostPaths, new: &NewServer, scope: &str) -> Result<Exi
             file.display()
         );
     }
-    if scope == "project" {
-        keep_trust(paths, &before)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// After the user changed the project's settings through noeta: a workspace trusted as it was
-/// stays trusted as it is now (nothing else changed its files); an untrusted one is said so.
-fn keep_trust(paths: &HostPaths, before: &noeta::ProjectTrust) -> Result<()> {
-    if before.is_trusted() {
-        paths
-            .trust_store()?
-            .renew(&paths.workspace, before.state())?;
-    } else {
+    if scope == "project" && !keep_trust(paths, scope, &before)? {
         outln!(
             "the workspace is not trusted, so its settings start no MCP server: `noeta trust {}` \
              to use them",
             paths.workspace.display()
         );
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// After the user changed the settings of `scope` through noeta: a workspace trusted as it was
+/// stays trusted as it is now (nothing else changed its files). Whether it is trusted.
+fn keep_trust(paths: &HostPaths, scope: &str, before: &noeta::ProjectTrust) -> Result<bool> {
+    if scope == "project" && before.is_trusted() {
+        paths
+            .trust_store()?
+            .renew(&paths.workspace, before.state())?;
+    }
+    Ok(before.is_trusted())
 }
 
 /// `noeta mcp remove`: takes the server out of the scope's settings file.
@@ -287,11 +285,7 @@ pub(crate) fn remove(paths: &HostPaths, alias: &str, scope: &str) -> Result<Exit
     let before = noeta::ProjectTrust::of(paths);
     noeta::settings_edit::remove_mcp_server(&file, alias, &elsewhere)?;
     outln!("removed MCP server `{alias}` from {shown}");
-    if scope == "project" && before.is_trusted() {
-        paths
-            .trust_store()?
-            .renew(&paths.workspace, before.state())?;
-    }
+    keep_trust(paths, scope, &before)?;
     if !others.is_empty() {
         outln!(
             "it is still configured in {}",

@@ -170,6 +170,31 @@ impl HostCheck {
     }
 }
 
+/// Whether an `Authorization` header's value is `Bearer <token>`, compared without stopping at
+/// the first difference.
+pub fn bearer_matches(authorization: Option<&str>, token: &str) -> bool {
+    let given = authorization
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// `bytes` random bytes from the system, as hex: a token, or an address nobody can guess.
+///
+/// # Errors
+/// When the system gives no random bytes.
+pub fn random_hex(bytes: usize) -> Result<String, String> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).map_err(|err| format!("no random bytes: {err}"))?;
+    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +249,24 @@ mod tests {
                 .unwrap_err()
                 .contains("`a/b` is not a host name")
         );
+    }
+
+    #[test]
+    fn a_bearer_token_matches_only_itself_and_random_hex_differs_each_time() {
+        assert!(bearer_matches(Some("Bearer abc"), "abc"));
+        assert!(bearer_matches(Some("Bearer  abc "), "abc"));
+        for wrong in [
+            None,
+            Some("abc"),
+            Some("Bearer abd"),
+            Some("Bearer ab"),
+            Some("bearer abc"),
+        ] {
+            assert!(!bearer_matches(wrong, "abc"), "{wrong:?}");
+        }
+        let one = random_hex(16).unwrap();
+        assert_eq!(one.len(), 32);
+        assert_ne!(one, random_hex(16).unwrap());
     }
 
     #[test]

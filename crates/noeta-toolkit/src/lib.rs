@@ -18,6 +18,6 @@ mod settings;
 pub mod todos;
 
 pub use fn_tool::{FnTool, ToolFuture};
-pub use hosts::{HostCheck, Refusal, is_loopback_name};
+pub use hosts::{HostCheck, Refusal, bearer_matches, is_loopback_name, random_hex};
 pub use rule::PermissionRule;
 pub use settings::{SettingsError, SettingsTable, TimeUnit, WholeNumber};

@@ -87,8 +87,7 @@ pub(super) async fn guard(State(api): State<Shared>, request: Request, next: Nex
     if !request.uri().path().starts_with("/v1/") {
         return next.run(request).await;
     }
-    let given = text(&request, header::AUTHORIZATION).and_then(|v| v.strip_prefix("Bearer "));
-    if !given.is_some_and(|given| token::same(given.trim().as_bytes(), api.token.as_bytes())) {
+    if !noeta_toolkit::bearer_matches(text(&request, header::AUTHORIZATION), &api.token) {
         return Fail(
             StatusCode::UNAUTHORIZED,
             format!(

@@ -31,9 +31,7 @@ pub(crate) struct Token {
 
 /// 256 random bits, as 64 hex digits.
 fn random_token() -> Result<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|err| anyhow::anyhow!("no random bytes: {err}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    noeta_toolkit::random_hex(32).map_err(anyhow::Error::msg)
 }
 
 /// The token kept in `file`, made first when there is none. A file others may read, or one
@@ -112,11 +110,6 @@ pub(crate) fn token(configured: Option<String>, user_dir: Option<&Path>) -> Resu
             source: Source::Process,
         }),
     }
-}
-
-/// Compares without stopping at the first difference.
-pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
