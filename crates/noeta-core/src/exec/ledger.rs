@@ -381,6 +381,16 @@ mod tests {
             .env(MARK, "someone.else")
             .spawn()
             .unwrap();
+        // The parent of a `posix_spawn` resumes once the child's new memory is in place, a
+        // moment before the kernel writes its environment there: wait until the mark shows.
+        let start = std::time::Instant::now();
+        while !marked(gone).contains(&left.id()) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "the marked process never showed its mark"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let ledger = Ledger::new(dir.path()).unwrap();
         assert_eq!(ledger.sweep(), 1);
         assert!(left.wait().is_ok_and(|s| !s.success()), "killed");
