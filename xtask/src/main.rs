@@ -1,9 +1,8 @@
-//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME] | layout`.
+//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME]`.
 
 mod bench;
 mod codegen;
 mod goldens;
-mod layout;
 mod processes;
 mod producers;
 mod tidy;
@@ -19,9 +18,7 @@ commands:
   tidy               check the layering rules, the built-in crates and the generated list
   goldens [--bless]  check (or rewrite) the byte goldens under tests/golden/
   bench [NAME]       build with the release profile and print measured figures (NAME: one
-                     bench, e.g. read_turn, or `processes` for the whole-process figures)
-  layout             write crates/noeta-cli/layout.txt, the order the release binary's linker
-                     places the functions a run uses in (needs Valgrind)";
+                     bench, e.g. read_turn, or `processes` for the whole-process figures)";
 
 /// The workspace root.
 pub(crate) fn root() -> PathBuf {
@@ -51,7 +48,6 @@ fn main() -> Result<()> {
         ["goldens", "--bless"] => goldens::run(&root(), true),
         ["bench"] => bench::run(&root(), None),
         ["bench", only] => bench::run(&root(), Some(only)),
-        ["layout"] => layout::run(&root()),
         _ => {
             eprintln!("{USAGE}");
             bail!("unknown or missing command")
