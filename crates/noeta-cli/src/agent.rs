@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use noeta::{Host, HostConfig, HostOptions, HostPaths, Settings};
+use noeta::{Host, HostConfig, HostOptions, HostPaths, Settings, TaskRun};
 use noeta_core::runner::Runtime;
 use noeta_core::session::Session;
 use noeta_core::store::{ContentStore, EventLog, TaskId};
@@ -207,7 +207,7 @@ fn os_keyring() -> Arc<dyn noeta::SecretStore> {
 
 /// The command line's own defaults, under every settings file: writes applied and any shell
 /// command allowed, each risky call asked about first (the permission mode decides which).
-fn defaults() -> Result<Settings> {
+fn defaults() -> Result<Settings, noeta::SettingsError> {
     let mut settings = Settings::default();
     settings.set_param("fs", "write_mode", json!("apply"))?;
     settings.set_param("fs", "shell_mode", json!("arbitrary"))?;
@@ -215,7 +215,7 @@ fn defaults() -> Result<Settings> {
 }
 
 /// The flags as the last settings layer.
-fn flags(args: &AgentArgs) -> Result<Settings> {
+fn flags(args: &AgentArgs) -> Result<Settings, noeta::SettingsError> {
     let mut flags = Settings::default();
     if let Some(mode) = &args.permission_mode {
         flags.set_param("governance", "permission_mode", json!(mode))?;
@@ -229,7 +229,10 @@ fn flags(args: &AgentArgs) -> Result<Settings> {
 /// The host configuration of a run: the command line's defaults under the machine, user and
 /// project `config.toml`, the flags over them, `--plugin-dir`, secrets from the environment
 /// (and the OS keyring), and this machine's worker name.
-pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> {
+pub(crate) fn config(
+    paths: &HostPaths,
+    args: &AgentArgs,
+) -> Result<HostConfig, noeta::SettingsError> {
     Ok(HostConfig {
         options: HostOptions {
             paths: args.plugin_dirs.clone(),
@@ -245,6 +248,23 @@ pub(crate) fn config(paths: &HostPaths, args: &AgentArgs) -> Result<HostConfig> 
         app_gateway: Some(app_gateway()),
         browser: true,
         ..HostConfig::new(paths.clone())
+    })
+}
+
+/// How the host operations ([`noeta::Tasks`]) of a server or a worker configure a host: as
+/// [`config`] with `base`'s store and plugin directories, the run's permission mode and
+/// sandbox as flags, and `worker` as the lease holder.
+pub(crate) fn configure(base: AgentArgs, worker: String) -> Arc<noeta::tasks::ConfigureHost> {
+    Arc::new(move |paths: HostPaths, run: &TaskRun| {
+        let args = AgentArgs {
+            permission_mode: run.permission_mode.clone(),
+            sandbox: run.sandbox.clone(),
+            ..base.clone()
+        };
+        Ok(HostConfig {
+            worker: worker.clone(),
+            ..config(&paths, &args)?
+        })
     })
 }
 
@@ -266,15 +286,6 @@ impl AgentHost {
     /// store and the model.
     pub(crate) fn open(paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
         Self::open_over(paths, args, None, None)
-    }
-
-    /// [`open`](Self::open) over a store already open (a server's, shared by its requests).
-    pub(crate) fn open_with(
-        paths: &HostPaths,
-        args: &AgentArgs,
-        stores: noeta::backends::Stores,
-    ) -> Result<Self> {
-        Self::open_over(paths, args, Some(stores), None)
     }
 
     /// `/reload-plugins`: the plugins, plugin files, agent files and settings read again and
@@ -344,33 +355,31 @@ impl AgentHost {
         for (agent, provider) in agent_models.models {
             runtime = runtime.with_agent_model(agent, provider);
         }
-        // Each task keeps the model it was made with, so `resume` and `answer` need no flags.
-        let mut facts = serde_json::json!({
-            "provider": args.provider.clone().unwrap_or_else(|| runtime.provider().name().to_owned()),
-            "model": runtime.provider().model(),
-        });
+        // Each task keeps the model it was made with, so `resume` and `answer` need no flags;
+        // a submitted one what a worker on any host needs to run it as it was submitted
+        // (secrets stay references in the settings; none is recorded).
+        let mut run = TaskRun {
+            agent: Some(session.spec.name.clone()),
+            provider: Some(
+                args.provider
+                    .clone()
+                    .unwrap_or_else(|| runtime.provider().name().to_owned()),
+            ),
+            model: Some(runtime.provider().model().to_owned()),
+            ..TaskRun::default()
+        };
         if args.detach {
-            // What a worker on any host needs to run it as it was submitted (secrets stay
-            // references in the settings; none is recorded).
-            facts["queued"] = json!(true);
-            if let Some(script) = args
-                .provider
-                .as_deref()
-                .and_then(|p| p.strip_prefix("scripted:"))
-            {
-                let script = paths.workspace.join(script);
-                facts["provider"] = json!(format!("scripted:{}", script.display()));
+            run = TaskRun {
+                queued: true,
+                workspace: Some(paths.workspace.clone()),
+                permission_mode: args.permission_mode.clone(),
+                sandbox: args.sandbox.clone(),
+                ..run
             }
-            facts["workspace"] = json!(paths.workspace.display().to_string());
-            if let Some(mode) = &args.permission_mode {
-                facts["permission_mode"] = json!(mode);
-            }
-            if let Some(sandbox) = &args.sandbox {
-                facts["sandbox"] = json!(sandbox);
-            }
+            .with_absolute_script(&paths.workspace);
         }
         let runtime = runtime
-            .with_host_facts(facts)
+            .with_host_facts(run.facts())
             .with_text_sink(Arc::new(move |_task: &TaskId, piece: &str| {
                 text.text(piece)
             }))
@@ -433,24 +442,6 @@ pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
             );
         }
     }
-}
-
-/// A new task id: the time it was made and a few characters to keep two made in one second apart.
-pub(crate) fn new_task_id() -> Result<TaskId> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) =
-        noeta_toolkit::dates::civil_from_days(i64::try_from(days).unwrap_or_default());
-    let salt = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
-    Ok(TaskId::new(format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}-{salt:04x}",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    ))?)
 }
 
 #[cfg(test)]

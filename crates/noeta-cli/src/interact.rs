@@ -141,17 +141,6 @@ impl Extension for Approver {
     }
 }
 
-/// The call a parked question belongs to, from the conversation.
-fn parked_call<'s>(state: &'s TaskState, call_id: &str) -> Option<&'s ToolCall> {
-    state
-        .core
-        .messages
-        .iter()
-        .rev()
-        .flat_map(|m| m.calls.iter())
-        .find(|c| c.id == call_id)
-}
-
 /// Asks the `AskUserQuestion` questions of `input` and builds the answer; `None` when standard
 /// input ended before every question was answered.
 async fn ask_user_questions(printer: &Printer, input: &Value) -> Option<Value> {
@@ -215,7 +204,7 @@ pub(crate) async fn answer_question(
     question: &str,
 ) -> Option<Value> {
     printer.pause_ticker();
-    match parked_call(state, call_id) {
+    match noeta::tasks::parked_call(state, call_id) {
         Some(call) if call.name == "AskUserQuestion" => {
             ask_user_questions(printer, &call.input).await
         }
@@ -223,34 +212,6 @@ pub(crate) async fn answer_question(
             printer.note(&format!("? {question}"));
             ask("  your answer: ").await.map(Value::String)
         }
-    }
-}
-
-/// A typed answer to the question call `call_id` is parked on: JSON as it is; plain text
-/// for an `AskUserQuestion` of one question as the answer to it (with several, JSON is needed).
-pub(crate) fn typed_answer(state: &TaskState, call_id: &str, text: &str) -> Result<Value, String> {
-    if let Ok(value) = serde_json::from_str::<Value>(text)
-        && value.is_object()
-    {
-        return Ok(value);
-    }
-    match parked_call(state, call_id) {
-        Some(call) if call.name == "AskUserQuestion" => {
-            let questions: Vec<&str> = call.input["questions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|q| q["question"].as_str())
-                .collect();
-            match questions.as_slice() {
-                [only] => Ok(json!({ "answers": { *only: text } })),
-                _ => Err(format!(
-                    "call {call_id} asks {} questions: give the answers as JSON, {{\"answers\": {{\"<question>\": \"<answer>\", …}}}}",
-                    questions.len()
-                )),
-            }
-        }
-        _ => Ok(Value::String(text.to_owned())),
     }
 }
 

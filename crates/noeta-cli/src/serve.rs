@@ -173,7 +173,7 @@ async fn open(paths: &HostPaths, args: &ServeArgs) -> Result<(Agent, Arc<Host>)>
         .open_model(args.agent.provider.as_deref(), args.agent.model.as_deref())
         .unwrap_or_else(|e| Arc::new(NoModel(e.to_string())));
     let runtime = host.runtime(&stores, model);
-    let task = agent::new_task_id()?;
+    let task = noeta::new_task_id()?;
     // What a new task of the agent is offered (the task need not exist yet).
     let offered: BTreeSet<String> = runtime
         .direct_tools(&session, &task)

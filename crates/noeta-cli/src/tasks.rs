@@ -4,7 +4,8 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use noeta::HostPaths;
+use noeta::tasks::Answer;
+use noeta::{HostPaths, TaskRun, new_task_id};
 use noeta_core::extension::CommandReply;
 use noeta_core::fold::TurnState;
 use noeta_core::records::hydrate;
@@ -12,7 +13,7 @@ use noeta_core::runner::RunOutcome;
 use noeta_core::store::{EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};
 
-use crate::agent::{AgentArgs, AgentHost, new_task_id, open_store};
+use crate::agent::{AgentArgs, AgentHost, open_store};
 use crate::interact::answer_question;
 use crate::overview::{self, status};
 use crate::stdio::{eoutln, outln};
@@ -35,7 +36,7 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
     loop {
         let ran = host.runtime.run_tree(host.sessions.as_ref(), task).await;
         if let Err(err) = &ran
-            && let Some(wait) = held_elsewhere(host, task, err)?
+            && let Some(wait) = held_elsewhere(host.wait, &host.printer, task, err)?
         {
             tokio::time::sleep(wait).await;
             continue;
@@ -75,7 +76,8 @@ async fn drive(host: &AgentHost, task: &TaskId) -> Result<RunOutcome> {
 /// When `err` says another process runs `task`: with `--wait`, how long to wait before trying
 /// again (said once on the terminal); without, the error saying who holds it and what to do.
 fn held_elsewhere(
-    host: &AgentHost,
+    wait: bool,
+    printer: &crate::output::Printer,
     task: &TaskId,
     err: &noeta_core::runner::RunError,
 ) -> Result<Option<std::time::Duration>> {
@@ -92,12 +94,12 @@ fn held_elsewhere(
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let left = until_ms.saturating_sub(now);
     let ends = format!("its lease ends in {} s unless renewed", left.div_ceil(1000));
-    if !host.wait {
+    if !wait {
         bail!(
             "task {task} is being run by another process, worker `{holder}` ({ends}): let it finish, or pass --wait to wait for it"
         );
     }
-    host.printer.note(&format!(
+    printer.note(&format!(
         "task {task} is being run by worker `{holder}`; waiting ({ends})"
     ));
     Ok(Some(std::time::Duration::from_millis(
@@ -331,14 +333,7 @@ async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<Ex
 
 /// Whether `task`'s tree was submitted to the queue (`run --detach`): a worker runs it.
 async fn queued(log: &dyn EventLog, task: &TaskId) -> Result<bool> {
-    let mut root = task.clone();
-    while let Some(parent) = log.info(&root).await?.parent {
-        root = parent;
-    }
-    let first = log.read(&root, 0).await?.into_iter().next();
-    Ok(first.is_some_and(|e| {
-        e.record.kind == "task_started" && e.record.data["host"]["queued"] == json!(true)
-    }))
+    Ok(TaskRun::of_tree(log, task).await?.queued)
 }
 
 /// What `goal` comes to when it is `/name args` and a plugin offers `/name`.
@@ -388,32 +383,25 @@ pub(crate) async fn for_task(
     task: &TaskId,
     args: &AgentArgs,
 ) -> Result<AgentArgs> {
-    let started = log
-        .read(task, 0)
-        .await?
-        .into_iter()
-        .next()
-        .filter(|e| e.record.extension == "core" && e.record.kind == "task_started");
-    let data: Value = started.map(|e| e.record.data.clone()).unwrap_or_default();
-    let recorded = data["agent"].as_str().map(str::to_owned);
+    let run = TaskRun::of_task(log, task).await?;
+    let recorded = run.agent;
     let mut args = args.clone();
     // The model the task was made with, unless the flags name another: the recorded model
     // only with the recorded provider.
-    let provider = data["host"]["provider"].as_str();
     if args.provider.is_none() {
-        args.provider = provider.map(str::to_owned);
+        args.provider = run.provider.clone();
         if args.model.is_none() {
-            args.model = data["host"]["model"].as_str().map(str::to_owned);
+            args.model = run.model;
         }
-    } else if args.model.is_none() && args.provider.as_deref() == provider {
-        args.model = data["host"]["model"].as_str().map(str::to_owned);
+    } else if args.model.is_none() && args.provider == run.provider {
+        args.model = run.model;
     }
     // A submitted task also recorded its permission mode and sandbox.
     if args.permission_mode.is_none() {
-        args.permission_mode = data["host"]["permission_mode"].as_str().map(str::to_owned);
+        args.permission_mode = run.permission_mode;
     }
     if args.sandbox.is_none() {
-        args.sandbox = data["host"]["sandbox"].as_str().map(str::to_owned);
+        args.sandbox = run.sandbox;
     }
     match (&args.agent, recorded) {
         (Some(given), Some(recorded)) if *given != recorded => bail!(
@@ -773,12 +761,17 @@ pub(crate) async fn answer(
     deny: bool,
     text: Option<String>,
 ) -> Result<ExitCode> {
-    let (log, _) = open_store(paths, args.store.as_deref())?;
-    let task = pick_task(log.as_ref(), Some(id), false).await?;
-    let args = for_task(log.as_ref(), &task, args).await?;
-    drop(log);
-    let host = AgentHost::open(paths, &args)?;
-    let state = host.runtime.load(&host.session, &task).await?;
+    // Answering records only: the task's host (its recorded workspace and settings), no model.
+    let stores = noeta::open_store(paths, args.store.as_deref())?;
+    let task = pick_task(stores.log.as_ref(), Some(id), false).await?;
+    let args = for_task(stores.log.as_ref(), &task, args).await?;
+    let tasks = noeta::Tasks::new(
+        paths.clone(),
+        stores,
+        crate::agent::configure(args.clone(), noeta::process_worker("cli")),
+    );
+    let printer = crate::output::Printer::new(args.json, args.verbose, false);
+    let state = tasks.state(&task).await?;
     let TurnState::Parked { call_id, question } = &state.core.turn else {
         bail!("task {task} waits for no answer ({})", status(&state));
     };
@@ -787,53 +780,45 @@ pub(crate) async fn answer(
         .parked
         .get(call_id)
         .is_some_and(|p| p.question.is_some());
-    if tool_question {
+    let answer = if tool_question {
         if allow || deny {
             bail!(
                 "call {call_id} asks a question ({question}), not permission: give the answer instead of --allow/--deny"
             );
         }
-        let answer = match text {
+        Answer::Reply(match text {
             Some(text) => {
-                crate::interact::typed_answer(&state, call_id, &text).map_err(anyhow::Error::msg)?
+                noeta::tasks::typed_answer(&state, call_id, &text).map_err(anyhow::Error::msg)?
             }
-            None => match answer_question(&host.printer, &state, call_id, question).await {
+            None => match answer_question(&printer, &state, call_id, question).await {
                 Some(answer) => answer,
                 None => bail!("no answer given for call {call_id}: {question}"),
             },
-        };
-        while let Err(err) = host
-            .runtime
-            .reply(&host.session, &task, call_id, answer.clone())
-            .await
-        {
-            match held_elsewhere(&host, &task, &err)? {
-                Some(wait) => tokio::time::sleep(wait).await,
-                None => return Err(err.into()),
-            }
-        }
+        })
     } else {
-        let allow = match (allow, deny) {
+        Answer::Allow(match (allow, deny) {
             (true, false) => true,
             (false, true) => false,
             _ if text.is_some() => bail!(
                 "call {call_id} asks permission ({question}), not a question: pass --allow or --deny, not an answer"
             ),
             _ => bail!("call {call_id} asks permission ({question}): pass --allow or --deny"),
-        };
-        while let Err(err) = host
-            .runtime
-            .answer(&host.session, &task, call_id, allow)
-            .await
-        {
-            match held_elsewhere(&host, &task, &err)? {
-                Some(wait) => tokio::time::sleep(wait).await,
-                None => return Err(err.into()),
+        })
+    };
+    loop {
+        match tasks.answer(&task, call_id, answer.clone()).await {
+            Ok(()) => break,
+            Err(noeta::TaskOpError::Run(err)) => {
+                match held_elsewhere(args.wait, &printer, &task, &err)? {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(err.into()),
+                }
             }
+            Err(err) => return Err(err.into()),
         }
     }
-    if queued(host.log.as_ref(), &task).await? {
-        host.stores.queue.enqueue(&task, 0).await?;
+    if queued(tasks.stores().log.as_ref(), &task).await? {
+        tasks.queue(&task).await?;
         eoutln!("answered call {call_id} of task {task}; it is queued for a worker");
     } else {
         eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");

@@ -12,7 +12,6 @@
 //! SIGTERM (or Ctrl-C) stops taking tasks; the runs in flight stop after their step and
 //! release their leases, and their tasks stay queued for the next worker.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,11 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use noeta::backends::Stores;
-use noeta::{Host, HostPaths};
+use noeta::{HostPaths, Tasks};
 use noeta_core::runner::{RunOutcome, Runtime};
-use noeta_core::store::{Queued, TaskId};
-use serde_json::Value;
-use tokio::sync::Mutex;
+use noeta_core::store::Queued;
 
 use crate::agent::{self, AgentArgs};
 use crate::live::LiveText;
@@ -50,89 +47,94 @@ const BEAT: Duration = Duration::from_secs(5);
 /// How long an idle slot waits for the queue before it looks again.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
-/// What a submitted task recorded about how to run it (its root's `task_started.host`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-struct Recorded {
-    workspace: Option<PathBuf>,
-    provider: Option<String>,
-    model: Option<String>,
-    permission_mode: Option<String>,
-    sandbox: Option<String>,
-}
-
-impl Recorded {
-    fn from_facts(facts: &Value) -> Self {
-        let text = |key: &str| facts[key].as_str().map(str::to_owned);
-        Self {
-            workspace: text("workspace").map(PathBuf::from),
-            provider: text("provider"),
-            model: text("model"),
-            permission_mode: text("permission_mode"),
-            sandbox: text("sandbox"),
-        }
-    }
-}
-
-/// A host and runtime for one workspace and model.
-struct Runner {
-    host: Arc<Host>,
-    runtime: Runtime,
-}
-
-/// One worker: its slots share its runners.
+/// One worker: its slots share the host operations' runners (one per recorded run).
 pub(crate) struct Worker {
     name: String,
-    home: Option<PathBuf>,
     own: HostPaths,
     args: WorkerArgs,
-    stores: Stores,
+    tasks: Arc<Tasks>,
     stop: Arc<AtomicBool>,
-    /// Where the slots' reply text streams to (`noeta serve`'s followers).
-    live: Option<LiveText>,
-    runners: Mutex<HashMap<Recorded, Arc<Runner>>>,
 }
 
 /// `noeta worker [--store URL] [-n N]`.
 pub(crate) async fn work(paths: &HostPaths, args: WorkerArgs) -> Result<ExitCode> {
+    check(&args)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let worker = open(paths, args, None, Arc::clone(&stop), None)?;
+    let name = noeta::process_worker("worker");
+    let stores = noeta::open_store(paths, args.store.as_deref())?;
+    let tasks = Arc::new(tasks(paths, &args, stores, &name, &stop, None));
+    let worker = open(paths, args, tasks, name, Arc::clone(&stop))?;
     tokio::spawn(stop_on_signal(stop));
     worker.run().await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// A worker over `stores` (or the store `args` names), stopping once `stop` is set; its
-/// identity, plugins and pins are logged.
-pub(crate) fn open(
-    paths: &HostPaths,
-    args: WorkerArgs,
-    stores: Option<Stores>,
-    stop: Arc<AtomicBool>,
-    live: Option<LiveText>,
-) -> Result<Arc<Worker>> {
+/// Refuses choices a worker cannot work with.
+pub(crate) fn check(args: &WorkerArgs) -> Result<()> {
     if args.slots == 0 {
         bail!("-n must be at least 1 (the number of tasks this worker runs at once)");
     }
     if args.lease_secs == 0 {
         bail!("--lease-secs must be at least 1");
     }
-    let name = noeta::process_worker("worker");
+    Ok(())
+}
+
+/// The host operations of a worker named `name` over `stores`: each host configured as
+/// `noeta run` configures one (with `args`' plugin directories), each runtime holding leases
+/// of `--lease-secs` as a pool worker that stops once `stop` is set, its reply text streamed
+/// to `live` (`noeta serve`'s followers).
+pub(crate) fn tasks(
+    paths: &HostPaths,
+    args: &WorkerArgs,
+    stores: Stores,
+    name: &str,
+    stop: &Arc<AtomicBool>,
+    live: Option<&LiveText>,
+) -> Tasks {
     let base = AgentArgs {
         store: args.store.clone(),
         plugin_dirs: args.plugin_dirs.clone(),
         ..AgentArgs::default()
     };
-    let host = Host::open(agent::config(paths, &base)?)?;
-    let stores = match stores {
-        Some(stores) => stores,
-        None => host.open_store(args.store.as_deref())?,
-    };
+    let lease_ttl = args.lease_secs.saturating_mul(1_000);
+    let stop = Arc::clone(stop);
+    let sink = live.map(LiveText::sink);
+    Tasks::new(
+        paths.clone(),
+        stores,
+        agent::configure(base, name.to_owned()),
+    )
+    .with_runtime_shape(Arc::new(move |runtime: Runtime| {
+        let runtime = runtime
+            .with_lease_ttl(lease_ttl)
+            .as_pool_worker()
+            .with_stop(Arc::clone(&stop));
+        match &sink {
+            Some(sink) => runtime.with_text_sink(Arc::clone(sink)),
+            None => runtime,
+        }
+    }))
+}
+
+/// A worker named `name` running the tasks of `tasks`' store, stopping once `stop` is set; its
+/// identity, plugins and pins are logged.
+pub(crate) fn open(
+    paths: &HostPaths,
+    args: WorkerArgs,
+    tasks: Arc<Tasks>,
+    name: String,
+    stop: Arc<AtomicBool>,
+) -> Result<Arc<Worker>> {
+    check(&args)?;
     eoutln!(
         "worker {name}: store {}, {} task(s) at once, leases of {} s",
-        stores.url,
+        tasks.stores().url,
         args.slots,
         args.lease_secs
     );
+    // The workspace's own host, opened now to say what it runs (and kept for its tasks).
+    let host = tasks.host(&noeta::TaskRun::default())?;
     for plugin in host.plugins().plugins() {
         eoutln!(
             "  plugin {} {} ({:?})",
@@ -157,13 +159,10 @@ pub(crate) fn open(
     }
     Ok(Arc::new(Worker {
         name,
-        home: paths.home.clone(),
         own: paths.clone(),
         args,
-        stores,
+        tasks,
         stop,
-        live,
-        runners: Mutex::new(HashMap::new()),
     }))
 }
 
@@ -178,7 +177,7 @@ impl Worker {
             slot.await.context("a worker slot ended abnormally")?;
         }
         beat.abort();
-        if let Err(err) = self.stores.queue.gone(&self.name).await {
+        if let Err(err) = self.tasks.stores().queue.gone(&self.name).await {
             eoutln!("worker {}: could not sign off: {err}", self.name);
         }
         eoutln!("worker {} stopped", self.name);
@@ -224,7 +223,13 @@ impl Worker {
     /// Says the worker is alive every few seconds.
     async fn beat(self: Arc<Self>) {
         loop {
-            if let Err(err) = self.stores.queue.beat(&self.name, &self.about()).await {
+            if let Err(err) = self
+                .tasks
+                .stores()
+                .queue
+                .beat(&self.name, &self.about())
+                .await
+            {
                 tracing::warn!(worker = %self.name, "could not say the worker is alive: {err}");
             }
             tokio::time::sleep(BEAT).await;
@@ -235,7 +240,7 @@ impl Worker {
     async fn slot(self: Arc<Self>) {
         let ttl = self.args.lease_secs.saturating_mul(1_000);
         while !self.stopping() {
-            match self.stores.queue.take(&self.name, ttl).await {
+            match self.tasks.stores().queue.take(&self.name, ttl).await {
                 Ok(Some(queued)) => self.run_one(queued).await,
                 Ok(None) => self.idle(IDLE_WAIT).await,
                 Err(err) => {
@@ -254,7 +259,7 @@ impl Worker {
             }
         };
         tokio::select! {
-            () = self.stores.queue.wait(max) => {}
+            () = self.tasks.stores().queue.wait(max) => {}
             () = stop => {}
         }
     }
@@ -263,7 +268,7 @@ impl Worker {
     async fn run_one(&self, queued: Queued) {
         let task = queued.lease.task.clone();
         let started = Instant::now();
-        let runner = match self.runner_for(&task).await {
+        let runner = match self.tasks.runner(&task).await {
             Ok(runner) => runner,
             Err(err) => {
                 // The lease is left to lapse, so a worker that can run it takes it.
@@ -273,7 +278,11 @@ impl Worker {
         };
         let ran = runner
             .runtime
-            .run_queued(runner.host.as_ref(), self.stores.queue.as_ref(), &queued)
+            .run_queued(
+                runner.host.as_ref(),
+                self.tasks.stores().queue.as_ref(),
+                &queued,
+            )
             .await;
         let took = started.elapsed();
         let ran = match ran {
@@ -301,77 +310,6 @@ impl Worker {
             took.as_millis(),
             queued.waited_ms
         );
-    }
-
-    /// The runner for `task`: its tree's recorded workspace and model.
-    async fn runner_for(&self, task: &TaskId) -> Result<Arc<Runner>> {
-        let recorded = self.recorded(task).await?;
-        let mut runners = self.runners.lock().await;
-        if let Some(runner) = runners.get(&recorded) {
-            return Ok(Arc::clone(runner));
-        }
-        let workspace = recorded
-            .workspace
-            .clone()
-            .unwrap_or_else(|| self.own.workspace.clone());
-        if !workspace.is_dir() {
-            bail!(
-                "its workspace `{}` does not exist on this host",
-                workspace.display()
-            );
-        }
-        let paths = HostPaths {
-            home: self.home.clone(),
-            workspace,
-        };
-        let args = AgentArgs {
-            provider: recorded.provider.clone(),
-            model: recorded.model.clone(),
-            permission_mode: recorded.permission_mode.clone(),
-            sandbox: recorded.sandbox.clone(),
-            store: self.args.store.clone(),
-            plugin_dirs: self.args.plugin_dirs.clone(),
-            ..AgentArgs::default()
-        };
-        let config = noeta::HostConfig {
-            worker: self.name.clone(),
-            holder_gone: Some(Arc::new(noeta::process_gone)),
-            ..agent::config(&paths, &args)?
-        };
-        let host = Host::open(config)?;
-        let model = host.open_model(args.provider.as_deref(), args.model.as_deref())?;
-        let mut runtime = host.runtime(&self.stores, Arc::clone(&model));
-        for (agent, provider) in host.agent_models(&model).models {
-            runtime = runtime.with_agent_model(agent, provider);
-        }
-        let mut runtime = runtime
-            .with_lease_ttl(self.args.lease_secs.saturating_mul(1_000))
-            .as_pool_worker()
-            .with_stop(Arc::clone(&self.stop));
-        if let Some(live) = &self.live {
-            runtime = runtime.with_text_sink(live.sink());
-        }
-        let runner = Arc::new(Runner {
-            host: Arc::new(host),
-            runtime,
-        });
-        runners.insert(recorded, Arc::clone(&runner));
-        Ok(runner)
-    }
-
-    /// What the root of `task`'s tree recorded about how to run it.
-    async fn recorded(&self, task: &TaskId) -> Result<Recorded> {
-        let log = &self.stores.log;
-        let mut root = task.clone();
-        while let Some(parent) = log.info(&root).await?.parent {
-            root = parent;
-        }
-        let first = log.read(&root, 0).await?.into_iter().next();
-        let facts = first
-            .filter(|e| e.record.extension == "core" && e.record.kind == "task_started")
-            .map(|e| e.record.data["host"].clone())
-            .unwrap_or_default();
-        Ok(Recorded::from_facts(&facts))
     }
 }
 

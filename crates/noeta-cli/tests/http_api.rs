@@ -442,3 +442,73 @@ fn a_token_is_required_made_and_kept_when_unset_and_any_other_address_needs_one(
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed, json!([]));
 }
+
+#[test]
+fn a_server_without_any_api_key_accepts_tasks_that_a_worker_then_runs() {
+    let env = CliEnv::new(NOETA);
+    let script = env.write(
+        "model.json",
+        &json!({ "turns": [{ "text": "Ran on a worker." }] }).to_string(),
+    );
+    let provider = format!("scripted:{}", script.display());
+    // No worker slots in the server, and no model key anywhere: it only records and queues.
+    let mut command = env.command(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        "sqlite:api.db",
+        "--workers",
+        "0",
+        "--provider",
+        &provider,
+    ]);
+    let server = Server::start(command.stderr(Stdio::null())).unwrap_or_else(|e| panic!("{e}"));
+    let server = server.with_token(noeta_testkit::serve::kept_token(&env).unwrap());
+    let (status, created) = call(
+        &server,
+        "POST",
+        "/v1/tasks",
+        Some(json!({ "goal": "hello" })),
+    );
+    assert_eq!(status, 201, "{created}");
+    let task = created["id"].as_str().unwrap().to_owned();
+    // A provider whose key only a worker elsewhere may have is accepted too.
+    let (status, elsewhere) = call(
+        &server,
+        "POST",
+        "/v1/tasks",
+        Some(json!({ "goal": "later", "provider": "anthropic" })),
+    );
+    assert_eq!(status, 201, "{elsewhere}");
+    let elsewhere = elsewhere["id"].as_str().unwrap().to_owned();
+    let (status, cancelled) = call(
+        &server,
+        "POST",
+        &format!("/v1/tasks/{elsewhere}/cancel"),
+        None,
+    );
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        get(&server, &format!("/v1/tasks/{task}"))["status"],
+        "running (or interrupted)",
+        "queued, not run"
+    );
+
+    // A worker process on the same store runs it with the recorded scripted model.
+    let mut worker = env
+        .command(&["worker", "--store", "sqlite:api.db", "-n", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let row = wait_status(&server, &task, "turn ended");
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(row["status"], "turn ended", "{row}");
+    let events = get(&server, &format!("/v1/tasks/{task}/events"));
+    assert!(events.to_string().contains("Ran on a worker."), "{events}");
+    let started = &events[0]["data"]["host"];
+    assert_eq!(started["provider"], json!(provider), "{started}");
+    assert_eq!(started["queued"], json!(true), "{started}");
+}

@@ -1230,7 +1230,7 @@ fn a_task_remembers_its_provider_and_model_so_answer_and_resume_need_no_flags() 
     let started: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
     assert_eq!(
         started["data"]["host"],
-        json!({ "provider": "openai", "model": "gpt-4.1" })
+        json!({ "version": 1, "provider": "openai", "model": "gpt-4.1" })
     );
     assert!(!log.contains("sk-test"), "{log}");
 
@@ -1321,5 +1321,41 @@ fn the_model_is_asked_before_it_writes_what_noeta_trusts_even_under_accept_edits
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("src/ok.txt")).unwrap(),
         "fine\n"
+    );
+}
+
+#[test]
+fn tasks_recorded_before_the_typed_task_run_still_answer_resume_and_list() {
+    // A store written by noeta before how a task runs became a typed, versioned record: one
+    // task waiting on a question (`scripted:ask.json`, a path relative to the workspace), one
+    // submitted with `run --detach --permission-mode acceptEdits` in `/tmp/project`.
+    let env = new_env();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/store-0.1-before-task-run");
+    std::fs::create_dir_all(env.workspace.join(".noeta")).unwrap();
+    std::fs::copy(
+        fixture.join("noeta.db"),
+        env.workspace.join(".noeta/noeta.db"),
+    )
+    .unwrap();
+    std::fs::copy(fixture.join("ask.json"), env.workspace.join("ask.json")).unwrap();
+    let listed = text(&env.run(&["tasks"]).stdout);
+    assert!(
+        listed.contains("20261207-195105-ccc5  main  waiting: Go: Go on?  ask me"),
+        "{listed}"
+    );
+    assert!(listed.contains("20261207-195105-4d21  main"), "{listed}");
+    // The parked one is answered and resumed on the model it recorded, with no flags.
+    let answered = env.run(&["answer", "20261207-195105-ccc5", "Yes"]);
+    assert!(answered.status.success(), "{}", text(&answered.stderr));
+    let resumed = env.run(&["resume", "20261207-195105-ccc5"]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert_eq!(text(&resumed.stdout), "Carried on.\n");
+    // The submitted one keeps its recorded workspace, which this machine does not have.
+    let answer = env.run(&["answer", "20261207-195105-4d21", "--allow"]);
+    assert!(
+        text(&answer.stderr).contains("its workspace `/tmp/project` does not exist on this host"),
+        "{}",
+        text(&answer.stderr)
     );
 }

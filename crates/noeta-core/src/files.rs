@@ -87,6 +87,26 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Whether `path` is a regular file, without opening it: a named pipe or a device is named as
+/// such (a check before a file is handed on to be read later, by another process).
+///
+/// # Errors
+/// See [`FileError`]: `Io` when it cannot be looked at, `NotRegular` when it is no regular file.
+pub fn regular(path: &Path) -> Result<(), FileError> {
+    let meta = std::fs::metadata(path).map_err(|source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(&meta),
+        })
+    }
+}
+
 /// The bytes of the regular file at `path`, at most `limit` of them. The file is opened without
 /// blocking (a named pipe swapped in after a check cannot hang the reader) and its type and
 /// size are taken from the open file before anything is read.

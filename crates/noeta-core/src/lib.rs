@@ -16,6 +16,7 @@
 
 pub mod canonical;
 pub mod contrib;
+pub mod dates;
 pub mod exec;
 pub mod extension;
 pub mod files;

@@ -10,7 +10,7 @@
 //! `Host`/`Origin` checks of a local HTTP server, [`HostCheck`].
 
 pub mod compaction;
-pub mod dates;
+pub use noeta_core::dates;
 mod fn_tool;
 mod hosts;
 mod rule;

@@ -24,6 +24,8 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
+pub mod task_run;
+pub mod tasks;
 pub mod user_config;
 
 pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
@@ -37,6 +39,8 @@ pub use host::{
     build_session_with_secrets, default_agent, load, non_removable, sources,
 };
 pub use project_trust::ProjectTrust;
+pub use task_run::{TaskRun, new_task_id};
+pub use tasks::{Answer, TaskOpError, TaskRunner, Tasks};
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
 pub mod mcp {
     pub use noeta_builtin_mcp::{

@@ -11,13 +11,12 @@ use axum::http::{HeaderMap, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use noeta_core::records::hydrate;
-use noeta_core::store::{StoreError, TaskId};
+use noeta_core::store::TaskId;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Shared;
 use super::routes::{Fail, bad, internal};
-use super::{Api, Shared};
 use crate::live::{Follower, LiveText};
 
 /// `?after=N` on the events route.
@@ -28,16 +27,15 @@ pub(super) struct After {
 }
 
 /// One event as the API gives it.
-async fn event_json(api: &Api, event: noeta_core::store::Event) -> Result<Value, StoreError> {
-    let event = hydrate(event, api.stores.content.as_ref()).await?;
+fn event_json(event: &noeta_core::store::Event) -> Value {
     let record = &event.record;
-    Ok(json!({
+    json!({
         "seq": event.seq,
         "extension": record.extension,
         "kind": record.kind,
         "data": record.data,
         "message": record.message,
-    }))
+    })
 }
 
 /// How often a followed task's log is read again.
@@ -78,8 +76,8 @@ pub(super) async fn events(
         .is_some_and(|v| v.contains("text/event-stream"));
     if !wants_stream {
         let mut out = Vec::new();
-        for event in api.stores.log.read(&task, after).await.map_err(internal)? {
-            out.push(event_json(&api, event).await.map_err(internal)?);
+        for event in api.tasks.follow(&task, after).await.map_err(internal)? {
+            out.push(event_json(&event));
         }
         return Ok(Json(Value::Array(out)).into_response());
     }
@@ -122,7 +120,7 @@ pub(super) async fn events(
                 continue;
             }
             state.next_read = now + FOLLOW_EVERY;
-            let batch = match state.api.stores.log.read(&state.task, state.after).await {
+            let batch = match state.api.tasks.follow(&state.task, state.after).await {
                 Ok(batch) => batch,
                 Err(err) => {
                     let failed = SseEvent::default()
@@ -139,10 +137,7 @@ pub(super) async fn events(
             let mut sent = Vec::with_capacity(batch.len());
             for event in batch {
                 last = event.seq;
-                let data = match event_json(&state.api, event).await {
-                    Ok(data) => data,
-                    Err(err) => json!({ "seq": last, "error": err.to_string() }),
-                };
+                let data = event_json(&event);
                 sent.push(
                     SseEvent::default()
                         .id(last.to_string())

@@ -33,7 +33,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use noeta::HostPaths;
-use noeta::backends::Stores;
 use noeta_toolkit::{HostCheck, SettingsTable};
 use serde_json::Value;
 
@@ -152,10 +151,8 @@ fn token_of(paths: &HostPaths, configured: Option<String>) -> Result<(String, St
 
 /// What every handler shares.
 pub(crate) struct Api {
-    paths: HostPaths,
-    stores: Stores,
-    store: Option<String>,
-    plugin_dirs: Vec<PathBuf>,
+    /// The host operations (and the store) requests are served with.
+    tasks: Arc<noeta::Tasks>,
     token: String,
     hosts: HostCheck,
     stop: Arc<AtomicBool>,
@@ -236,19 +233,25 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     let stores = noeta::open_store(paths, args.store.as_deref())?;
     let stop = Arc::new(AtomicBool::new(false));
     let live = (args.workers > 0).then(LiveText::new);
+    // One set of host operations for the requests and the worker slots: a host is opened
+    // once per workspace and settings choice, and a model only to run a task.
+    let work = WorkerArgs {
+        store: args.store.clone(),
+        slots: args.workers.max(1),
+        lease_secs: 60,
+        plugin_dirs: args.plugin_dirs.clone(),
+    };
+    let name = noeta::process_worker("worker");
+    let tasks = Arc::new(worker::tasks(
+        paths,
+        &work,
+        stores,
+        &name,
+        &stop,
+        live.as_ref(),
+    ));
     let working = if args.workers > 0 {
-        let worker = worker::open(
-            paths,
-            WorkerArgs {
-                store: args.store.clone(),
-                slots: args.workers,
-                lease_secs: 60,
-                plugin_dirs: args.plugin_dirs.clone(),
-            },
-            Some(stores.clone()),
-            Arc::clone(&stop),
-            live.clone(),
-        )?;
+        let worker = worker::open(paths, work, Arc::clone(&tasks), name, Arc::clone(&stop))?;
         Some(tokio::spawn(worker.run()))
     } else {
         None
@@ -263,7 +266,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     eoutln!(
         "noeta API on http://{bound}/v1/ — store {}, {} worker slot(s) in this process; every \
          request needs `Authorization: Bearer <token>` ({token_note})",
-        stores.url,
+        tasks.stores().url,
         args.workers,
     );
     outln!("http://{bound}/v1/");
@@ -273,10 +276,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     }
     crate::stdio::flush_out();
     let api = Arc::new(Api {
-        paths: paths.clone(),
-        stores,
-        store: args.store,
-        plugin_dirs: args.plugin_dirs,
+        tasks,
         token,
         hosts,
         stop: Arc::clone(&stop),

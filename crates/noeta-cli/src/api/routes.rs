@@ -8,14 +8,15 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use noeta::HostPaths;
+use noeta::tasks::{Answer, TaskOpError};
+use noeta::{HostPaths, TaskRun};
 use noeta_core::runner::RunError;
 use noeta_core::store::{StoreError, TaskId};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Api, Shared};
-use crate::agent::{self, AgentArgs, AgentHost};
+use crate::agent::{self, AgentArgs};
 use crate::overview;
 
 /// An answer other than success: a status and `{"error": "…"}`.
@@ -111,8 +112,12 @@ impl Bounds {
         let Some(asked) = asked else {
             return Ok(self.provider.clone());
         };
-        if asked.starts_with("scripted:") {
+        if let Some(script) = asked.strip_prefix("scripted:") {
             if self.scripted() {
+                // Checked now, so a request naming a device or a pipe is refused at once; the
+                // worker that runs the task reads it (and checks it again).
+                noeta_core::files::regular(std::path::Path::new(script))
+                    .map_err(|err| bad(format!("`provider`: the script {err}")))?;
                 return Ok(Some(asked));
             }
             return Err(bad(format!(
@@ -173,44 +178,34 @@ pub(super) async fn page(State(api): State<Shared>, uri: axum::http::Uri) -> Res
     }
 }
 
-impl Api {
-    pub(super) fn args(&self) -> AgentArgs {
-        AgentArgs {
-            store: self.store.clone(),
-            plugin_dirs: self.plugin_dirs.clone(),
-            ..AgentArgs::default()
+/// A host operation's failure as an answer.
+fn from_op(err: TaskOpError) -> Fail {
+    match err {
+        TaskOpError::Unknown(task) => Fail(
+            StatusCode::NOT_FOUND,
+            format!("no task `{task}` in this store"),
+        ),
+        TaskOpError::Conflict(why) => Fail(StatusCode::CONFLICT, why),
+        TaskOpError::Invalid(why) => bad(why),
+        TaskOpError::Run(err) => from_run(err),
+        TaskOpError::Store(err @ StoreError::Leased { .. }) => {
+            Fail(StatusCode::CONFLICT, err.to_string())
         }
+        TaskOpError::Store(err) => internal(err),
+        other @ (TaskOpError::Host(_) | TaskOpError::Record(_)) => bad(other),
     }
+}
 
+impl Api {
     /// The task `id` names, which must exist (404 otherwise).
     pub(super) async fn task(&self, id: &str) -> Result<TaskId, Fail> {
         let task = TaskId::new(id).map_err(bad)?;
-        match self.stores.log.info(&task).await {
-            Ok(_) => Ok(task),
-            Err(StoreError::UnknownTask { .. }) => Err(Fail(
-                StatusCode::NOT_FOUND,
-                format!("no task `{id}` in this store"),
-            )),
-            Err(err) => Err(internal(err)),
-        }
-    }
-
-    /// The agent host `task` runs with: its recorded agent and model.
-    async fn host_for(&self, task: &TaskId) -> Result<AgentHost, Fail> {
-        let args = crate::tasks::for_task(self.stores.log.as_ref(), task, &self.args())
-            .await
-            .map_err(|err| bad(format!("{err:#}")))?;
-        AgentHost::open_with(&self.paths, &args, self.stores.clone())
-            .map_err(|err| bad(format!("{err:#}")))
-    }
-
-    async fn enqueue(&self, task: &TaskId) -> Result<(), Fail> {
-        self.stores.queue.enqueue(task, 0).await.map_err(internal)
+        self.tasks.task(&task).await.map_err(from_op)
     }
 }
 
 pub(super) async fn list(State(api): State<Shared>) -> Result<Json<Value>, Fail> {
-    let rows = overview::rows(&api.stores).await.map_err(internal)?;
+    let rows = overview::rows(api.tasks.stores()).await.map_err(internal)?;
     Ok(Json(Value::Array(
         rows.iter().map(overview::Row::json).collect(),
     )))
@@ -221,7 +216,9 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, Fail> {
     let task = api.task(&id).await?;
-    let row = overview::one(&api.stores, &task).await.map_err(internal)?;
+    let row = overview::one(api.tasks.stores(), &task)
+        .await
+        .map_err(internal)?;
     Ok(Json(row.json()))
 }
 
@@ -257,27 +254,14 @@ pub(super) async fn create(
     let model = new
         .model
         .or_else(|| (provider == api.bounds.provider).then(|| api.bounds.model.clone())?);
-    let args = AgentArgs {
+    let run = TaskRun {
         agent: new.agent,
-        model,
         provider,
+        model,
         permission_mode,
-        detach: true,
-        ..api.args()
+        ..TaskRun::default()
     };
-    let host = AgentHost::open_with(&api.paths, &args, api.stores.clone())
-        .map_err(|err| bad(format!("{err:#}")))?;
-    // Ids carry the time and a salt; a clash with a task made in the same instant tries again.
-    let mut tries = 0;
-    let task = loop {
-        let task = agent::new_task_id().map_err(internal)?;
-        match host.runtime.create(&host.session, &task, &new.goal).await {
-            Ok(()) => break task,
-            Err(RunError::Store(StoreError::TaskExists { .. })) if tries < 8 => tries += 1,
-            Err(err) => return Err(from_run(err)),
-        }
-    };
-    api.enqueue(&task).await?;
+    let task = api.tasks.submit(run, &new.goal).await.map_err(from_op)?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "id": task.as_str(), "status": "queued" })),
@@ -301,12 +285,8 @@ pub(super) async fn message(
     if new.text.trim().is_empty() {
         return Err(bad("`text` is empty"));
     }
-    let host = api.host_for(&task).await?;
-    host.runtime
-        .send(&host.session, &task, &new.text)
-        .await
-        .map_err(from_run)?;
-    api.enqueue(&task).await?;
+    api.tasks.message(&task, &new.text).await.map_err(from_op)?;
+    api.tasks.queue(&task).await.map_err(internal)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "id": task.as_str(), "status": "queued" })),
@@ -332,12 +312,7 @@ pub(super) async fn answer(
 ) -> Result<(StatusCode, Json<Value>), Fail> {
     let new = body(new)?;
     let task = api.task(&id).await?;
-    let host = api.host_for(&task).await?;
-    let state = host
-        .runtime
-        .load(&host.session, &task)
-        .await
-        .map_err(from_run)?;
+    let state = api.tasks.state(&task).await.map_err(from_op)?;
     let noeta_core::fold::TurnState::Parked { call_id, question } = &state.core.turn else {
         return Err(Fail(
             StatusCode::CONFLICT,
@@ -363,7 +338,7 @@ pub(super) async fn answer(
     if asks_a_question {
         let answer = match (new.answer, new.allow) {
             (Some(Value::String(text)), _) => {
-                crate::interact::typed_answer(&state, call_id, &text).map_err(bad)?
+                noeta::tasks::typed_answer(&state, call_id, &text).map_err(bad)?
             }
             (Some(answer), _) => answer,
             (None, _) => {
@@ -372,22 +347,22 @@ pub(super) async fn answer(
                 )));
             }
         };
-        host.runtime
-            .reply(&host.session, &task, call_id, answer)
+        api.tasks
+            .answer(&task, call_id, Answer::Reply(answer))
             .await
-            .map_err(from_run)?;
+            .map_err(from_op)?;
     } else {
         let Some(allow) = new.allow else {
             return Err(bad(format!(
                 "call {call_id} asks permission ({question}): give `allow`: true or false"
             )));
         };
-        host.runtime
-            .answer(&host.session, &task, call_id, allow)
+        api.tasks
+            .answer(&task, call_id, Answer::Allow(allow))
             .await
-            .map_err(from_run)?;
+            .map_err(from_op)?;
     }
-    api.enqueue(&task).await?;
+    api.tasks.queue(&task).await.map_err(internal)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "id": task.as_str(), "call_id": call_id, "status": "queued" })),
@@ -399,16 +374,11 @@ pub(super) async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, Fail> {
     let task = api.task(&id).await?;
-    let host = api.host_for(&task).await?;
-    let cancelled = host
-        .runtime
+    // Its queue entry ends at the next take; a parent waiting on it wakes with why.
+    let cancelled = api
+        .tasks
         .cancel(&task, "by a request to the HTTP API")
         .await
-        .map_err(from_run)?;
-    // Its queue entry ends at the next take; a parent waiting on it wakes with why.
-    api.enqueue(&task).await?;
-    if let Some(parent) = api.stores.log.info(&task).await.map_err(internal)?.parent {
-        api.enqueue(&parent).await?;
-    }
+        .map_err(from_op)?;
     Ok(Json(json!({ "id": task.as_str(), "cancelled": cancelled })))
 }
