@@ -194,8 +194,9 @@ mod todos_and_reminders {
 
     use async_trait::async_trait;
     use futures::executor::block_on;
-    use noeta_core::extension::{Extension, HookResult, ModelReply, ModelRequest, View};
+    use noeta_core::extension::{Extension, HookResult, View};
     use noeta_core::fold::Folder;
+    use noeta_core::model::{ModelReply, ModelRequest};
     use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
     use noeta_core::runner::{RunOutcome, Runtime};
     use noeta_core::store::{EventLog, ManualClock, MemoryContentStore, MemoryEventLog, TaskId};

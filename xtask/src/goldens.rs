@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use futures::executor::block_on;
 use noeta_core::canonical;
-use noeta_core::extension::{ModelReply, ModelRequest};
+use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError};
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};

@@ -2,6 +2,7 @@
 
 mod bench;
 mod codegen;
+mod floors;
 mod goldens;
 mod processes;
 mod producers;

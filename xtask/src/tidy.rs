@@ -5,7 +5,8 @@
 //! only (the testkit as a dev-dependency), and only the assembly depends on
 //! built-ins. Also checked: every built-in directory is a well-formed plugin
 //! crate, the generated built-in list is current, every Rust file opens with
-//! a `//!` line, the kernel's sources name no built-in, and no test is ignored.
+//! a `//!` line, the kernel's sources name no built-in and import along its floors
+//! (`floors.rs`), and no test is ignored.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -284,7 +285,8 @@ fn check_sources(root: &Path, problems: &mut Vec<String>) -> Result<()> {
                 }
             }
         }
-        if shown.starts_with("crates/noeta-core/src/") {
+        if let Some(relative) = shown.strip_prefix("crates/noeta-core/src/") {
+            problems.extend(crate::floors::problems(relative, &shown, &text));
             let lines = text.lines().count();
             if lines > MAX_KERNEL_FILE_LINES {
                 problems.push(format!(

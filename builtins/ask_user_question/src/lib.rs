@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::tool::Wake;
+use noeta_core::records::Wake;
 use noeta_core::{
     ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved, SessionBuildContext,
     Tool, ToolContext, ToolError, ToolFlags, ToolOutput,

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use futures::executor::block_on;
-use noeta_core::fold::Role;
+use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::session::Session;

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::tool::{ChildResult, Wake};
+use noeta_core::records::{ChildResult, Wake};
 use noeta_core::{
     ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved, SessionBuildContext,
     Tool, ToolContext, ToolError, ToolFlags, ToolOutput,

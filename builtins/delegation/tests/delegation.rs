@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use futures::executor::block_on;
-use noeta_core::extension::{ModelReply, ModelRequest};
-use noeta_core::fold::{Folder, Role};
+use noeta_core::fold::Folder;
+use noeta_core::model::Role;
+use noeta_core::model::ToolCall;
+use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError};
-use noeta_core::records::ToolCall;
 use noeta_core::runner::{RunOutcome, Runtime, Sessions};
 use noeta_core::session::{Session, bare_session, build_session};
 use noeta_core::store::{

@@ -12,9 +12,11 @@
 
 use async_trait::async_trait;
 use noeta_core::Verdict;
-use noeta_core::extension::{Extension, HookResult, ModelRequest, SpawnRequest, StepSignal, View};
-use noeta_core::fold::Role;
-use noeta_core::records::{CORE, ToolCall};
+use noeta_core::extension::{Extension, HookResult, SpawnRequest, StepSignal, View};
+use noeta_core::model::ModelRequest;
+use noeta_core::model::Role;
+use noeta_core::model::ToolCall;
+use noeta_core::records::CORE;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -29,7 +29,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
-use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::model::ToolCall;
+use noeta_core::records::ERASED_KIND;
 use noeta_core::{
     LinkedPlugin, PackContribution, RefTable, Resolved, Risk, SessionBuildContext,
     SessionPackFactory, Verdict,

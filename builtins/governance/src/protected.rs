@@ -7,7 +7,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use noeta_core::records::ToolCall;
+use noeta_core::model::ToolCall;
 
 /// The file tools and the input key naming the file each changes.
 const FILE_TOOLS: [(&str, &str); 4] = [

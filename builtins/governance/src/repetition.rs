@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use noeta_core::Verdict;
 use noeta_core::canonical;
 use noeta_core::extension::{Extension, HookResult, View};
-use noeta_core::fold::Role;
-use noeta_core::records::ToolCall;
+use noeta_core::model::Role;
+use noeta_core::model::ToolCall;
 use serde::Deserialize;
 
 /// The extension's name.

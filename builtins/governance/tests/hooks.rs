@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{Probe, Runs, call, messages, records, results, scripted, session};
 use futures::executor::block_on;
-use noeta_core::fold::Role;
+use noeta_core::model::Role;
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::session::Session;
 use noeta_core::store::TaskId;

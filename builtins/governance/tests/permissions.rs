@@ -195,7 +195,7 @@ fn a_child_task_starts_in_the_mode_its_parent_hands_down() {
     use noeta_core::Verdict;
     use noeta_core::extension::{Extension, View};
     use noeta_core::fold::TaskState;
-    use noeta_core::records::ToolCall;
+    use noeta_core::model::ToolCall;
 
     let b = bench();
     let permissions = |s: &noeta_core::session::Session| -> Arc<dyn Extension> {

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use noeta_core::extension::{ModelReply, ModelRequest};
-use noeta_core::fold::{Message, Role};
+use noeta_core::model::{Message, Role};
+use noeta_core::model::{ModelReply, ModelRequest};
+use noeta_core::model::{StopReason, ToolCall, Usage};
 use noeta_core::provider::{Provider, ProviderError, TextSink};
-use noeta_core::records::{StopReason, ToolCall, Usage};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 use sse_stream::Sse;

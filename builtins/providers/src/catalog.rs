@@ -39,7 +39,7 @@ pub struct Price {
 impl Price {
     /// What `usage` costs, in millionths of a US dollar (a dollar per million tokens is a
     /// micro-dollar per token).
-    pub fn cost_micros(&self, usage: &noeta_core::records::Usage) -> u64 {
+    pub fn cost_micros(&self, usage: &noeta_core::model::Usage) -> u64 {
         let cost = usage.input_tokens as f64 * self.input
             + usage.output_tokens as f64 * self.output
             + usage.cache_read_tokens as f64 * self.cache_read
@@ -50,7 +50,7 @@ impl Price {
 
 /// What a reply cost, from its usage and the model's price: none without a price, and none
 /// for a reply that reported no usage (it is unknown, not free).
-pub(crate) fn cost_of(price: Option<Price>, usage: &noeta_core::records::Usage) -> Option<u64> {
+pub(crate) fn cost_of(price: Option<Price>, usage: &noeta_core::model::Usage) -> Option<u64> {
     let reported = usage.input_tokens
         + usage.output_tokens
         + usage.cache_read_tokens
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn prices_hold_for_the_model_and_its_dated_names_only() {
-        let usage = noeta_core::records::Usage {
+        let usage = noeta_core::model::Usage {
             input_tokens: 1_000_000,
             output_tokens: 100_000,
             cache_read_tokens: 2_000_000,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use noeta_core::extension::ModelReply;
+use noeta_core::model::ModelReply;
 use noeta_core::provider::ProviderError;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;

@@ -32,8 +32,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use noeta_core::canonical::Digest;
-use noeta_core::extension::{CompactAdvice, Extension, HookError, ModelRequest, StepSignal, View};
-use noeta_core::fold::{Message, Role};
+use noeta_core::extension::{CompactAdvice, Extension, HookError, StepSignal, View};
+use noeta_core::model::ModelRequest;
+use noeta_core::model::{Message, Role};
 use noeta_core::records::ERASED_KIND;
 use noeta_core::{SessionBuildContext, StateView};
 use noeta_toolkit::compaction::{self, Compacted, CompactionState, EXTENSION, KIND, Trigger};
@@ -649,7 +650,7 @@ impl Extension for Compaction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use noeta_core::records::ToolCall;
+    use noeta_core::model::ToolCall;
     use serde_json::json;
 
     fn message(seq: u64, role: Role, text: &str) -> Message {
@@ -797,7 +798,7 @@ mod tests {
                     input: json!({ "n": n }),
                 }]
                 .into(),
-                stop: noeta_core::records::StopReason::ToolUse,
+                stop: noeta_core::model::StopReason::ToolUse,
                 usage: Default::default(),
                 reasoning: Vec::new(),
             });

@@ -9,10 +9,11 @@
 
 use async_trait::async_trait;
 use noeta_core::ComponentRef;
-use noeta_core::extension::{Extension, HookResult, ModelReply, View};
-use noeta_core::fold::Role;
+use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::model::ModelReply;
+use noeta_core::model::Role;
+use noeta_core::model::StopReason;
 use noeta_core::policy::{Decision, Policy};
-use noeta_core::records::StopReason;
 
 /// The loop's extension name (it has no records).
 pub const LOOP: &str = "react_loop";
@@ -32,7 +33,7 @@ pub fn policy_ref() -> ComponentRef {
 
 /// How many context notes reading `text` the conversation holds since its newest user message.
 fn notes_this_turn(
-    view_messages: &[noeta_core::fold::Message],
+    view_messages: &[noeta_core::model::Message],
     last_user: Option<usize>,
     text: &str,
 ) -> usize {

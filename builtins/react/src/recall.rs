@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::fold::{Message, Role};
+use noeta_core::model::{Message, Role};
 use noeta_core::{
     ControlToolFactory, ControlToolMount, Reminder, ReminderInput, SessionBuildContext, Tool,
     ToolContext, ToolError, ToolFlags, ToolOutput,

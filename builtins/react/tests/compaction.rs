@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use futures::executor::block_on;
 use noeta_builtin_react::{CONTINUE, EMPTY_NUDGE, RECALL_HISTORY, default_policy, policy_ref};
-use noeta_core::extension::{
-    CompactAdvice, Extension, HookResult, ModelReply, ModelRequest, Purpose, View,
-};
-use noeta_core::fold::{Folder, Role, TaskState};
+use noeta_core::extension::{CompactAdvice, Extension, HookResult, View};
+use noeta_core::fold::{Folder, TaskState};
+use noeta_core::model::Role;
+use noeta_core::model::{ModelReply, ModelRequest, Purpose};
 use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::session::{Session, SessionError, build_session};
@@ -312,7 +312,7 @@ fn recall_history_reads_the_collapsed_messages_back_verbatim() {
     let s = session(Helper::default());
     let (outcome, state) = run(&rt, &s, "recall", GOAL);
     assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
-    let results: Vec<&noeta_core::fold::Message> = state
+    let results: Vec<&noeta_core::model::Message> = state
         .core
         .messages
         .iter()

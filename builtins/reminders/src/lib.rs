@@ -75,13 +75,13 @@ impl Reminder for DelegationNudge {
         if calls().any(|c| c.name == DELEGATE) {
             return None;
         }
-        let exploring = |c: &&noeta_core::records::ToolCall| EXPLORING.contains(&c.name.as_str());
+        let exploring = |c: &&noeta_core::model::ToolCall| EXPLORING.contains(&c.name.as_str());
         let total = calls().filter(exploring).count();
         // Only right after the reply that carried the count past a multiple of ten.
         let last = turn
             .iter()
             .rev()
-            .find(|m| m.role == noeta_core::fold::Role::Assistant)?;
+            .find(|m| m.role == noeta_core::model::Role::Assistant)?;
         let before = total - last.calls.iter().filter(exploring).count();
         if total / EXPLORE_CADENCE == before / EXPLORE_CADENCE {
             return None;
@@ -176,8 +176,8 @@ mod tests {
     }
 
     fn turn(calls_per_reply: &[&[&str]]) -> TaskState {
-        use noeta_core::fold::{Message, Role};
-        use noeta_core::records::ToolCall;
+        use noeta_core::model::ToolCall;
+        use noeta_core::model::{Message, Role};
         let mut state = TaskState::default();
         let mut messages = vec![Message::synthetic(1, Role::User, "explore")];
         let mut seq = 2;

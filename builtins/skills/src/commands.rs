@@ -16,9 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
-use noeta_core::extension::{
-    CallVerdict, CommandReply, CommandSpec, Extension, HookError, HookResult, View,
-};
+use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookError, HookResult, View};
+use noeta_core::hooks::CallVerdict;
 use yaml_serde::Value;
 
 use crate::settings::PluginCommands;
@@ -317,7 +316,7 @@ async fn pre_execute(
         let shell = &after[..end];
         rest = &after[end + 1..];
         index += 1;
-        let call = noeta_core::records::ToolCall {
+        let call = noeta_core::model::ToolCall {
             id: format!("{}-pre-{index}", command.name),
             name: "Bash".to_owned(),
             input: serde_json::json!({ "command": shell }),

@@ -11,7 +11,8 @@ use noeta_core::extension::{
     CommandReply, CommandSpec, ContextPart, Extension, HookError, HookResult, OfferedTool,
     ToolChanges, View,
 };
-use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::model::ToolCall;
+use noeta_core::records::ERASED_KIND;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use noeta_core::extension::ModelRequest;
-use noeta_core::fold::{Message, Role};
+use noeta_core::model::ModelRequest;
+use noeta_core::model::{Message, Role};
 use noeta_core::store::{Clock, SystemClock};
 use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use reqwest::Url;

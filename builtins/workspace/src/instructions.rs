@@ -6,7 +6,8 @@ use std::path::{Component, Path, PathBuf};
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
 use noeta_core::extension::{ContextPart, Extension, HookResult, View};
-use noeta_core::records::{ERASED_KIND, ToolCall};
+use noeta_core::model::ToolCall;
+use noeta_core::records::ERASED_KIND;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -17,8 +17,9 @@ use noeta_builtin_workspace::{
     ENVIRONMENT_KIND, Environment, INSTRUCTIONS_KIND, Instructions, content_kind,
 };
 use noeta_core::exec::LocalExecEnv;
-use noeta_core::extension::{Extension, ModelRequest, StepSignal, View};
+use noeta_core::extension::{Extension, StepSignal, View};
 use noeta_core::fold::Folder;
+use noeta_core::model::ModelRequest;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::{RunOutcome, Runtime};
 use noeta_core::session::{Session, bare_session, build_session};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use async_trait::async_trait;
 use noeta_core::extension::{Extension, HookResult, View};
 use noeta_core::fold::TaskState;
-use noeta_core::records::ToolCall;
+use noeta_core::model::ToolCall;
 use serde_json::{Map, Value, json};
 
 use crate::output::Printer;

@@ -16,8 +16,10 @@ use crate::style::{CALL, DIM, ERROR, NOTICE, paint};
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
 use noeta_core::contrib::Verdict;
-use noeta_core::extension::{Extension, HookResult, ModelRequest, StepSignal, View};
-use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
+use noeta_core::extension::{Extension, HookResult, StepSignal, View};
+use noeta_core::model::ModelRequest;
+use noeta_core::model::ToolCall;
+use noeta_core::records::{CallOutcome, CoreRecord};
 use noeta_core::store::Event;
 use serde_json::{Value, json};
 

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use noeta::backends::Stores;
-use noeta_core::fold::{Role, TaskState, TurnState};
+use noeta_core::fold::{TaskState, TurnState};
+use noeta_core::model::Role;
 use noeta_core::records::hydrate_all;
 use noeta_core::store::{ContentStore, EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};

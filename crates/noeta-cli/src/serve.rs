@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use noeta::mcp::serve::{Desk, Job, Served, ServedImage, ServedTool};
 use noeta::{Host, HostPaths};
-use noeta_core::extension::{ModelReply, ModelRequest};
+use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError};
 use noeta_core::runner::Runtime;
 use noeta_core::session::Session;

@@ -15,12 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::contrib::Verdict;
-use crate::fold::{CoreState, Message, TaskState};
-/// The model wire types hooks see, defined with the others.
-pub use crate::hooks::CallVerdict;
-pub use crate::model::{ModelReply, ModelRequest, Purpose};
+use crate::fold::{CoreState, TaskState};
+use crate::model::Message;
+use crate::model::ToolCall;
+use crate::model::{ModelReply, ModelRequest};
 use crate::provider::Provider;
-use crate::records::ToolCall;
 use crate::store::{Event, Record, TaskId};
 use crate::tool::{Tool, ToolOutput};
 
@@ -223,7 +222,7 @@ pub struct View<'a> {
     state: &'a TaskState,
     roster: &'a [String],
     staged: Mutex<Vec<Record>>,
-    peers: &'a [Arc<dyn Extension>],
+    pub(crate) peers: &'a [Arc<dyn Extension>],
     tools: &'a [OfferedTool],
     model: Option<&'a dyn Provider>,
     exec: Option<&'a Arc<dyn crate::exec::ExecEnv>>,
@@ -359,34 +358,6 @@ impl<'a> View<'a> {
     /// Takes the records staged so far.
     pub fn take_staged(&self) -> Vec<Record> {
         std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Asks every other extension's `before_compact`; those with something to say answer
-    /// (a failing or panicking one is skipped and logged).
-    pub fn ask_before_compact(&self, asking: &str) -> Vec<(String, CompactAdvice)> {
-        crate::hooks::Hooks(self.peers).before_compact(self, asking)
-    }
-
-    /// Collects every other extension's `resident` text; a failing or panicking one is skipped
-    /// and logged.
-    pub fn ask_residents(&self, asking: &str) -> Vec<(String, String)> {
-        crate::hooks::Hooks(self.peers).residents(self, asking)
-    }
-
-    /// Collects every other extension's `lead_resident` text; a failing or panicking one is
-    /// skipped and logged.
-    pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
-        crate::hooks::Hooks(self.peers).lead_residents(self, asking)
-    }
-
-    /// Passes `call` through the gate — every extension's `before_tool`, combined as for a
-    /// model's call — without running it: for a frontend or a command that runs something on
-    /// the task's behalf outside a model turn (a markdown command's `` !`…` ``). A failing
-    /// check is a deny.
-    pub async fn ask_gate(&self, call: &ToolCall) -> CallVerdict {
-        crate::hooks::Hooks(self.peers)
-            .before_tool(self, call)
-            .await
     }
 }
 

@@ -14,13 +14,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::canonical::{self, Digest};
-use crate::extension::Extension;
 use crate::model::SharedText;
 /// The conversation's types, defined with the other model wire types.
-pub use crate::model::{Message, Role};
-use crate::records::{
-    CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, SpawnOrder, StopReason, Usage, Wake,
-};
+use crate::model::{Message, Role};
+use crate::model::{StopReason, Usage};
+use crate::records::{CORE, CallOutcome, CoreRecord, ERASED_KIND, PluginPin, SpawnOrder, Wake};
 use crate::store::{Event, Snapshot};
 
 impl Message {
@@ -170,7 +168,7 @@ pub struct CoreState {
     pub parked: BTreeMap<String, ParkedCall>,
     /// Background children whose results were not delivered yet, in the order they started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub background: Vec<crate::tool::SpawnOrder>,
+    pub background: Vec<crate::records::SpawnOrder>,
     /// The pinned identity hash.
     pub identity: Option<String>,
     /// The pinned plugins.
@@ -325,10 +323,28 @@ pub enum FoldError {
 /// The version of the fold's own state layout and hashing; part of every snapshot's tag.
 pub const FOLD_FORMAT: &str = "fold-4";
 
+/// What the fold needs of an extension: its name, the other extensions whose records it
+/// folds, and its reducer. The fold owns this trait so it depends on nothing above it; the
+/// dispatcher (`hooks.rs`) implements it for every extension, guarding each reducer against
+/// panics, and makes folders over extension lists ([`Folder::new`]).
+pub trait Reducer: Send + Sync {
+    /// The extension's name (its records' `extension`, and its state's key).
+    fn name(&self) -> &str;
+
+    /// The other extensions whose records it folds too.
+    fn folds(&self) -> Vec<String>;
+
+    /// Folds one record into the extension's state; the error says why it cannot.
+    ///
+    /// # Errors
+    /// The reducer's, or its panic as text.
+    fn reduce(&self, slot: &mut Value, kind: &str, data: &Value) -> Result<(), String>;
+}
+
 /// Folds events for one set of extensions.
 #[derive(Clone)]
 pub struct Folder {
-    extensions: Vec<Arc<dyn Extension>>,
+    reducers: Vec<Arc<dyn Reducer>>,
     /// Record extension name → the extensions that fold it.
     routes: BTreeMap<String, Vec<usize>>,
     /// The extensions that fold `core` records, looked up once rather than per record.
@@ -346,11 +362,12 @@ impl std::fmt::Debug for Folder {
 }
 
 impl Folder {
-    /// A folder for `extensions`; `plugin_set` identifies the plugin set for snapshots (tagged
-    /// with [`FOLD_FORMAT`] too, so a kernel that folds differently ignores older snapshots).
-    pub fn new(extensions: &[Arc<dyn Extension>], plugin_set: impl Into<String>) -> Self {
+    /// A folder for `reducers` (an extension list's: see [`Folder::new`]); `plugin_set`
+    /// identifies the plugin set for snapshots (tagged with [`FOLD_FORMAT`] too, so a kernel
+    /// that folds differently ignores older snapshots).
+    pub fn of_reducers(reducers: Vec<Arc<dyn Reducer>>, plugin_set: impl Into<String>) -> Self {
         let mut routes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, ext) in extensions.iter().enumerate() {
+        for (i, ext) in reducers.iter().enumerate() {
             // The kernel folds its own `core` records itself; its session entry has no reduce.
             if ext.name() == CORE {
                 continue;
@@ -362,16 +379,16 @@ impl Folder {
             }
         }
         Self {
-            extensions: extensions.to_vec(),
+            reducers,
             core_routes: routes.get(CORE).cloned(),
             routes,
             plugin_set: format!("{FOLD_FORMAT}:{}", plugin_set.into()),
         }
     }
 
-    /// A folder over `extensions` with this folder's plugin-set tag.
-    pub fn rebuilt(&self, extensions: &[Arc<dyn Extension>]) -> Self {
-        let mut folder = Self::new(extensions, "");
+    /// The same folder over other reducers, with this folder's plugin-set tag.
+    pub fn with_reducers(&self, reducers: Vec<Arc<dyn Reducer>>) -> Self {
+        let mut folder = Self::of_reducers(reducers, "");
         folder.plugin_set.clone_from(&self.plugin_set);
         folder
     }
@@ -488,8 +505,8 @@ impl Folder {
         }
         if let Some(seq) = erased {
             let data = json!({ "seq": seq });
-            for i in 0..self.extensions.len() {
-                if self.extensions[i].name() != CORE {
+            for i in 0..self.reducers.len() {
+                if self.reducers[i].name() != CORE {
                     self.reduce(state, i, ERASED_KIND, &data, event.seq)?;
                 }
             }
@@ -514,19 +531,20 @@ impl Folder {
         data: &Value,
         seq: u64,
     ) -> Result<(), FoldError> {
-        let ext = &self.extensions[index];
+        let ext = &self.reducers[index];
         if !state.ext.contains_key(ext.name()) {
             state.ext.insert(ext.name().to_owned(), Value::Null);
         }
         let Some(slot) = state.ext.get_mut(ext.name()) else {
             return Ok(());
         };
-        crate::hooks::reduce(ext.as_ref(), slot, kind, data).map_err(|reason| FoldError::Reduce {
-            extension: ext.name().to_owned(),
-            kind: kind.to_owned(),
-            seq,
-            reason,
-        })
+        ext.reduce(slot, kind, data)
+            .map_err(|reason| FoldError::Reduce {
+                extension: ext.name().to_owned(),
+                kind: kind.to_owned(),
+                seq,
+                reason,
+            })
     }
 }
 

@@ -31,24 +31,15 @@ use serde_json::{Value, json};
 use crate::contrib::Verdict;
 use crate::extension::{
     CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult,
-    ModelReply, ModelRequest, OfferedTool, SpawnRequest, StepSignal, View,
+    OfferedTool, SpawnRequest, StepSignal, View,
 };
-use crate::fold::TaskState;
+use crate::fold::{Folder, Reducer, TaskState};
+use crate::model::ToolCall;
+use crate::model::{ModelReply, ModelRequest};
+use crate::panics::panic_message;
 use crate::policy::{Decision, Policy};
-use crate::records::ToolCall;
 use crate::store::Event;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
-
-/// The text of a panic's payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-string panic payload".to_owned()
-    }
-}
 
 /// Runs plugin code that is not a hook (a contribution's own trait method inside an
 /// adapter); a panic becomes `panicked: …`.
@@ -682,15 +673,42 @@ pub(crate) fn decide(
     })
 }
 
-/// `reduce` of one extension over its slot; a failure or panic is the fold's error reason.
-pub(crate) fn reduce(
-    ext: &dyn Extension,
-    slot: &mut Value,
-    kind: &str,
-    data: &Value,
-) -> Result<(), String> {
-    catch_unwind(AssertUnwindSafe(|| ext.reduce(slot, kind, data)))
-        .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))))
+/// An extension as the fold sees it: its reducer, a panic in it a fold error (`panicked: …`).
+struct Guarded(Arc<dyn Extension>);
+
+impl Reducer for Guarded {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn folds(&self) -> Vec<String> {
+        self.0.folds()
+    }
+
+    fn reduce(&self, slot: &mut Value, kind: &str, data: &Value) -> Result<(), String> {
+        catch_unwind(AssertUnwindSafe(|| self.0.reduce(slot, kind, data)))
+            .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))))
+    }
+}
+
+fn reducers(extensions: &[Arc<dyn Extension>]) -> Vec<Arc<dyn Reducer>> {
+    extensions
+        .iter()
+        .map(|ext| Arc::new(Guarded(Arc::clone(ext))) as Arc<dyn Reducer>)
+        .collect()
+}
+
+/// Folders over extension lists: each extension's reducer called through this dispatcher.
+impl Folder {
+    /// A folder for `extensions`; `plugin_set` identifies the plugin set for snapshots.
+    pub fn new(extensions: &[Arc<dyn Extension>], plugin_set: impl Into<String>) -> Self {
+        Self::of_reducers(reducers(extensions), plugin_set)
+    }
+
+    /// A folder over `extensions` with this folder's plugin-set tag.
+    pub fn rebuilt(&self, extensions: &[Arc<dyn Extension>]) -> Self {
+        self.with_reducers(reducers(extensions))
+    }
 }
 
 /// A tool's `run` or `resume`: its output, or the error text the model sees instead (a
@@ -738,5 +756,35 @@ pub(crate) async fn recover_tool(
             tracing::warn!("{}", panicked(name, "recover", payload.as_ref()));
             None
         }
+    }
+}
+
+/// The asks a hook makes of the other extensions through its view: each goes through this
+/// dispatcher, with the failure rule of the hook asked.
+impl View<'_> {
+    /// Asks every other extension's `before_compact`; those with something to say answer
+    /// (a failing or panicking one is skipped and logged).
+    pub fn ask_before_compact(&self, asking: &str) -> Vec<(String, CompactAdvice)> {
+        Hooks(self.peers).before_compact(self, asking)
+    }
+
+    /// Collects every other extension's `resident` text; a failing or panicking one is skipped
+    /// and logged.
+    pub fn ask_residents(&self, asking: &str) -> Vec<(String, String)> {
+        Hooks(self.peers).residents(self, asking)
+    }
+
+    /// Collects every other extension's `lead_resident` text; a failing or panicking one is
+    /// skipped and logged.
+    pub fn ask_lead_residents(&self, asking: &str) -> Vec<(String, String)> {
+        Hooks(self.peers).lead_residents(self, asking)
+    }
+
+    /// Passes `call` through the gate — every extension's `before_tool`, combined as for a
+    /// model's call — without running it: for a frontend or a command that runs something on
+    /// the task's behalf outside a model turn (a markdown command's `` !`…` ``). A failing
+    /// check is a deny.
+    pub async fn ask_gate(&self, call: &ToolCall) -> CallVerdict {
+        Hooks(self.peers).before_tool(self, call).await
     }
 }

@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::contrib::{AgentDefinition, ComponentRef, ControlToolMount, SessionBuildContext};
-use crate::hooks::panic_message;
 use crate::loader::PluginSet;
 use crate::merge::Merged;
+use crate::panics::panic_message;
 use crate::resolve::{Resolution, ResolveError, ResolvedEntry};
 use crate::surface::names;
 use crate::surface::{ActivationBinding, Plane};

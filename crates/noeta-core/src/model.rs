@@ -3,6 +3,7 @@
 //! extension hooks, the log's records, the fold and the providers.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -55,7 +56,7 @@ pub struct ModelRequest {
     /// runner after `before_model`, for the provider; not part of any hash, which covers the
     /// refs).
     #[serde(skip)]
-    pub attachments: BTreeMap<String, crate::tool::Attachment>,
+    pub attachments: BTreeMap<String, Attachment>,
 }
 
 impl ModelRequest {
@@ -457,5 +458,24 @@ mod tests {
                 "first {end} calls"
             );
         }
+    }
+}
+
+/// A binary body a result carries for the model to see (an image).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct Attachment {
+    /// Its media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
+    pub media_type: String,
+    /// The bytes.
+    #[serde(skip)]
+    pub data: Arc<Vec<u8>>,
+}
+
+impl fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attachment")
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.data.len())
+            .finish()
     }
 }

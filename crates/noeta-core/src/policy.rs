@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use crate::contrib::ComponentRef;
-use crate::extension::{ModelReply, View};
-use crate::records::StopReason;
+use crate::extension::View;
+use crate::model::ModelReply;
+use crate::model::StopReason;
 
 /// What a step does next.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The model wire types a reply record holds, defined with the others.
-pub use crate::model::{SharedText, StopReason, ToolCall, Usage};
+use crate::model::{SharedText, StopReason, ToolCall, Usage};
 use crate::store::{ContentRef, ContentStore, Event, MAX_RECORD_BYTES, Record, StoreError};
 
 fn is_zero(n: &u32) -> bool {
@@ -197,7 +197,7 @@ pub enum CoreRecord {
         /// The task it continues.
         from: String,
         /// The conversation it starts from.
-        messages: Vec<crate::fold::Message>,
+        messages: Vec<crate::model::Message>,
         /// Each extension's state, as its `continue_state` decided, by extension name.
         states: BTreeMap<String, Value>,
     },

@@ -12,10 +12,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, PoisonError};
 
-use crate::hooks::panic_message;
 use crate::loader::{PluginSet, ResolveRequest};
 use crate::manifest::ManifestContribution;
 use crate::merge::{Merged, MergedEntry};
+use crate::panics::panic_message;
 use crate::surface::ActivationScope;
 use crate::surface::names;
 use crate::value::Resolved;

@@ -214,6 +214,9 @@ pub struct Runtime {
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// The state the last run of this runtime left its task in, for [`load`](Self::load).
     last_run: Mutex<Option<LastRun>>,
+    /// The stable prefix each session's requests last carried, and its hash, shared by the
+    /// claims of its tasks (by agent and plugin set).
+    prefixes: Mutex<BTreeMap<(String, String), compose::SessionPrefix>>,
 }
 
 /// A task's state as a run left it, with the plugin set that folded it.
@@ -291,7 +294,21 @@ impl Runtime {
             driving: Mutex::new(std::collections::BTreeSet::new()),
             stop: None,
             last_run: Mutex::new(None),
+            prefixes: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The prompt-cache state of `session`'s requests (see [`compose::SessionPrefix`]).
+    fn session_prefix(&self, session: &Session) -> compose::SessionPrefix {
+        self.prefixes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((
+                session.spec.name.clone(),
+                session.folder.plugin_set().to_owned(),
+            ))
+            .or_default()
+            .clone()
     }
 
     /// Runs stop between two steps once `stop` is set ([`RunOutcome::Stopped`]): the step in

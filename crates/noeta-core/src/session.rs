@@ -24,8 +24,9 @@ use crate::fold::{Folder, TaskState};
 use crate::hooks::guarded;
 use crate::identity::{AgentSpec, CompiledAgent};
 use crate::loader::{PluginSet, SourceKind};
+use crate::model::ToolCall;
 use crate::policy::{Policy, minimal_policy};
-use crate::records::{PluginPin, ToolCall};
+use crate::records::PluginPin;
 use crate::store::Event;
 use crate::surface::names;
 use crate::tool::{Tool, ToolOutput};
@@ -47,9 +48,6 @@ pub struct Session {
     /// The resident content kinds in layout order: the session packs' kinds by band (ties in
     /// pack order), then the agent's `content_kind` contributions.
     pub kinds: Vec<crate::contrib::ContentKindSpec>,
-    /// The stable prefix the session's requests last carried, and its hash, shared by its
-    /// claims.
-    pub(crate) prefix: crate::runner::compose::SessionPrefix,
 }
 
 impl Session {
@@ -803,7 +801,6 @@ pub fn build_session_shared(
         pins,
         folder,
         kinds,
-        prefix: Default::default(),
     })
 }
 
@@ -831,6 +828,5 @@ pub fn bare_session(name: &str, instructions: &str) -> Session {
         pins: Vec::new(),
         folder,
         kinds: Vec::new(),
-        prefix: Default::default(),
     }
 }

@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::fold::TaskState;
+use crate::model::Attachment;
 /// The record payloads the tool API shares with the log (defined with the records).
-pub use crate::records::{ChildResult, SpawnOrder, Wake};
+use crate::records::{SpawnOrder, Wake};
 use crate::store::Record;
 
 /// How risky a tool call is; governance decides approval from it.
@@ -395,8 +396,8 @@ impl ToolContext {
     /// recorded as a reply). Transient failures are retried up to twice.
     pub async fn complete(
         &self,
-        request: &crate::extension::ModelRequest,
-    ) -> Result<crate::extension::ModelReply, ToolError> {
+        request: &crate::model::ModelRequest,
+    ) -> Result<crate::model::ModelReply, ToolError> {
         let Some(model) = &self.model else {
             return Err(ToolError::Fatal(
                 "no model is available to this tool here".to_owned(),
@@ -552,25 +553,6 @@ pub struct ToolOutput {
     /// Images the model sees with the text (a screenshot `Read`); kept in the content store,
     /// the result records their refs.
     pub attachments: Vec<Attachment>,
-}
-
-/// A binary body a result carries for the model to see (an image).
-#[derive(Clone, PartialEq, Eq, Serialize)]
-pub struct Attachment {
-    /// Its media type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
-    pub media_type: String,
-    /// The bytes.
-    #[serde(skip)]
-    pub data: Arc<Vec<u8>>,
-}
-
-impl fmt::Debug for Attachment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Attachment")
-            .field("media_type", &self.media_type)
-            .field("bytes", &self.data.len())
-            .finish()
-    }
 }
 
 impl ToolOutput {

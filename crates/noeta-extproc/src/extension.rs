@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use noeta_core::Verdict;
 use noeta_core::extension::{
     CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult,
-    ModelReply, ModelRequest, OfferedTool, SpawnRequest, StepSignal, ToolChanges, View,
+    OfferedTool, SpawnRequest, StepSignal, ToolChanges, View,
 };
-use noeta_core::records::ToolCall;
+use noeta_core::model::ToolCall;
+use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::store::Event;
 use noeta_core::{Tool, ToolOutput};
 use serde_json::{Value, json};

@@ -224,7 +224,7 @@ pub(crate) fn serve_view(view: &View<'_>, method: &str, params: &Value) -> Resul
 /// Answers a program's `view/…` request from a conversation and the folded states (a hook's
 /// view, or a tool call's context).
 pub(crate) fn serve(
-    messages: &[noeta_core::fold::Message],
+    messages: &[noeta_core::model::Message],
     states: &dyn noeta_core::StateView,
     method: &str,
     params: &Value,
@@ -239,7 +239,7 @@ pub(crate) fn serve(
                 .get("limit")
                 .and_then(Value::as_u64)
                 .map_or(messages.len(), |l| usize::try_from(l).unwrap_or(usize::MAX));
-            let slice: Vec<&noeta_core::fold::Message> =
+            let slice: Vec<&noeta_core::model::Message> =
                 messages.iter().skip(from).take(limit).collect();
             Ok(json!({"messages": slice, "total": messages.len()}))
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::executor::block_on;
 use noeta_core::exec::LocalExecEnv;
 use noeta_core::extension::View;
-use noeta_core::fold::Role;
+use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};

@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use noeta_core::fold::{Role, TaskState};
+use noeta_core::fold::TaskState;
+use noeta_core::model::Role;
 use noeta_core::runner::Runtime;
 use noeta_core::session::Session;
 use noeta_core::store::{Record, TaskId};

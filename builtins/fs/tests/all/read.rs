@@ -614,11 +614,11 @@ fn an_image_is_shown_as_itself_kept_in_the_content_store_and_may_then_be_overwri
         ],
     );
     let state = block_on(r.rt.load(&r.session, &r.task)).unwrap();
-    let results: Vec<&noeta_core::fold::Message> = state
+    let results: Vec<&noeta_core::model::Message> = state
         .core
         .messages
         .iter()
-        .filter(|m| m.role == noeta_core::fold::Role::Tool)
+        .filter(|m| m.role == noeta_core::model::Role::Tool)
         .collect();
     assert_eq!(
         results[0].text,

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::executor::block_on;
-use noeta_core::extension::{Extension, ModelReply, ModelRequest, View};
+use noeta_core::extension::{Extension, View};
 use noeta_core::fold::TaskState;
+use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
 use noeta_core::runner::Runtime;
 use noeta_core::session::{Session, SessionError, build_session};

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use noeta_builtin_providers::{
     ANTHROPIC_DEFAULT_MODEL, AnthropicProvider, ProviderConfig, ProviderSetupError, model_limits,
 };
-use noeta_core::fold::Role;
+use noeta_core::model::Role;
+use noeta_core::model::{StopReason, Usage};
 use noeta_core::provider::{Provider, ProviderError};
-use noeta_core::records::{StopReason, Usage};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -57,7 +57,7 @@ fn provider(server: &MockServer) -> AnthropicProvider {
     AnthropicProvider::new(config(&server.base)).unwrap()
 }
 
-fn hello() -> noeta_core::extension::ModelRequest {
+fn hello() -> noeta_core::model::ModelRequest {
     request(vec![message(Role::User, "Hello?")])
 }
 

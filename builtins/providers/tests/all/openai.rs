@@ -8,9 +8,9 @@ use noeta_builtin_providers::{
     CONTEXT_PREAMBLE, OPENAI_DEFAULT_MODEL, OpenAiProvider, ProviderConfig, ProviderSetupError,
     model_limits,
 };
-use noeta_core::fold::Role;
+use noeta_core::model::Role;
+use noeta_core::model::{StopReason, Usage};
 use noeta_core::provider::{Provider, ProviderError};
-use noeta_core::records::{StopReason, Usage};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -43,7 +43,7 @@ fn provider(server: &MockServer) -> OpenAiProvider {
     OpenAiProvider::new(config(&format!("{}/v1", server.base))).unwrap()
 }
 
-fn hello() -> noeta_core::extension::ModelRequest {
+fn hello() -> noeta_core::model::ModelRequest {
     request(vec![message(Role::User, "Hello?")])
 }
 

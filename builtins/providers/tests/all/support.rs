@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use noeta_builtin_providers::ProviderConfig;
-use noeta_core::extension::{ModelRequest, Purpose};
-use noeta_core::fold::{Message, Role};
-use noeta_core::records::ToolCall;
+use noeta_core::model::ToolCall;
+use noeta_core::model::{Message, Role};
+use noeta_core::model::{ModelRequest, Purpose};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -352,7 +352,7 @@ pub(crate) fn request_with_image() -> ModelRequest {
     ]);
     request.attachments.insert(
         reference.sha256.clone(),
-        noeta_core::tool::Attachment {
+        noeta_core::model::Attachment {
             media_type: "image/png".to_owned(),
             data: Arc::new(b"abcd".to_vec()),
         },

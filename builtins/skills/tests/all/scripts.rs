@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use noeta_core::Verdict;
 use noeta_core::extension::{Extension, HookResult, View};
-use noeta_core::records::ToolCall;
+use noeta_core::model::ToolCall;
 use noeta_core::runner::RunOutcome;
 use serde_json::{Value, json};
 

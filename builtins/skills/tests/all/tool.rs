@@ -254,8 +254,8 @@ impl noeta_core::extension::Extension for Asker {
     async fn before_model(
         &self,
         view: &noeta_core::extension::View<'_>,
-        request: noeta_core::extension::ModelRequest,
-    ) -> Result<noeta_core::extension::ModelRequest, noeta_core::extension::StepSignal> {
+        request: noeta_core::model::ModelRequest,
+    ) -> Result<noeta_core::model::ModelRequest, noeta_core::extension::StepSignal> {
         self.0.lock().unwrap().push(view.ask_residents("asker"));
         Ok(request)
     }

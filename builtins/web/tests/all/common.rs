@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use noeta_core::extension::{ModelReply, ModelRequest};
+use noeta_core::model::{ModelReply, ModelRequest};
+use noeta_core::model::{StopReason, Usage};
 use noeta_core::provider::{Provider, ProviderError};
-use noeta_core::records::{StopReason, Usage};
 use noeta_core::{Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;

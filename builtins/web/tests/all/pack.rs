@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use noeta_core::extension::View;
-use noeta_core::fold::{Role, TaskState};
+use noeta_core::fold::TaskState;
+use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
 use noeta_core::session::{Session, SessionError, build_session};

@@ -9,11 +9,14 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::extension::View;
-use crate::fold::{Role, TurnState};
+use crate::fold::TurnState;
 use crate::hooks::CallVerdict;
-use crate::records::{CallOutcome, CoreRecord, ToolCall};
+use crate::model::Role;
+use crate::model::ToolCall;
+use crate::records::{CallOutcome, CoreRecord};
+use crate::records::{SpawnOrder, Wake};
 use crate::store::Record;
-use crate::tool::{Park, SpawnOrder, Tool, ToolContext, ToolError, ToolOutput, Wake};
+use crate::tool::{Park, Tool, ToolContext, ToolError, ToolOutput};
 
 use super::claim::{Claim, ClaimKeeper};
 use super::step::{Flow, Offer};

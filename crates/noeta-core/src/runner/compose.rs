@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Value, json};
 
 use crate::canonical;
-use crate::extension::{ModelRequest, Purpose, Segment};
+use crate::extension::Segment;
 use crate::fold::chain_hash;
+use crate::model::{ModelRequest, Purpose};
 use crate::tool::Tool;
 
 use super::claim::Claim;
@@ -188,7 +189,7 @@ impl Claim<'_> {
         let stable = match &self.cache.stable {
             Some(last) if same(last) => last.hash.clone(),
             _ => {
-                let shared = &self.session.prefix;
+                let shared = self.rt.session_prefix(self.session);
                 let prefix = match shared.get() {
                     // Held with this claim's schemas, so its next steps match them by identity.
                     Some(last) if same(&last) => Arc::new(StablePrefix {

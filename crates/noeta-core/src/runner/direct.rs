@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::fold::{Role, TaskState, TurnState};
-use crate::records::{CallOutcome, CoreRecord, ToolCall};
+use crate::fold::{TaskState, TurnState};
+use crate::model::Role;
+use crate::model::ToolCall;
+use crate::records::{CallOutcome, CoreRecord};
 use crate::session::Session;
 use crate::store::{ContentRef, StoreError, TaskId};
 use crate::tool::{Tool, ToolOutput};

@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::extension::{ModelReply, ModelRequest, StepSignal};
-use crate::fold::{Role, TurnState};
+use crate::extension::StepSignal;
+use crate::fold::TurnState;
 use crate::hooks::FinishCheck;
+use crate::model::Role;
+use crate::model::{ModelReply, ModelRequest};
+use crate::model::{StopReason, ToolCall};
 use crate::policy::Decision;
 use crate::provider::ProviderError;
-use crate::records::{CoreRecord, StopReason, ToolCall};
+use crate::records::CoreRecord;
 
 use super::claim::Claim;
 use super::{MAX_FAILED_TURNS, MAX_STEPS_PER_TURN, RunError, RunOutcome};
@@ -348,7 +351,7 @@ impl Claim<'_> {
                 };
                 request.attachments.insert(
                     reference.sha256.clone(),
-                    crate::tool::Attachment {
+                    crate::model::Attachment {
                         media_type: reference.media_type.clone(),
                         data,
                     },

@@ -9,12 +9,14 @@ use serde_json::Value;
 
 use crate::canonical;
 use crate::extension::{SpawnRequest, View};
-use crate::fold::{Folder, Role, TaskState, TurnState};
+use crate::fold::{Folder, TaskState, TurnState};
 use crate::hooks::Hooks;
+use crate::model::Role;
+use crate::records::{ChildResult, SpawnOrder};
 use crate::records::{CoreRecord, hydrate, spill};
 use crate::session::Session;
 use crate::store::{StoreError, TaskId};
-use crate::tool::{ChildResult, SpawnOrder, Spawner};
+use crate::tool::Spawner;
 
 use super::claim::Claim;
 use super::{RunError, RunOutcome, Runtime, Sessions};

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use noeta_core::fold::{FoldError, Folder, Message, Role, TaskState, TurnState};
-use noeta_core::records::{CallOutcome, CoreRecord, PluginPin, StopReason, ToolCall, Usage};
+use noeta_core::fold::{FoldError, Folder, TaskState, TurnState};
+use noeta_core::model::{Message, Role};
+use noeta_core::model::{StopReason, ToolCall, Usage};
+use noeta_core::records::{CallOutcome, CoreRecord, PluginPin};
+use noeta_core::records::{ChildResult, SpawnOrder};
 use noeta_core::store::{ContentRef, Event, Record};
-use noeta_core::tool::{ChildResult, SpawnOrder};
 use serde_json::json;
 
 fn order(child: &str, background: bool) -> SpawnOrder {

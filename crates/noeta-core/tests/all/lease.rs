@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::executor::block_on;
-use noeta_core::extension::{
-    CommandReply, CommandSpec, Extension, HookResult, ModelReply, ModelRequest, View,
-};
+use noeta_core::extension::{CommandReply, CommandSpec, Extension, HookResult, View};
 use noeta_core::fold::Folder;
+use noeta_core::model::{ModelReply, ModelRequest};
+use noeta_core::model::{StopReason, Usage};
 use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
-use noeta_core::records::{CoreRecord, StopReason, Usage};
+use noeta_core::records::CoreRecord;
 use noeta_core::runner::{RunError, RunOutcome, Runtime};
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{

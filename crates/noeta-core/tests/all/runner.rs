@@ -6,11 +6,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use futures::executor::block_on;
 use noeta_core::extension::{
-    Extension, HookError, HookResult, ModelRequest, OfferedTool, StepSignal, ToolChanges, View,
+    Extension, HookError, HookResult, OfferedTool, StepSignal, ToolChanges, View,
 };
-use noeta_core::fold::{Folder, Role, TaskState, TurnState};
+use noeta_core::fold::{Folder, TaskState, TurnState};
+use noeta_core::model::ModelRequest;
+use noeta_core::model::Role;
+use noeta_core::model::ToolCall;
 use noeta_core::provider::ScriptedProvider;
-use noeta_core::records::{CallOutcome, CoreRecord, ToolCall};
+use noeta_core::records::{CallOutcome, CoreRecord};
 use noeta_core::runner::{RunError, RunOutcome, Runtime};
 use noeta_core::session::{Session, bare_session};
 use noeta_core::store::{
@@ -1659,12 +1662,12 @@ impl Tool for AskTool {
     async fn resume(
         &self,
         _input: Value,
-        wake: noeta_core::tool::Wake,
+        wake: noeta_core::records::Wake,
         _ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         match wake {
-            noeta_core::tool::Wake::Answer { answer } => {
+            noeta_core::records::Wake::Answer { answer } => {
                 Ok(ToolOutput::text(format!("the user said {answer}")))
             }
             other => Err(ToolError::RespondToModel(format!(
@@ -1751,11 +1754,11 @@ impl Tool for Delegate {
     async fn resume(
         &self,
         _input: Value,
-        wake: noeta_core::tool::Wake,
+        wake: noeta_core::records::Wake,
         _ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         match wake {
-            noeta_core::tool::Wake::Children { results } => Ok(ToolOutput::text(
+            noeta_core::records::Wake::Children { results } => Ok(ToolOutput::text(
                 results
                     .iter()
                     .map(|r| format!("{}:{}:{}", r.agent, r.ok, r.text))
@@ -1934,13 +1937,13 @@ impl noeta_core::provider::Provider for ChildAware {
     async fn complete(
         &self,
         request: &ModelRequest,
-    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+    ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
         let replies = request
             .messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
             .count();
-        let mut reply = noeta_core::extension::ModelReply::default();
+        let mut reply = noeta_core::model::ModelReply::default();
         if request.system.contains("child") {
             let who = request.messages[0]
                 .text
@@ -2058,13 +2061,13 @@ impl noeta_core::provider::Provider for BackgroundAware {
     async fn complete(
         &self,
         request: &ModelRequest,
-    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+    ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
         let replies = request
             .messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
             .count();
-        let mut reply = noeta_core::extension::ModelReply::default();
+        let mut reply = noeta_core::model::ModelReply::default();
         if request.system.contains("child") {
             reply.text = "scout reporting".into();
         } else if replies == 0 {
@@ -2419,7 +2422,7 @@ impl noeta_core::provider::Provider for Capturing {
     async fn complete(
         &self,
         request: &ModelRequest,
-    ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError> {
+    ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
         let tools = request
             .tools
             .iter()
@@ -2856,10 +2859,9 @@ mod from_plugins {
         async fn complete(
             &self,
             request: &ModelRequest,
-        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
-        {
+        ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
             self.0.lock().unwrap().push(request.clone());
-            Ok(noeta_core::extension::ModelReply {
+            Ok(noeta_core::model::ModelReply {
                 text: "done".into(),
                 ..Default::default()
             })
@@ -3375,7 +3377,7 @@ fn on_empty_reply_may_nudge_the_model_to_go_on() {
         async fn on_empty_reply(
             &self,
             v: &View<'_>,
-            _r: &noeta_core::extension::ModelReply,
+            _r: &noeta_core::model::ModelReply,
         ) -> HookResult<Option<String>> {
             Ok((v.core().model_calls == 1).then(|| "Please answer.".to_owned()))
         }
@@ -3446,10 +3448,9 @@ fn on_context_overflow_makes_room_and_the_call_is_retried() {
         async fn complete(
             &self,
             r: &ModelRequest,
-        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
-        {
+        ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
             if r.messages.iter().any(|m| m.text.starts_with("Summary")) {
-                Ok(noeta_core::extension::ModelReply {
+                Ok(noeta_core::model::ModelReply {
                     text: "fits now".into(),
                     ..Default::default()
                 })
@@ -3755,8 +3756,7 @@ fn an_image_a_tool_returns_is_stored_and_travels_with_the_next_request() {
         async fn complete(
             &self,
             request: &ModelRequest,
-        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
-        {
+        ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
             let images = request
                 .attachments
                 .values()
@@ -3898,15 +3898,14 @@ fn a_child_waiting_for_a_person_stops_the_tree_and_names_the_child() {
         async fn complete(
             &self,
             r: &ModelRequest,
-        ) -> Result<noeta_core::extension::ModelReply, noeta_core::provider::ProviderError>
-        {
+        ) -> Result<noeta_core::model::ModelReply, noeta_core::provider::ProviderError> {
             let replies = r
                 .messages
                 .iter()
                 .filter(|m| m.role == Role::Assistant)
                 .count();
             let child = r.messages[0].text.starts_with("do the");
-            let mut reply = noeta_core::extension::ModelReply::default();
+            let mut reply = noeta_core::model::ModelReply::default();
             match (child, replies) {
                 (false, 0) => {
                     reply.calls = vec![ToolCall {
@@ -3971,10 +3970,10 @@ impl Tool for TwoRounds {
     async fn resume(
         &self,
         _input: Value,
-        wake: noeta_core::tool::Wake,
+        wake: noeta_core::records::Wake,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let noeta_core::tool::Wake::Children { results } = wake else {
+        let noeta_core::records::Wake::Children { results } = wake else {
             return Err(ToolError::RespondToModel("bad wake".into()));
         };
         if results[0].task.starts_with("child1-") {
@@ -4195,7 +4194,7 @@ mod session_errors {
             fn decide(
                 &self,
                 _v: &View<'_>,
-                _r: &noeta_core::extension::ModelReply,
+                _r: &noeta_core::model::ModelReply,
             ) -> noeta_core::policy::Decision {
                 noeta_core::policy::Decision::RunTools
             }
@@ -4514,7 +4513,7 @@ mod more_failure_rows {
             async fn on_empty_reply(
                 &self,
                 _v: &View<'_>,
-                _r: &noeta_core::extension::ModelReply,
+                _r: &noeta_core::model::ModelReply,
             ) -> HookResult<Option<String>> {
                 Err(HookError::new("no idea"))
             }
@@ -4601,11 +4600,11 @@ mod review_regressions {
         async fn resume(
             &self,
             input: Value,
-            wake: noeta_core::tool::Wake,
+            wake: noeta_core::records::Wake,
             _ctx: &ToolContext,
         ) -> Result<ToolOutput, ToolError> {
             match wake {
-                noeta_core::tool::Wake::Answer { answer } => Ok(ToolOutput::text(format!(
+                noeta_core::records::Wake::Answer { answer } => Ok(ToolOutput::text(format!(
                     "{}: {answer}",
                     input["q"].as_str().unwrap_or("?")
                 ))),
