@@ -14,6 +14,9 @@ mod contract;
 #[path = "all/durability.rs"]
 mod durability;
 #[cfg(test)]
+#[path = "all/postgres.rs"]
+mod postgres;
+#[cfg(test)]
 #[path = "all/repair.rs"]
 mod repair;
 #[cfg(test)]

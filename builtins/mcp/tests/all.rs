@@ -1,0 +1,13 @@
+//! The `mcp` built-in's tests: MCP servers in process, over stdio and over HTTP, and `noeta mcp serve`'s desk.
+//!
+//! One test binary for the crate (one link, not one per file); each module is one
+//! former test file, named for what it tests.
+
+#[path = "all/in_process.rs"]
+mod in_process;
+#[path = "all/mcp.rs"]
+mod mcp;
+#[path = "all/remote.rs"]
+mod remote;
+#[path = "all/serve.rs"]
+mod serve;
