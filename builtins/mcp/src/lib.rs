@@ -20,7 +20,6 @@ mod in_process;
 mod prompts;
 mod remote;
 mod resources;
-pub mod serve;
 mod settings;
 mod tool;
 

@@ -1,4 +1,4 @@
-//! The `mcp` built-in's tests: MCP servers in process, over stdio and over HTTP, and `noeta mcp serve`'s desk.
+//! The `mcp` built-in's tests: MCP servers in process, over stdio and over HTTP,.
 //!
 //! One test binary for the crate (one link, not one per file); each module is one
 //! former test file, named for what it tests.
@@ -9,5 +9,3 @@ mod in_process;
 mod mcp;
 #[path = "all/remote.rs"]
 mod remote;
-#[path = "all/serve.rs"]
-mod serve;

@@ -12,6 +12,7 @@ mod doctor;
 mod interact;
 mod live;
 mod mcp;
+mod mcp_server;
 mod output;
 mod overview;
 mod plugin;

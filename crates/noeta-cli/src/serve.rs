@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::mcp_server::{Desk, Job, Served, ServedImage, ServedTool};
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
-use noeta::mcp::serve::{Desk, Job, Served, ServedImage, ServedTool};
 use noeta::{Host, HostPaths};
 use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError};
@@ -149,7 +149,6 @@ impl Agent {
                 Job::Call { name, input, reply } => {
                     let _ = reply.send(self.call(&name, input).await);
                 }
-                _ => {}
             }
         }
     }
@@ -276,10 +275,10 @@ pub(crate) fn serve(paths: &HostPaths, args: &ServeArgs) -> Result<ExitCode> {
                     let stop = async {
                         let _ = tokio::signal::ctrl_c().await;
                     };
-                    noeta::mcp::serve::serve_http(desk, listener, stop, Some(token)).await
+                    crate::mcp_server::serve_http(desk, listener, stop, Some(token)).await
                 }
                 None => tokio::select! {
-                    served = noeta::mcp::serve::serve_stdio(desk) => served,
+                    served = crate::mcp_server::serve_stdio(desk) => served,
                     _ = tokio::signal::ctrl_c() => Ok(()),
                 },
             };

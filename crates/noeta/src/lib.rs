@@ -45,7 +45,7 @@ pub use tasks::{Answer, TaskOpError, TaskRunner, Tasks};
 pub mod mcp {
     pub use noeta_builtin_mcp::{
         InProcess, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
-        in_process_server, serve, tool_name,
+        in_process_server, tool_name,
     };
 }
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in

@@ -1,5 +1,6 @@
-//! The server side: a set of tools served to MCP clients over stdio or streamable HTTP
-//! (`noeta mcp serve`).
+//! The MCP server frontend: a set of tools served to MCP clients over stdio or streamable
+//! HTTP (`noeta mcp serve`; `serve.rs` drives it). It is the command line's, not the `mcp`
+//! built-in's: that plugin is the client.
 //!
 //! [`Desk`] is the MCP face: it answers `tools/list` and `tools/call` by sending a [`Job`] to
 //! whoever owns the tools (the command line's agent, which runs each call through the task's
@@ -26,23 +27,22 @@ use tokio::sync::{mpsc, oneshot};
 
 /// A tool as the server lists it.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ServedTool {
+pub(crate) struct ServedTool {
     /// Its model-visible name (`Read`, `Glob`, `mcp__git__status`, …).
-    pub name: String,
+    pub(crate) name: String,
     /// What the model reads about it.
-    pub description: String,
+    pub(crate) description: String,
     /// Its input's JSON schema (an object schema).
-    pub input_schema: Value,
+    pub(crate) input_schema: Value,
     /// It changes nothing.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Calling it again with the same input does no more than the first call.
-    pub idempotent: bool,
+    pub(crate) idempotent: bool,
 }
 
 impl ServedTool {
     /// A tool named `name`, neither read-only nor idempotent.
-    pub fn new(
+    pub(crate) fn new(
         name: impl Into<String>,
         description: impl Into<String>,
         input_schema: Value,
@@ -58,7 +58,7 @@ impl ServedTool {
 
     /// Marks it read-only and idempotent, or not.
     #[must_use]
-    pub fn with_hints(mut self, read_only: bool, idempotent: bool) -> Self {
+    pub(crate) fn with_hints(mut self, read_only: bool, idempotent: bool) -> Self {
         self.read_only = read_only;
         self.idempotent = idempotent;
         self
@@ -67,17 +67,16 @@ impl ServedTool {
 
 /// An image a result carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ServedImage {
+pub(crate) struct ServedImage {
     /// Its media type (`image/png`, …).
-    pub media_type: String,
+    pub(crate) media_type: String,
     /// Its bytes.
-    pub data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
 }
 
 impl ServedImage {
     /// An image of `media_type`.
-    pub fn new(media_type: impl Into<String>, data: Vec<u8>) -> Self {
+    pub(crate) fn new(media_type: impl Into<String>, data: Vec<u8>) -> Self {
         Self {
             media_type: media_type.into(),
             data,
@@ -87,19 +86,18 @@ impl ServedImage {
 
 /// A call's result as the client receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Served {
+pub(crate) struct Served {
     /// The result's text.
-    pub text: String,
+    pub(crate) text: String,
     /// Whether the call failed, was denied or refused (`isError`).
-    pub is_error: bool,
+    pub(crate) is_error: bool,
     /// The images it carries.
-    pub images: Vec<ServedImage>,
+    pub(crate) images: Vec<ServedImage>,
 }
 
 impl Served {
     /// A result of `text`.
-    pub fn new(text: impl Into<String>, is_error: bool) -> Self {
+    pub(crate) fn new(text: impl Into<String>, is_error: bool) -> Self {
         Self {
             text: text.into(),
             is_error,
@@ -109,7 +107,7 @@ impl Served {
 
     /// With the images it carries.
     #[must_use]
-    pub fn with_images(mut self, images: Vec<ServedImage>) -> Self {
+    pub(crate) fn with_images(mut self, images: Vec<ServedImage>) -> Self {
         self.images = images;
         self
     }
@@ -119,8 +117,7 @@ impl Served {
 /// store, a plugin hook), answered to the client as a protocol error; a tool's own failure
 /// is an `Ok` result with `is_error`.
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum Job {
+pub(crate) enum Job {
     /// List the served tools.
     Tools(oneshot::Sender<Result<Vec<ServedTool>, String>>),
     /// Call one.
@@ -136,14 +133,14 @@ pub enum Job {
 
 /// The MCP server over a job channel.
 #[derive(Debug, Clone)]
-pub struct Desk {
+pub(crate) struct Desk {
     jobs: mpsc::Sender<Job>,
     instructions: Arc<str>,
 }
 
 impl Desk {
     /// A desk sending its jobs to `jobs`, telling clients `instructions` when they connect.
-    pub fn new(jobs: mpsc::Sender<Job>, instructions: impl Into<String>) -> Self {
+    pub(crate) fn new(jobs: mpsc::Sender<Job>, instructions: impl Into<String>) -> Self {
         Self {
             jobs,
             instructions: Arc::from(instructions.into()),
@@ -228,7 +225,7 @@ impl ServerHandler for Desk {
 ///
 /// # Errors
 /// The handshake failed, or the connection broke.
-pub async fn serve_stdio(desk: Desk) -> Result<(), String> {
+pub(crate) async fn serve_stdio(desk: Desk) -> Result<(), String> {
     let running = desk
         .serve(rmcp::transport::stdio())
         .await
@@ -258,7 +255,7 @@ pub(crate) fn http_config(port: u16) -> StreamableHttpServerConfig {
 ///
 /// # Errors
 /// The listener failed.
-pub async fn serve_http(
+pub(crate) async fn serve_http(
     desk: Desk,
     listener: TcpListener,
     stop: impl Future<Output = ()>,
@@ -314,3 +311,7 @@ pub async fn serve_http(
         });
     }
 }
+
+#[cfg(test)]
+#[path = "mcp_server_tests.rs"]
+mod tests;

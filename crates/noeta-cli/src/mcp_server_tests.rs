@@ -1,18 +1,19 @@
-//! The server side (`serve::Desk` over streamable HTTP) met by this crate's own client: tools
+//! The MCP server frontend (`Desk` over streamable HTTP) met by the `mcp` built-in's client: tools
 //! listed with their schemas and hints, results as text and images, errors as `isError`, and a
 //! desk whose owner has stopped answering with a protocol error that says so.
 
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::panic,
     reason = "test helpers outside #[test] functions"
 )]
 
 use std::sync::Arc;
 
+use super::{Desk, Job, Served, ServedImage, ServedTool, serve_http};
 use futures::executor::block_on;
-use noeta_builtin_mcp::serve::{Desk, Job, Served, ServedImage, ServedTool, serve_http};
-use noeta_builtin_mcp::{Mcp, Settings};
+use noeta::mcp::{Mcp, Settings};
 use noeta_core::extension::{Extension, View};
 use noeta_core::fold::TaskState;
 use noeta_core::store::TaskId;
@@ -41,7 +42,6 @@ async fn owner(mut jobs: mpsc::Receiver<Job>) {
                 };
                 let _ = reply.send(Ok(served));
             }
-            _ => {}
         }
     }
 }
