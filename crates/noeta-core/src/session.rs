@@ -549,6 +549,191 @@ pub fn build_session_resolved(
     )
 }
 
+/// The controls and content kinds the session packs bring, each kind with its owner; their
+/// tools (within the agent's allow-list) and extensions joined to `extensions`. A pack is
+/// built once per plugin, pack, parameters (and agent, for a pack that reads it) in
+/// `instances`.
+#[expect(
+    clippy::type_complexity,
+    reason = "the two lists build_session_shared orders next"
+)]
+fn add_packs(
+    spec: &AgentSpec,
+    resolution: &crate::resolve::Resolution,
+    ctx: &SessionBuildContext,
+    instances: &Instances,
+    extensions: &mut Vec<Arc<dyn Extension>>,
+) -> Result<
+    (
+        Vec<(i64, ControlToolMount)>,
+        Vec<(crate::contrib::ContentKindSpec, String)>,
+    ),
+    SessionError,
+> {
+    let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
+    let mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)> = Vec::new();
+    for entry in resolution.for_surface(names::SESSION_PACK) {
+        let Resolved::SessionPack(factory) = &entry.value else {
+            continue;
+        };
+        let fail = |reason: String| SessionError::Pack {
+            plugin: entry.plugin.clone(),
+            pack: entry.contribution.name.clone(),
+            agent: spec.name.clone(),
+            reason,
+        };
+        let key = InstanceKey {
+            plugin: entry.plugin.clone(),
+            pack: entry.contribution.name.clone(),
+            params: canonical::to_bytes(ctx.config(&entry.plugin)),
+            agent: factory.reads_agent().then(|| agent_facts(ctx)),
+        };
+        let built = match instances.get(&key) {
+            Some(built) => built,
+            None => {
+                let built = Arc::new(build_pack(factory.as_ref(), ctx).map_err(fail)?);
+                instances.keep(key, built)
+            }
+        };
+        let BuiltPack { pack, controls } = built.as_ref();
+        // The agent's tool allow-list holds for pack tools too (a tool flagged
+        // `past_agent_lists` passes it).
+        let tools: Vec<Arc<dyn Tool>> = pack
+            .tools
+            .iter()
+            .filter(|tool| {
+                spec.allowed_tools.as_ref().is_none_or(|allowed| {
+                    allowed.iter().any(|a| a == tool.name()) || tool.flags().past_agent_lists
+                })
+            })
+            .cloned()
+            .collect();
+        if !tools.is_empty() {
+            extensions.push(Arc::new(OfferTools {
+                name: format!("{}/{}", entry.plugin, entry.contribution.name),
+                tools,
+            }));
+        }
+        extensions.extend(pack.extensions.iter().cloned());
+        pack_controls.extend(controls.iter().cloned());
+        let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
+        pack_kinds.extend(
+            pack.content_kinds
+                .iter()
+                .map(|k| (k.clone(), owner.clone())),
+        );
+    }
+    Ok((pack_controls, pack_kinds))
+}
+
+/// The resident content kinds of a session in layout order: the packs' kinds by band (ties in
+/// pack order), then the agent's own `content_kind` contributions; a kind has one owner.
+fn layout_kinds(
+    spec: &AgentSpec,
+    resolution: &crate::resolve::Resolution,
+    mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)>,
+) -> Result<Vec<crate::contrib::ContentKindSpec>, SessionError> {
+    let mut own_kinds = Vec::new();
+    for entry in resolution.for_surface(names::CONTENT_KIND) {
+        if let Resolved::ContentKind(kind) = &entry.value
+            && spec.plugins.contains(&entry.plugin)
+        {
+            let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
+            own_kinds.push((kind.as_ref().clone(), owner));
+        }
+    }
+    let declared: Vec<&(crate::contrib::ContentKindSpec, String)> =
+        pack_kinds.iter().chain(&own_kinds).collect();
+    for (i, (kind, owner)) in declared.iter().enumerate() {
+        if let Some((_, first)) = declared[..i].iter().find(|(k, _)| k.kind == kind.kind) {
+            return Err(SessionError::DuplicateContentKind {
+                agent: spec.name.clone(),
+                kind: kind.kind.clone(),
+                first: first.clone(),
+                second: owner.clone(),
+            });
+        }
+    }
+    // Pack kinds by band, ties in pack order (the sort is stable).
+    pack_kinds.sort_by_key(|(kind, _)| kind.band);
+    Ok(pack_kinds
+        .into_iter()
+        .chain(own_kinds)
+        .map(|(kind, _)| kind)
+        .collect())
+}
+
+/// The pins of a session: the agent's plugins, and those whose contributions reach it without
+/// activation (the process-wide surfaces' and the auto-consumed host surfaces'), by name.
+fn pins_of(
+    set: &PluginSet,
+    spec: &AgentSpec,
+    resolution: &crate::resolve::Resolution,
+    config: &BTreeMap<String, Value>,
+) -> Vec<PluginPin> {
+    let mut pinned: Vec<String> = spec.plugins.clone();
+    for surface in resolution.surfaces() {
+        let reaches_every_agent = set.registry().get(surface).is_ok_and(|s| {
+            s.scope() == crate::surface::ActivationScope::Process
+                || crate::resolve::AUTO_CONSUMED.contains(&surface)
+        });
+        if reaches_every_agent {
+            pinned.extend(
+                resolution
+                    .for_surface(surface)
+                    .iter()
+                    .map(|e| e.plugin.clone()),
+            );
+        }
+    }
+    pinned.sort();
+    pinned.dedup();
+    pinned
+        .iter()
+        .filter_map(|name| pin_for(set, name, config))
+        .collect()
+}
+
+/// The surfaces whose contributions join a session as extensions of their own, through
+/// [`adapter`], in the order they join (after the packs and the offered tools).
+const ADAPTED_SURFACES: [&str; 5] = [
+    names::REMINDER_PROVIDER,
+    names::REMINDER,
+    names::TOOL_RESULT_TRANSFORM,
+    names::GUARD,
+    names::OBSERVER,
+];
+
+/// The extension a contribution of an [adapted surface](ADAPTED_SURFACES) joins the session
+/// as, named `<plugin>/<contribution>`; `None` for a value of another surface.
+fn adapter(entry: &crate::resolve::ResolvedEntry) -> Option<Arc<dyn Extension>> {
+    let name = format!("{}/{}", entry.plugin, entry.contribution.name);
+    Some(match &entry.value {
+        Resolved::ReminderProvider(provider) => Arc::new(SeamProvider {
+            name,
+            seams: entry.contribution.seams(),
+            provider: Arc::clone(provider),
+        }),
+        Resolved::Reminder(reminder) => Arc::new(TailReminder {
+            name,
+            reminder: Arc::clone(reminder),
+        }),
+        Resolved::ToolResultTransform(transform) => Arc::new(Transform {
+            name,
+            transform: Arc::clone(transform),
+        }),
+        Resolved::Guard(guard) => Arc::new(GuardEntry {
+            name,
+            guard: Arc::clone(guard),
+        }),
+        Resolved::Observer(observer) => Arc::new(ObserverEntry {
+            name,
+            observer: Arc::clone(observer),
+        }),
+        _ => return None,
+    })
+}
+
 /// [`build_session_resolved`] over `instances`: a session pack already built there for the
 /// same plugin and parameters (and, for a pack that [reads the
 /// agent](crate::contrib::SessionPackFactory::reads_agent), the same agent) is reused, not
@@ -588,88 +773,9 @@ pub fn build_session_shared(
         .iter()
         .map(|entry| (entry.contribution.name.clone(), entry.plugin.clone()))
         .collect();
-    let mut pack_controls: Vec<(i64, ControlToolMount)> = Vec::new();
-    let mut pack_kinds: Vec<(crate::contrib::ContentKindSpec, String)> = Vec::new();
-    for entry in resolution.for_surface(names::SESSION_PACK) {
-        let Resolved::SessionPack(factory) = &entry.value else {
-            continue;
-        };
-        let fail = |reason: String| SessionError::Pack {
-            plugin: entry.plugin.clone(),
-            pack: entry.contribution.name.clone(),
-            agent: spec.name.clone(),
-            reason,
-        };
-        let key = InstanceKey {
-            plugin: entry.plugin.clone(),
-            pack: entry.contribution.name.clone(),
-            params: canonical::to_bytes(ctx.config(&entry.plugin)),
-            agent: factory.reads_agent().then(|| agent_facts(&ctx)),
-        };
-        let built = match instances.get(&key) {
-            Some(built) => built,
-            None => {
-                let built = Arc::new(build_pack(factory.as_ref(), &ctx).map_err(fail)?);
-                instances.keep(key, built)
-            }
-        };
-        let BuiltPack { pack, controls } = built.as_ref();
-        // The agent's tool allow-list holds for pack tools too (a tool flagged
-        // `past_agent_lists` passes it).
-        let tools: Vec<Arc<dyn Tool>> = pack
-            .tools
-            .iter()
-            .filter(|tool| {
-                spec.allowed_tools.as_ref().is_none_or(|allowed| {
-                    allowed.iter().any(|a| a == tool.name()) || tool.flags().past_agent_lists
-                })
-            })
-            .cloned()
-            .collect();
-        if !tools.is_empty() {
-            extensions.push(Arc::new(OfferTools {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                tools,
-            }));
-        }
-        extensions.extend(pack.extensions.iter().cloned());
-        pack_controls.extend(controls.iter().cloned());
-        let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
-        pack_kinds.extend(
-            pack.content_kinds
-                .iter()
-                .map(|k| (k.clone(), owner.clone())),
-        );
-    }
-    // The agent's own kinds follow the packs'; a kind has one owner.
-    let mut own_kinds = Vec::new();
-    for entry in resolution.for_surface(names::CONTENT_KIND) {
-        if let Resolved::ContentKind(kind) = &entry.value
-            && spec.plugins.contains(&entry.plugin)
-        {
-            let owner = format!("{}/{}", entry.plugin, entry.contribution.name);
-            own_kinds.push((kind.as_ref().clone(), owner));
-        }
-    }
-    let declared: Vec<&(crate::contrib::ContentKindSpec, String)> =
-        pack_kinds.iter().chain(&own_kinds).collect();
-    for (i, (kind, owner)) in declared.iter().enumerate() {
-        if let Some((_, first)) = declared[..i].iter().find(|(k, _)| k.kind == kind.kind) {
-            return Err(SessionError::DuplicateContentKind {
-                agent: spec.name.clone(),
-                kind: kind.kind.clone(),
-                first: first.clone(),
-                second: owner.clone(),
-            });
-        }
-    }
-    // Pack kinds by band, ties in pack order (the sort is stable).
-    pack_kinds.sort_by_key(|(kind, _)| kind.band);
-    let kinds: Vec<crate::contrib::ContentKindSpec> = pack_kinds
-        .into_iter()
-        .chain(own_kinds)
-        .map(|(kind, _)| kind)
-        .collect();
+    let (pack_controls, pack_kinds) =
+        add_packs(&spec, resolution, &ctx, instances, &mut extensions)?;
+    let kinds = layout_kinds(&spec, resolution, pack_kinds)?;
 
     // The agent's own tools (tool contributions and in-process MCP servers), in name order,
     // then its control tools in schema render order.
@@ -697,46 +803,10 @@ pub fn build_session_shared(
         // The extensions that fold control tools' records, in the same order.
         extensions.extend(controls.iter().filter_map(|(_, m)| m.extension.clone()));
     }
-    for entry in resolution.for_surface(names::REMINDER_PROVIDER) {
-        if let Resolved::ReminderProvider(provider) = &entry.value {
-            extensions.push(Arc::new(SeamProvider {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                seams: entry.contribution.seams(),
-                provider: Arc::clone(provider),
-            }));
-        }
-    }
-    for entry in resolution.for_surface(names::REMINDER) {
-        if let Resolved::Reminder(reminder) = &entry.value {
-            extensions.push(Arc::new(TailReminder {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                reminder: Arc::clone(reminder),
-            }));
-        }
-    }
-    for entry in resolution.for_surface(names::TOOL_RESULT_TRANSFORM) {
-        if let Resolved::ToolResultTransform(transform) = &entry.value {
-            extensions.push(Arc::new(Transform {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                transform: Arc::clone(transform),
-            }));
-        }
-    }
-    for entry in resolution.for_surface(names::GUARD) {
-        if let Resolved::Guard(guard) = &entry.value {
-            extensions.push(Arc::new(GuardEntry {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                guard: Arc::clone(guard),
-            }));
-        }
-    }
-    for entry in resolution.for_surface(names::OBSERVER) {
-        if let Resolved::Observer(observer) = &entry.value {
-            extensions.push(Arc::new(ObserverEntry {
-                name: format!("{}/{}", entry.plugin, entry.contribution.name),
-                observer: Arc::clone(observer),
-            }));
-        }
+    // Each contribution of the adapted surfaces joins as an extension of its own, surface by
+    // surface in this order, each surface's in resolution order.
+    for surface in ADAPTED_SURFACES {
+        extensions.extend(resolution.for_surface(surface).iter().filter_map(adapter));
     }
 
     let policy = resolution
@@ -767,29 +837,7 @@ pub fn build_session_shared(
         }
     }
 
-    // The agent's plugins, and those whose contributions reach it without activation: the
-    // process-wide surfaces' and the auto-consumed host surfaces'.
-    let mut pinned: Vec<String> = spec.plugins.clone();
-    for surface in resolution.surfaces() {
-        let reaches_every_agent = set.registry().get(surface).is_ok_and(|s| {
-            s.scope() == crate::surface::ActivationScope::Process
-                || crate::resolve::AUTO_CONSUMED.contains(&surface)
-        });
-        if reaches_every_agent {
-            pinned.extend(
-                resolution
-                    .for_surface(surface)
-                    .iter()
-                    .map(|e| e.plugin.clone()),
-            );
-        }
-    }
-    pinned.sort();
-    pinned.dedup();
-    let pins: Vec<PluginPin> = pinned
-        .iter()
-        .filter_map(|name| pin_for(set, name, config))
-        .collect();
+    let pins = pins_of(set, &spec, resolution, config);
     let plugin_set = canonical::sha256_hex(&canonical::to_bytes(
         &serde_json::to_value(&pins).unwrap_or(Value::Null),
     ));
