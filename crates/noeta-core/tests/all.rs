@@ -11,6 +11,9 @@ mod agent_models;
 #[path = "all/direct.rs"]
 mod direct;
 #[cfg(test)]
+#[path = "all/exec.rs"]
+mod exec;
+#[cfg(test)]
 #[path = "all/fold.rs"]
 mod fold;
 #[cfg(test)]
@@ -41,7 +44,7 @@ mod parsers;
 #[path = "all/resolve.rs"]
 mod resolve;
 #[cfg(test)]
-#[path = "all/runner.rs"]
+#[path = "all/runner/mod.rs"]
 mod runner;
 #[cfg(test)]
 #[path = "all/store.rs"]
