@@ -158,7 +158,7 @@ pub(crate) fn session_layout_text(
                 browser,
             ))),
         );
-    let session = noeta::build_session_shared(
+    let session = noeta::build_host_session(
         &set,
         &compiled,
         config,

@@ -103,7 +103,7 @@ impl AgentHost {
         let Ok(tools) = self.runtime.direct_tools(&self.session, task).await else {
             return;
         };
-        let missing = crate::agents::unoffered(&named, &tools);
+        let missing = unoffered(&named, &tools);
         if !missing.is_empty() {
             eoutln!(
                 "warning: agent `{name}`: tools not offered by any plugin, left out: {}",
@@ -111,6 +111,15 @@ impl AgentHost {
             );
         }
     }
+}
+
+/// The names of `named` (an agent file's `tools`) that are not among `offered`.
+pub(crate) fn unoffered(named: &[String], offered: &[Arc<dyn noeta_core::Tool>]) -> Vec<String> {
+    named
+        .iter()
+        .filter(|n| !offered.iter().any(|t| t.name() == n.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// How long an interrupted command gets between SIGTERM and SIGKILL: `NOETA_KILL_GRACE_MS`,

@@ -137,7 +137,7 @@ pub(crate) fn list(
                         .find(|f| f.name == row.name)
                         .and_then(|f| f.tools.as_ref())
                     {
-                        row.unknown_tools = unoffered(named, &tools);
+                        row.unknown_tools = agent::unoffered(named, &tools);
                     }
                 }
                 Err(err) => row.error = Some(err.to_string()),
@@ -182,13 +182,4 @@ pub(crate) fn list(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The names of `named` (an agent file's `tools`) that are not among `offered`.
-pub(crate) fn unoffered(named: &[String], offered: &[Arc<dyn noeta_core::Tool>]) -> Vec<String> {
-    named
-        .iter()
-        .filter(|n| !offered.iter().any(|t| t.name() == n.as_str()))
-        .cloned()
-        .collect()
 }

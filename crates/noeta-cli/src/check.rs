@@ -7,8 +7,9 @@ use anyhow::Result;
 use noeta_core::{MergeError, Merged, PluginSet};
 use serde_json::{Value, json};
 
+use crate::render::{claude_json, pretty, surface_counts};
 use crate::stdio::{out, outln};
-use crate::{claude_json, listing, pretty, surface_counts};
+use noeta::listing;
 
 /// A plugin program's handshake as `plugins check --resolve --json` shows it.
 fn program_json(check: &noeta::programs::ProgramCheck) -> Value {

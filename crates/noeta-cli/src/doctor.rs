@@ -8,7 +8,7 @@ use noeta::HostPaths;
 use noeta_core::provider::Provider;
 
 use crate::agent;
-use crate::render_error;
+use crate::render::render_error;
 use crate::stdio::outln;
 
 /// `noeta doctor`: checks what `run` checks — settings, agent files, plugins, every agent's

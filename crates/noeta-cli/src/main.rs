@@ -16,6 +16,7 @@ mod mcp_server;
 mod output;
 mod overview;
 mod plugin;
+mod render;
 mod serve;
 mod skills;
 mod status;
@@ -25,7 +26,6 @@ mod style;
 mod tasks;
 mod worker;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,13 +33,12 @@ use crate::commands::{
     AgentsCommand, MarketplaceCommand, McpCommand, PluginCommand, PluginsCommand, SandboxCommand,
     SkillsCommand, StoreCommand,
 };
+use crate::render::{claude_json, claude_text, pretty, render_error, warn_all};
 use crate::stdio::{eoutln, out, outln};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use noeta::listing;
 use noeta::{HostOptions, HostPaths};
-use noeta_core::PluginSet;
-use serde_json::{Value, json};
 
 #[derive(Parser)]
 #[command(
@@ -369,19 +368,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error with each cause its message does not already include.
-fn render_error(err: &anyhow::Error) -> String {
-    let mut text = err.to_string();
-    for cause in err.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
-}
-
 fn agent_args(flags: RunFlags, plugin_dirs: Vec<PathBuf>) -> Result<agent::AgentArgs> {
     Ok(agent::AgentArgs {
         provider: flags.provider,
@@ -705,65 +691,4 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The Claude Code plugins as `plugins list --json` gives them.
-fn claude_json(claude: &noeta::claude_plugins::ClaudePlugins) -> Value {
-    json!({
-        "plugins": claude.plugins.iter().map(|p| json!({
-            "name": p.name,
-            "version": p.version,
-            "description": p.description,
-            "root": p.root,
-            "components": p.counts(),
-            "not_loaded": p.skipped,
-        })).collect::<Vec<_>>(),
-        "problems": claude.problems,
-    })
-}
-
-fn pretty(value: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
-fn warn_all(set: &PluginSet) {
-    for warning in set.warnings() {
-        eoutln!("warning: {warning}");
-    }
-}
-
-fn surface_counts(set: &PluginSet, name: &str) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    if let Some(plugin) = set.get(name) {
-        for c in &plugin.manifest.contributions {
-            *counts.entry(c.surface.clone()).or_insert(0) += 1;
-        }
-    }
-    counts
-}
-
-/// The Claude Code plugins as `plugins list` shows them.
-fn claude_text(claude: &noeta::claude_plugins::ClaudePlugins) -> String {
-    let mut out = String::new();
-    if !claude.plugins.is_empty() {
-        out.push_str("\nClaude Code plugins:\n");
-    }
-    for plugin in &claude.plugins {
-        out.push_str(&format!(
-            "{} {} (claude-code, {}): {}\n",
-            plugin.name,
-            plugin.version.as_deref().unwrap_or("(no version)"),
-            plugin.root.display(),
-            plugin.summary()
-        ));
-    }
-    if !claude.problems.is_empty() {
-        out.push_str("\nClaude Code plugins that failed to load:\n");
-        for problem in &claude.problems {
-            out.push_str(&format!("  {problem}\n"));
-        }
-    }
-    out
 }

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use noeta_core::AgentOptions;
 use serde_json::{Map, Value};
 
-use crate::host::HostPaths;
+use crate::conventions::HostPaths;
 use noeta_builtin_react::{STRUCTURED_OUTPUT, TOOL_SEARCH};
 
 use crate::settings::{MAX_SETTINGS_BYTES, merge_value, short};
@@ -426,7 +426,7 @@ impl AgentFile {
         options.plugins = if self.plugins_given {
             self.plugins.clone()
         } else {
-            crate::host::DEFAULT_PLUGINS
+            crate::conventions::DEFAULT_PLUGINS
                 .iter()
                 .map(|p| (*p).to_owned())
                 .collect()

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use crate::agent_files::{AgentFile, AgentFiles, read_agent_files};
 use crate::backends::{OpenError, ProviderConfig, StoreUrl, Stores};
-use crate::host::{HostError, HostOptions, HostPaths};
+use crate::conventions::HostPaths;
+use crate::host::{HostError, HostOptions};
 use crate::secrets::{EnvSecrets, SecretStore, resolve_plugin_secrets};
 use crate::settings::{Settings, SettingsFiles};
 
@@ -322,7 +323,7 @@ impl Host {
             &agent,
             &crate::host::activation_rules(),
         )?;
-        let mut session = crate::host::build_session_shared(
+        let mut session = crate::host::build_host_session(
             &self.set,
             &compiled,
             &agent.config,
@@ -610,7 +611,7 @@ impl Host {
             .into_keys()
             .filter(|table| !known.contains(table))
             .map(|table| {
-                let near = closest(&table, &known).map(str::to_owned);
+                let near = crate::spelling::closest(&table, &known).map(str::to_owned);
                 (table, near)
             })
             .collect()
@@ -764,96 +765,6 @@ impl Sessions for Host {
             }
         }
     }
-}
-
-/// This machine's name: `/etc/hostname`, else `$HOSTNAME`, else `local`.
-fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "local".to_owned())
-}
-
-/// A worker name for this process: `<prefix>@<host>#<pid>`. Two processes never share one, so
-/// one refuses a task the other runs; [`process_gone`] tells when such a worker has ended.
-pub fn process_worker(prefix: &str) -> String {
-    format!("{prefix}@{}#{}", host_name(), std::process::id())
-}
-
-/// Whether the worker `holder` — named by [`process_worker`] on this host — has ended: its
-/// process is gone, or is now another program. A holder of another host, or named otherwise,
-/// is never taken for gone (its lease is waited for), except this host's `<prefix>@<host>` with
-/// no process number, which older versions used for every run.
-pub fn process_gone(holder: &str) -> bool {
-    let Some((_, place)) = holder.split_once('@') else {
-        return false;
-    };
-    let host = host_name();
-    let Some((at, pid)) = place.rsplit_once('#') else {
-        return place == host;
-    };
-    if at != host {
-        return false;
-    }
-    let Ok(pid) = pid.parse::<u32>() else {
-        return false;
-    };
-    if pid == std::process::id() {
-        return false;
-    }
-    let proc_dir = std::path::Path::new("/proc");
-    if !proc_dir.is_dir() {
-        // No way to tell: wait for the lease.
-        return false;
-    }
-    let process = proc_dir.join(pid.to_string());
-    if !process.exists() {
-        return true;
-    }
-    // A process that was killed stays a zombie until its parent (or an init that may be slow to
-    // reap, as in many containers) collects it: it is gone all the same.
-    if let Ok(stat) = std::fs::read_to_string(process.join("stat"))
-        && let Some((_, rest)) = stat.rsplit_once(')')
-        && matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))
-    {
-        return true;
-    }
-    // Alive: gone only if the number now belongs to another program (when that can be read).
-    match (
-        std::fs::read_link(process.join("exe")),
-        std::env::current_exe(),
-    ) {
-        (Ok(exe), Ok(own)) => exe != own,
-        _ => false,
-    }
-}
-
-/// The name in `known` nearest to `name` by edit distance, when it is near enough to be a typo.
-fn closest<'a>(name: &str, known: &'a std::collections::BTreeSet<String>) -> Option<&'a str> {
-    let distance = |a: &str, b: &str| {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut last = row[0];
-            row[0] = i + 1;
-            for (j, cb) in b.iter().enumerate() {
-                let next = (row[j + 1] + 1)
-                    .min(row[j] + 1)
-                    .min(last + usize::from(ca != *cb));
-                last = row[j + 1];
-                row[j + 1] = next;
-            }
-        }
-        row[b.len()]
-    };
-    known
-        .iter()
-        .map(|k| (distance(name, k), k.as_str()))
-        .filter(|(d, k)| *d <= 2.max(k.chars().count() / 4))
-        .min()
-        .map(|(_, k)| k)
 }
 
 /// The store named by `url` in `paths`' workspace (default `<workspace>/.noeta/noeta.db`), for

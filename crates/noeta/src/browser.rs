@@ -9,7 +9,8 @@ use std::sync::Arc;
 use noeta_builtin_browser::{Backend, Config, Launch};
 use serde_json::Value;
 
-use crate::host::{HostError, HostPaths};
+use crate::conventions::HostPaths;
+use crate::host::HostError;
 use crate::sandbox::Chosen;
 use crate::settings::Settings;
 

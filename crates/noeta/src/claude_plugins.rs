@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::host::HostPaths;
+use crate::conventions::HostPaths;
 
 /// The most a `plugin.json`, `hooks.json` or `.mcp.json` may hold.
 const MAX_JSON_BYTES: u64 = 1024 * 1024;

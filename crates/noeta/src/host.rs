@@ -1,91 +1,18 @@
-//! Host conventions: plugin locations, the trust store, always-on built-ins, and loading a plugin set.
+//! Loading a host's plugin set: its sources and options, the trust store, the settings' load
+//! gates, the activation rules and the session build (where it looks and which built-ins it
+//! always runs are `conventions.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::conventions::{ALWAYS_ON, HostPaths, non_removable};
+use crate::settings::Settings;
+
 use noeta_core::{
     ActivationRules, AgentOptions, LinkedPlugin, LoadError, LoadOptions, MergeError, PluginSet,
-    PluginSource, SurfaceRegistry, TrustError, TrustStore, load_plugins, standard_registry,
+    PluginSource, SurfaceRegistry, TrustError, load_plugins, standard_registry,
 };
-
-/// The plugins the default agent `main` activates (on top of [`ALWAYS_ON`]): the official
-/// preset's.
-pub const DEFAULT_PLUGINS: [&str; 5] = noeta_builtin_presets::MAIN_PLUGINS;
-
-/// Built-ins active for every agent: guards and observers of governance are
-/// process-wide anyway; the host-wired built-ins are backends; `mcp` offers the configured
-/// servers' tools (nothing when none is configured), as Claude Code gives every agent its
-/// MCP tools.
-pub const ALWAYS_ON: [&str; 9] = [
-    "governance",
-    "mcp",
-    "providers",
-    "react",
-    "reminders",
-    "sandbox",
-    "skills",
-    "storage",
-    "workspace",
-];
-
-/// Built-ins that `disabled_builtins` cannot drop, with the reason given to the user.
-pub fn non_removable() -> BTreeMap<String, String> {
-    BTreeMap::from([(
-        "react".to_owned(),
-        "it supplies the default decision loop — replace it through the `policy` surface instead"
-            .to_owned(),
-    )])
-}
-
-/// Where a host looks for things.
-#[derive(Debug, Clone)]
-pub struct HostPaths {
-    /// The user's home directory; without one, no user plugins and an empty trust store.
-    pub home: Option<PathBuf>,
-    /// The workspace the host runs in.
-    pub workspace: PathBuf,
-}
-
-impl HostPaths {
-    /// Paths from the process environment: `$HOME` and the current directory.
-    pub fn from_env() -> std::io::Result<Self> {
-        Ok(Self {
-            home: std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from),
-            workspace: std::env::current_dir()?,
-        })
-    }
-
-    /// `~/.noeta`.
-    pub fn user_dir(&self) -> Option<PathBuf> {
-        self.home.as_ref().map(|h| h.join(".noeta"))
-    }
-
-    /// `~/.noeta/plugins`.
-    pub fn user_plugin_dir(&self) -> Option<PathBuf> {
-        self.user_dir().map(|d| d.join("plugins"))
-    }
-
-    /// `<workspace>/.noeta/plugins`.
-    pub fn workspace_plugin_dir(&self) -> PathBuf {
-        self.workspace.join(".noeta").join("plugins")
-    }
-
-    /// `~/.noeta/trust.json`.
-    pub fn trust_store_path(&self) -> Option<PathBuf> {
-        self.user_dir().map(|d| d.join("trust.json"))
-    }
-
-    /// Loads the trust store (empty without a home directory).
-    pub fn trust_store(&self) -> Result<TrustStore, TrustError> {
-        match (&self.trust_store_path(), &self.home) {
-            (Some(path), Some(home)) => TrustStore::load(path, home),
-            _ => Ok(TrustStore::empty()),
-        }
-    }
-}
 
 /// What a host asks of loading beyond the defaults.
 #[derive(Debug, Clone)]
@@ -286,7 +213,7 @@ pub fn build_session_with_secrets(
     config: &std::collections::BTreeMap<String, serde_json::Value>,
     secrets: &dyn crate::secrets::SecretStore,
 ) -> Result<noeta_core::session::Session, HostError> {
-    build_session_shared(
+    build_host_session(
         set,
         compiled,
         config,
@@ -297,7 +224,7 @@ pub fn build_session_with_secrets(
 
 /// [`build_session_with_secrets`] over a host's `instances`: every agent built over them that
 /// uses a plugin with the same parameters shares one instance of it.
-pub fn build_session_shared(
+pub fn build_host_session(
     set: &PluginSet,
     compiled: &noeta_core::CompiledAgent,
     config: &std::collections::BTreeMap<String, serde_json::Value>,
@@ -359,3 +286,48 @@ pub fn default_agent() -> AgentOptions {
 
 /// The default agent's instructions.
 pub const MAIN_INSTRUCTIONS: &str = noeta_builtin_presets::MAIN_INSTRUCTIONS;
+
+/// The settings' load gates, applied to a host's loading.
+impl Settings {
+    /// Applies the load gates these settings can express to a host's options: built-ins that
+    /// are off join `disabled_builtins`; under a machine allow-list only allowed third-party
+    /// plugins that are not off may load (`enabled`). Third-party plugins switched off or
+    /// blocked without an allow-list need their names: [`Settings::load_host`] does both.
+    pub fn apply_to_host(&self, options: &mut HostOptions) {
+        for name in crate::builtins::NAMES {
+            if !self.is_enabled(name) {
+                options.disabled_builtins.insert(name.to_owned());
+            }
+        }
+        // Every other name the settings switch off (or the machine blocks) is a third-party
+        // plugin that does not load.
+        options.disabled.extend(
+            self.disabled()
+                .into_iter()
+                .filter(|name| !crate::builtins::NAMES.contains(&name.as_str())),
+        );
+        if let Some(allowed) = &self.allowed() {
+            let permitted: BTreeSet<String> = allowed
+                .iter()
+                .filter(|name| self.is_enabled(name))
+                .cloned()
+                .collect();
+            options.enabled = Some(match options.enabled.take() {
+                Some(enabled) => enabled.intersection(&permitted).cloned().collect(),
+                None => permitted,
+            });
+        }
+    }
+
+    /// Loads the host's plugin set with these settings' gates ([`Settings::apply_to_host`]),
+    /// in one load. No plugin code runs.
+    pub fn load_host(
+        &self,
+        paths: &HostPaths,
+        options: &HostOptions,
+    ) -> Result<PluginSet, HostError> {
+        let mut options = options.clone();
+        self.apply_to_host(&mut options);
+        crate::host::load(paths, &options)
+    }
+}

@@ -19,7 +19,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::host::HostPaths;
+use crate::conventions::HostPaths;
 
 /// Where plugins go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,9 @@ pub mod backends;
 mod browser;
 pub mod builtins;
 pub mod claude_plugins;
+mod conventions;
 pub mod frontends;
+mod holders;
 mod host;
 pub mod install;
 pub mod listing;
@@ -24,19 +26,18 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
+mod spelling;
 pub mod task_run;
 pub mod tasks;
 pub mod user_config;
 
 pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
-pub use assembly::{
-    AgentModels, Host, HostConfig, NO_MODEL, WarningSink, open_store, process_gone, process_worker,
-    store_file,
-};
+pub use assembly::{AgentModels, Host, HostConfig, NO_MODEL, WarningSink, open_store, store_file};
+pub use conventions::{ALWAYS_ON, DEFAULT_PLUGINS, HostPaths, non_removable};
+pub use holders::{process_gone, process_worker};
 pub use host::{
-    ALWAYS_ON, DEFAULT_PLUGINS, HostError, HostOptions, HostPaths, MAIN_INSTRUCTIONS,
-    activation_rules, agent_options, build_session, build_session_shared,
-    build_session_with_secrets, default_agent, load, non_removable, sources,
+    HostError, HostOptions, MAIN_INSTRUCTIONS, activation_rules, agent_options, build_host_session,
+    build_session, build_session_with_secrets, default_agent, load, sources,
 };
 pub use project_trust::ProjectTrust;
 pub use task_run::{TaskRun, new_task_id};

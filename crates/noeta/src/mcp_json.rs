@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::host::HostPaths;
+use crate::conventions::HostPaths;
 
 /// The largest `.mcp.json` read.
 const MAX_BYTES: u64 = 1024 * 1024;

@@ -14,7 +14,7 @@
 
 use noeta_core::WorkspaceTrust;
 
-use crate::host::HostPaths;
+use crate::conventions::HostPaths;
 
 /// The keys an untrusted project may set, by plugin or named extension (`*`: every key): they
 /// tune what runs and never start a process, reach elsewhere, loosen an ask or the sandbox, or
@@ -141,7 +141,7 @@ pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> 
 /// The agent files of an untrusted workspace (`.claude/agents`, `.noeta/agents`) keep only the
 /// plugin parameters an untrusted project may set; one line per file that lost any.
 pub(crate) fn untrusted_agent_files(
-    paths: &crate::host::HostPaths,
+    paths: &crate::conventions::HostPaths,
     settings: &crate::Settings,
     files: &mut crate::AgentFiles,
 ) -> Vec<String> {

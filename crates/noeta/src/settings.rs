@@ -13,10 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use noeta_core::{AgentOptions, PluginSet};
+use noeta_core::AgentOptions;
 use serde_json::{Map, Value};
 
-use crate::host::{ALWAYS_ON, HostError, HostOptions, HostPaths, non_removable};
+use crate::conventions::{ALWAYS_ON, HostPaths, non_removable};
 use crate::project_trust::{self, ProjectTrust};
 
 /// Where the machine settings live (the path is injectable through [`SettingsFiles::machine`]).
@@ -519,6 +519,11 @@ impl Settings {
             .is_none_or(|allowed| allowed.contains(name) || ALWAYS_ON.contains(&name))
     }
 
+    /// The machine's `[policy] allowed_plugins`, when it sets one.
+    pub(crate) fn allowed(&self) -> Option<&BTreeSet<String>> {
+        self.allowed.as_ref()
+    }
+
     /// Every plugin these settings name that is off: `enabled = false` and blocked plugins.
     /// Under an allow-list, anything not allowed is off too (see [`Settings::is_enabled`]).
     pub fn disabled(&self) -> BTreeSet<String> {
@@ -625,48 +630,6 @@ impl Settings {
         config.retain(|name, _| self.is_enabled(name));
         options.config = config;
         dropped
-    }
-
-    /// Applies the load gates these settings can express to a host's options: built-ins that
-    /// are off join `disabled_builtins`; under a machine allow-list only allowed third-party
-    /// plugins that are not off may load (`enabled`). Third-party plugins switched off or
-    /// blocked without an allow-list need their names: [`Settings::load_host`] does both.
-    pub fn apply_to_host(&self, options: &mut HostOptions) {
-        for name in crate::builtins::NAMES {
-            if !self.is_enabled(name) {
-                options.disabled_builtins.insert(name.to_owned());
-            }
-        }
-        // Every other name the settings switch off (or the machine blocks) is a third-party
-        // plugin that does not load.
-        options.disabled.extend(
-            self.disabled()
-                .into_iter()
-                .filter(|name| !crate::builtins::NAMES.contains(&name.as_str())),
-        );
-        if let Some(allowed) = &self.allowed {
-            let permitted: BTreeSet<String> = allowed
-                .iter()
-                .filter(|name| self.is_enabled(name))
-                .cloned()
-                .collect();
-            options.enabled = Some(match options.enabled.take() {
-                Some(enabled) => enabled.intersection(&permitted).cloned().collect(),
-                None => permitted,
-            });
-        }
-    }
-
-    /// Loads the host's plugin set with these settings' gates ([`Settings::apply_to_host`]),
-    /// in one load. No plugin code runs.
-    pub fn load_host(
-        &self,
-        paths: &HostPaths,
-        options: &HostOptions,
-    ) -> Result<PluginSet, HostError> {
-        let mut options = options.clone();
-        self.apply_to_host(&mut options);
-        crate::host::load(paths, &options)
     }
 }
 
