@@ -68,6 +68,7 @@ fn plugins_list_json_names_every_pack_mounted_tool_with_its_plugin() {
         ("memory_read", "memory"),
         ("memory_search", "memory"),
         ("memory_archive", "memory"),
+        ("ToolSearch", "react"),
     ];
     for (tool, plugin) in expected {
         assert!(
