@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::executor::block_on;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, build_session};
+use noeta_core::session::{Session, SessionError, build_session};
 use noeta_core::store::{
     Event, EventLog, Lease, ManualClock, MemoryContentStore, MemoryEventLog, Record, Snapshot,
     StoreError, TaskId, TaskInfo,
@@ -232,6 +232,29 @@ pub fn session_of(
     plugins: &[&str],
     config: &BTreeMap<String, Value>,
 ) -> Session {
+    try_session_of(sources, plugins, config).expect("the session builds")
+}
+
+/// [`session_of`], giving back the error when the session does not build: for tests of
+/// parameters a plugin refuses.
+///
+/// # Errors
+///
+/// When a session pack or control tool refuses `config` (or fails otherwise) as the session is
+/// built.
+///
+/// # Panics
+///
+/// When the plugins do not load, merge or compile (a test helper).
+#[expect(
+    clippy::expect_used,
+    reason = "a test helper: failing loudly is the point"
+)]
+pub fn try_session_of(
+    sources: Vec<LinkedPlugin>,
+    plugins: &[&str],
+    config: &BTreeMap<String, Value>,
+) -> Result<Session, SessionError> {
     let sources: Vec<PluginSource> = sources.into_iter().map(PluginSource::Linked).collect();
     let set =
         load_plugins(&sources, &LoadOptions::new(standard_registry())).expect("the plugins load");
@@ -240,5 +263,5 @@ pub fn session_of(
     options.plugins = plugins.iter().map(|p| (*p).to_owned()).collect();
     let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default())
         .expect("the agent compiles");
-    build_session(&set, &compiled, config, None).expect("the session builds")
+    build_session(&set, &compiled, config, None)
 }

@@ -12,18 +12,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::executor::block_on;
+use noeta_core::Tool;
 use noeta_core::exec::LocalExecEnv;
 use noeta_core::extension::{Extension, View};
 use noeta_core::fold::TaskState;
 use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, SessionError, build_session};
+use noeta_core::session::{Session, SessionError};
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, Tool, compile_agent, load_plugins,
-    standard_registry,
-};
+use noeta_testkit::harness::try_session_of;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -61,21 +59,12 @@ impl Ws {
 
 /// A session of agent `main` with the fs plugin and `settings` (none when null).
 pub(crate) fn session(settings: Value) -> Result<Session, SessionError> {
-    let set = load_plugins(
-        &[PluginSource::Linked(noeta_builtin_fs::plugin())],
-        &LoadOptions::new(standard_registry()),
-    )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["fs".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
     let config = if settings.is_null() {
         BTreeMap::new()
     } else {
         BTreeMap::from([("fs".to_owned(), settings)])
     };
-    build_session(&set, &compiled, &config, None)
+    try_session_of(vec![noeta_builtin_fs::plugin()], &["fs"], &config)
 }
 
 /// The tools the session offers, in offer order.
