@@ -31,7 +31,8 @@ use serde_json::{Map, Value};
 use crate::conventions::HostPaths;
 use noeta_builtin_react::{STRUCTURED_OUTPUT, TOOL_SEARCH};
 
-use crate::settings::{MAX_SETTINGS_BYTES, merge_value, short};
+use crate::layers::merge_value;
+use crate::settings::{MAX_SETTINGS_BYTES, short};
 
 /// The model-visible tools `react` brings to every agent built from a file; an allow-list in
 /// `tools` always includes them.

@@ -376,20 +376,6 @@ pub(crate) fn map_strings(value: &Value, f: &dyn Fn(&str) -> String) -> Value {
     }
 }
 
-/// Calls `f` with every hook of an event's groups (Claude Code's `[{matcher, hooks: [...]}]`).
-pub(crate) fn for_each_hook(groups: &mut Value, f: &mut dyn FnMut(&mut Value)) {
-    for group in groups.as_array_mut().into_iter().flatten() {
-        for hook in group
-            .get_mut("hooks")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            f(hook);
-        }
-    }
-}
-
 /// `text` in single quotes for `sh`.
 fn sh_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
@@ -504,7 +490,7 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
         for (event, groups) in events {
             let mut groups = map_strings(&groups, &|s| plugin.substitute(s, paths));
             // Each command learns where its plugin is, as Claude Code's hook processes do.
-            for_each_hook(&mut groups, &mut |hook| {
+            crate::user_config::for_each_hook(&mut groups, &mut |hook| {
                 if let Some(Value::String(command)) = hook.get_mut("command") {
                     *command = format!("{exports}{command}");
                 }

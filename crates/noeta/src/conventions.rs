@@ -84,3 +84,12 @@ impl HostPaths {
         }
     }
 }
+
+/// How much a permission mode lets an agent do without asking: `plan` least, then `default`,
+/// `acceptEdits`, `bypassPermissions`; a mode that is none of them counts as the loosest.
+pub fn looseness(mode: &str) -> usize {
+    ["plan", "default", "acceptEdits", "bypassPermissions"]
+        .iter()
+        .position(|m| *m == mode)
+        .unwrap_or(usize::MAX)
+}

@@ -17,6 +17,7 @@ pub mod frontends;
 mod holders;
 mod host;
 pub mod install;
+mod layers;
 pub mod listing;
 pub mod mcp_json;
 pub mod named;
@@ -33,7 +34,7 @@ pub mod user_config;
 
 pub use agent_files::{AgentFile, AgentFileError, AgentFiles, load_agent_files, read_agent_files};
 pub use assembly::{AgentModels, Host, HostConfig, NO_MODEL, WarningSink, open_store, store_file};
-pub use conventions::{ALWAYS_ON, DEFAULT_PLUGINS, HostPaths, non_removable};
+pub use conventions::{ALWAYS_ON, DEFAULT_PLUGINS, HostPaths, looseness, non_removable};
 pub use holders::{process_gone, process_worker};
 pub use host::{
     HostError, HostOptions, MAIN_INSTRUCTIONS, activation_rules, agent_options, build_host_session,

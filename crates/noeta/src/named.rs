@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::settings::merge_value;
+use crate::layers::merge_value;
 
 /// Where a named extension's table goes in its plugin's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -126,7 +126,7 @@ pub(crate) fn keep_untrusted_params(file: &mut crate::AgentFile, mode: &str) -> 
         params.retain(|key, value| {
             let looser_mode = key == "permission_mode"
                 && value.as_str().is_none_or(|m| {
-                    crate::settings::looseness(m) > crate::settings::looseness(mode)
+                    crate::conventions::looseness(m) > crate::conventions::looseness(mode)
                 });
             let keep = may_set(plugin, key, value) && !looser_mode;
             if !keep {

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use noeta_core::AgentOptions;
 use serde_json::{Map, Value};
 
-use crate::conventions::{ALWAYS_ON, HostPaths, non_removable};
+use crate::conventions::{ALWAYS_ON, HostPaths, looseness, non_removable};
+use crate::layers::{merge_params, merge_value};
 use crate::project_trust::{self, ProjectTrust};
 
 /// Where the machine settings live (the path is injectable through [`SettingsFiles::machine`]).
@@ -633,15 +634,6 @@ impl Settings {
     }
 }
 
-/// How much a permission mode lets an agent do without asking: `plan` least, then `default`,
-/// `acceptEdits`, `bypassPermissions`; a mode that is none of them counts as the loosest.
-pub fn looseness(mode: &str) -> usize {
-    ["plan", "default", "acceptEdits", "bypassPermissions"]
-        .iter()
-        .position(|m| *m == mode)
-        .unwrap_or(usize::MAX)
-}
-
 /// The text of a settings file, at most [`MAX_SETTINGS_BYTES`]; a missing file is empty.
 pub(crate) fn read_text(path: &Path) -> Result<String, SettingsError> {
     let file = path.display().to_string();
@@ -825,24 +817,4 @@ fn to_json(
             &toml::Value::Float(n.value),
         )
     })
-}
-
-/// Merges `later` over `base` key by key: objects recursively, anything else replaces.
-pub(crate) fn merge_params(base: &mut Map<String, Value>, later: Map<String, Value>) {
-    for (key, value) in later {
-        match base.get_mut(&key) {
-            Some(existing) => merge_value(existing, value),
-            None => {
-                base.insert(key, value);
-            }
-        }
-    }
-}
-
-/// Merges `later` over `base`: two objects key by key, otherwise `later` replaces `base`.
-pub(crate) fn merge_value(base: &mut Value, later: Value) {
-    match (base, later) {
-        (Value::Object(base), Value::Object(later)) => merge_params(base, later),
-        (base, later) => *base = later,
-    }
 }

@@ -261,7 +261,7 @@ impl UserValues {
             .into_iter()
             .flat_map(|m| m.values_mut())
         {
-            crate::claude_plugins::for_each_hook(groups, &mut |hook| {
+            for_each_hook(groups, &mut |hook| {
                 if let Some(Value::String(command)) = hook.get_mut("command") {
                     *command = self.in_command(command);
                 }
@@ -271,5 +271,19 @@ impl UserValues {
             });
         }
         hooks
+    }
+}
+
+/// Calls `f` with every hook of an event's groups (Claude Code's `[{matcher, hooks: [...]}]`).
+pub(crate) fn for_each_hook(groups: &mut Value, f: &mut dyn FnMut(&mut Value)) {
+    for group in groups.as_array_mut().into_iter().flatten() {
+        for hook in group
+            .get_mut("hooks")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            f(hook);
+        }
     }
 }

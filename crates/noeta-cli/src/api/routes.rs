@@ -146,7 +146,7 @@ impl Bounds {
         };
         let mode = agent::permission_mode(asked)
             .map_err(|err| bad(format!("`permission_mode`: {err}")))?;
-        if noeta::settings::looseness(&mode) > noeta::settings::looseness(&own) {
+        if noeta::looseness(&mode) > noeta::looseness(&own) {
             return Err(bad(format!(
                 "`permission_mode`: `{mode}` is looser than this server's own mode `{own}`; a \
                  server started with `--permission-mode {mode}` allows it"
