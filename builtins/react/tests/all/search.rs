@@ -17,12 +17,9 @@ use noeta_core::fold::Folder;
 use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, build_session};
+use noeta_core::session::Session;
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, Tool, ToolContext, ToolError,
-    ToolFlags, ToolOutput, compile_agent, load_plugins, standard_registry,
-};
+use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde_json::{Value, json};
 
 /// A deferred tool that answers `<name> ran`.
@@ -75,16 +72,11 @@ impl Extension for Offers {
 }
 
 fn session(deferred: bool) -> Session {
-    let set = load_plugins(
-        &[PluginSource::Linked(noeta_builtin_react::plugin())],
-        &LoadOptions::new(standard_registry()),
-    )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["react".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
-    let mut session = build_session(&set, &compiled, &BTreeMap::new(), None).unwrap();
+    let mut session = noeta_testkit::harness::session_of(
+        vec![noeta_builtin_react::plugin()],
+        &["react"],
+        &BTreeMap::new(),
+    );
     if deferred {
         session.extensions.push(Arc::new(Offers));
     }

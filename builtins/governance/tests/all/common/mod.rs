@@ -17,12 +17,9 @@ use noeta_core::fold::Folder;
 use noeta_core::model::Role;
 use noeta_core::provider::ScriptedProvider;
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, SessionError, build_session};
+use noeta_core::session::{Session, SessionError};
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, Record, TaskId};
-use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSource, Tool, ToolContext, ToolError,
-    ToolFlags, ToolOutput, compile_agent, load_plugins, standard_registry,
-};
+use noeta_core::{Tool, ToolContext, ToolError, ToolFlags, ToolOutput};
 use serde_json::{Value, json};
 
 /// The inputs a probe tool was run with.
@@ -92,21 +89,16 @@ impl Extension for Tools {
 
 /// A session of agent `main` with governance (`settings`, or none when null) and `tools`.
 pub(crate) fn session(settings: Value, tools: &[Arc<dyn Tool>]) -> Result<Session, SessionError> {
-    let set = load_plugins(
-        &[PluginSource::Linked(noeta_builtin_governance::plugin())],
-        &LoadOptions::new(standard_registry()),
-    )
-    .unwrap();
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["governance".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
     let config = if settings.is_null() {
         BTreeMap::new()
     } else {
         BTreeMap::from([("governance".to_owned(), settings)])
     };
-    let mut session = build_session(&set, &compiled, &config, None)?;
+    let mut session = noeta_testkit::harness::try_session_of(
+        vec![noeta_builtin_governance::plugin()],
+        &["governance"],
+        &config,
+    )?;
     session.extensions.push(Arc::new(Tools(tools.to_vec())));
     session.folder = Folder::new(&session.extensions, "test");
     Ok(session)
