@@ -18,12 +18,11 @@ use noeta_core::fold::TaskState;
 use noeta_core::model::{ModelReply, ModelRequest};
 use noeta_core::provider::{Provider, ProviderError, ScriptedProvider};
 use noeta_core::runner::Runtime;
-use noeta_core::session::{Session, SessionError, build_session};
+use noeta_core::session::{Session, SessionError};
 use noeta_core::store::{ManualClock, MemoryContentStore, MemoryEventLog, TaskId};
 use noeta_core::{
-    ActivationRules, AgentOptions, LoadOptions, PluginSet, PluginSource, ProviderInput,
-    ReminderProvider, Resolved, Seam, StateView, Tool, ToolContext, ToolError, compile_agent,
-    load_plugins, standard_registry,
+    LoadOptions, PluginSet, PluginSource, ProviderInput, ReminderProvider, Resolved, Seam,
+    StateView, Tool, ToolContext, ToolError, load_plugins, standard_registry,
 };
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -84,17 +83,16 @@ pub(crate) fn session_on(
     settings: Value,
     clock: &Arc<ManualClock>,
 ) -> Result<Session, SessionError> {
-    let set = plugin_set(clock);
-    let merged = set.merged().unwrap();
-    let mut options = AgentOptions::named("main");
-    options.plugins = vec!["memory".into()];
-    let compiled = compile_agent(&set, &merged, &options, &ActivationRules::default()).unwrap();
     let config = if settings.is_null() {
         BTreeMap::new()
     } else {
         BTreeMap::from([("memory".to_owned(), settings)])
     };
-    build_session(&set, &compiled, &config, None)
+    noeta_testkit::harness::try_session_of(
+        vec![noeta_builtin_memory::plugin_with_clock(clock.clone())],
+        &["memory"],
+        &config,
+    )
 }
 
 /// A session with `settings` on a clock at [`T0`].
