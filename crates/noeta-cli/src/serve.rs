@@ -1,6 +1,6 @@
 //! `noeta mcp serve`: an agent's tools served to MCP clients, over stdio or streamable HTTP.
 //!
-//! The MCP side is the `mcp` built-in's `serve::Desk`; this side owns the agent. One task is
+//! The MCP side is `mcp_server.rs`'s `Desk`; this side owns the agent. One task is
 //! created for the server's life; each `tools/call` is a direct call of that task
 //! (`Runtime::call_direct`): the same gate, permission mode, run and log as `noeta run`, with
 //! what would ask a person refused. Calls run one at a time, in the order they arrive.
