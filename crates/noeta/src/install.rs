@@ -273,9 +273,18 @@ fn fetch(url: &str, commit: &str, into: &Path) -> Result<String, InstallError> {
     Ok(full)
 }
 
-/// Copies the tree at `from` into `to` (a new directory), leaving `.git` out; symbolic links
-/// are refused (a plugin's files are its own).
+/// Copies the tree at `from` into `to` (a new directory), leaving `.git` out. A symbolic link
+/// to a regular file inside the tree is installed as a copy of that file (published plugin
+/// repositories carry such links, `CLAUDE.md -> AGENTS.md`); a link that leads out of the tree,
+/// to a directory or a special file, or that cannot be followed (a loop, a dangling link) is
+/// refused, naming it: a plugin is installed from its own files only.
 fn copy_tree(from: &Path, to: &Path) -> Result<(), InstallError> {
+    let root = std::fs::canonicalize(from)
+        .map_err(|e| InstallError(format!("{}: {e}", from.display())))?;
+    copy_within(&root, from, to)
+}
+
+fn copy_within(root: &Path, from: &Path, to: &Path) -> Result<(), InstallError> {
     let io = |what: &Path, e: std::io::Error| InstallError(format!("{}: {e}", what.display()));
     std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
     let mut entries: Vec<_> = std::fs::read_dir(from)
@@ -292,17 +301,42 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), InstallError> {
         let kind = entry.file_type().map_err(|e| io(&source, e))?;
         let target = to.join(&name);
         if kind.is_symlink() {
-            return fail(format!(
-                "{}: a symbolic link; a plugin is installed from its own files only",
-                source.display()
-            ));
+            let linked = linked_file(root, &source)?;
+            std::fs::copy(&linked, &target).map_err(|e| io(&source, e))?;
         } else if kind.is_dir() {
-            copy_tree(&source, &target)?;
+            copy_within(root, &source, &target)?;
         } else {
             std::fs::copy(&source, &target).map_err(|e| io(&source, e))?;
         }
     }
     Ok(())
+}
+
+/// The regular file inside `root` (canonical) the symbolic link `link` leads to, or why the
+/// link is refused.
+fn linked_file(root: &Path, link: &Path) -> Result<PathBuf, InstallError> {
+    let refuse = |why: String| {
+        InstallError(format!(
+            "{}: a symbolic link {why}; a plugin is installed from its own files only (a link to a file inside the plugin is installed as that file)",
+            link.display()
+        ))
+    };
+    let real = std::fs::canonicalize(link)
+        .map_err(|e| refuse(format!("that cannot be followed ({e})")))?;
+    if !real.starts_with(root) {
+        return Err(refuse(format!(
+            "to `{}`, outside the plugin",
+            real.display()
+        )));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| refuse(format!("that cannot be read ({e})")))?;
+    if !meta.is_file() {
+        return Err(refuse(format!(
+            "to `{}`, which is not a regular file",
+            real.display()
+        )));
+    }
+    Ok(real)
 }
 
 /// SHA-256 over the files under `dir` ([`noeta_core::canonical::tree_sha256`]): the version

@@ -317,3 +317,126 @@ fn reload_plugins_keeps_an_in_memory_task_and_its_next_turn_records_the_new_pins
         .collect();
     assert_eq!(replies, ["first", "", "edited", "second"]);
 }
+
+/// A Claude Code plugin laid out as published collections are, with a symbolic link at its
+/// root to a file of its own (`CLAUDE.md -> AGENTS.md`).
+fn linked_plugin(env: &CliEnv, dir: &str) -> PathBuf {
+    let root = env.root().join(dir);
+    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(root.join("commands")).unwrap();
+    std::fs::write(
+        root.join(".claude-plugin/plugin.json"),
+        r#"{"name": "linked", "version": "2.0.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(root.join("commands/plan.md"), "Plan $ARGUMENTS.\n").unwrap();
+    std::fs::write(root.join("AGENTS.md"), "Work in small steps.\n").unwrap();
+    std::os::unix::fs::symlink("AGENTS.md", root.join("CLAUDE.md")).unwrap();
+    root
+}
+
+#[test]
+fn a_link_to_a_file_inside_the_plugin_is_installed_as_that_file_from_a_directory_git_and_a_marketplace()
+ {
+    let env = CliEnv::new(NOETA);
+    let installed = |env: &CliEnv| env.home.join(".noeta/plugins/linked");
+    let check = |env: &CliEnv| {
+        let copy = installed(env).join("CLAUDE.md");
+        let meta = std::fs::symlink_metadata(&copy).unwrap();
+        assert!(meta.is_file(), "installed as a regular file, not a link");
+        assert_eq!(
+            std::fs::read_to_string(copy).unwrap(),
+            "Work in small steps.\n"
+        );
+        assert!(installed(env).join("commands/plan.md").is_file());
+    };
+
+    // A directory.
+    let dir = linked_plugin(&env, "linked-dir");
+    let out = env.run(&["plugin", "add", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check(&env);
+    let out = env.run(&["plugin", "remove", "linked"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // The same from git, which keeps the link as a link.
+    let repo = linked_plugin(&env, "linked-repo");
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    let source = format!("file://{}@{commit}", repo.display());
+    let out = env.run(&["plugin", "add", &source]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check(&env);
+    let out = env.run(&["plugin", "remove", "linked"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A marketplace whose root carries the link, its plugin in a subdirectory.
+    let market = env.root().join("linked-market");
+    std::fs::create_dir_all(market.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        market.join(".claude-plugin/marketplace.json"),
+        r#"{"name": "collection", "owner": {"name": "Team"}, "plugins": [
+            {"name": "linked", "source": "./plugins/linked"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(market.join("CLAUDE.md"), "The collection.\n").unwrap();
+    std::os::unix::fs::symlink("CLAUDE.md", market.join("AGENTS.md")).unwrap();
+    let plugin = linked_plugin(&env, "linked-market/plugins/linked");
+    assert!(plugin.is_dir());
+    let out = env.run(&["plugin", "marketplace", "add", market.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(&["plugin", "add", "linked@collection"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check(&env);
+}
+
+/// Plants a symbolic link in a plugin's root.
+type Plant<'a> = dyn Fn(&Path) + 'a;
+
+#[test]
+fn a_link_out_of_the_plugin_to_a_directory_in_a_loop_or_dangling_is_refused_naming_it() {
+    let env = CliEnv::new(NOETA);
+    let outside = env.write("secret.txt", "not the plugin's\n");
+    let cases: [(&str, &Plant<'_>, &str); 4] = [
+        (
+            "out",
+            &|root: &Path| std::os::unix::fs::symlink(&outside, root.join("notes.md")).unwrap(),
+            "outside the plugin",
+        ),
+        (
+            "dir",
+            &|root: &Path| std::os::unix::fs::symlink("commands", root.join("more")).unwrap(),
+            "which is not a regular file",
+        ),
+        (
+            "loop",
+            &|root: &Path| {
+                std::os::unix::fs::symlink("b.md", root.join("a.md")).unwrap();
+                std::os::unix::fs::symlink("a.md", root.join("b.md")).unwrap();
+            },
+            "that cannot be followed",
+        ),
+        (
+            "dangling",
+            &|root: &Path| std::os::unix::fs::symlink("gone.md", root.join("notes.md")).unwrap(),
+            "that cannot be followed",
+        ),
+    ];
+    for (name, plant, says) in cases {
+        let root = linked_plugin(&env, &format!("bad-{name}"));
+        plant(&root);
+        let out = env.run(&["plugin", "add", root.to_str().unwrap()]);
+        assert!(!out.status.success(), "{name}");
+        let err = stderr(&out);
+        assert!(err.contains("a symbolic link"), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(
+            err.contains(&format!("bad-{name}/")),
+            "{name}: names the link: {err}"
+        );
+        assert!(listed(&env).is_empty(), "{name}: nothing installed");
+        assert!(!env.home.join(".noeta/plugins/linked").exists(), "{name}");
+    }
+}
