@@ -51,7 +51,9 @@ pub fn main_agent() -> AgentDefinition {
 
 fn general_purpose() -> AgentDefinition {
     let mut tools = strings(&SCOUT_TOOLS);
-    tools.extend(strings(&["Edit", "Write"]));
+    // It edits, and takes every MCP server's tools, as Claude Code's general-purpose agent
+    // does; the scouts (`explore`, `plan`) take none: an MCP tool may write.
+    tools.extend(strings(&["Edit", "Write", "mcp__*"]));
     AgentDefinition {
         name: "general-purpose".to_owned(),
         description: "A capable worker for multi-step tasks: researching, searching code and making changes. Use it when a task needs several rounds of searching and editing.".to_owned(),
@@ -80,7 +82,12 @@ fn plan() -> AgentDefinition {
         name: "plan".to_owned(),
         description: "A planner: investigates the code read-only and returns a step-by-step implementation plan, asking the user when a decision is theirs.".to_owned(),
         instructions: "You are a planning subagent. Investigate the code read-only, then reply with a numbered implementation plan: the files to change, what to change in each, and how to verify it. Ask the user only about decisions that are genuinely theirs. Never edit files.".to_owned(),
-        tools: Some(strings(&SCOUT_TOOLS)),
+        tools: Some({
+            // The scout's tools and the question it may put to the user.
+            let mut tools = strings(&SCOUT_TOOLS);
+            tools.push("AskUserQuestion".to_owned());
+            tools
+        }),
         plugins: strings(&["fs", "web", "ask_user_question"]),
         agents: Vec::new(),
         model: None,

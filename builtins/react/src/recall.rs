@@ -89,7 +89,8 @@ impl Tool for RecallHistory {
     }
 
     fn flags(&self) -> ToolFlags {
-        ToolFlags::read_only()
+        // A way back to the agent's own history, not a capability: no allow-list drops it.
+        ToolFlags::read_only().past_agent_lists()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -82,7 +82,11 @@ impl Tool for ToolSearch {
     }
 
     fn flags(&self) -> ToolFlags {
-        ToolFlags::default().safe_while_planning().retry_safe()
+        // The way to the tools the agent's list admits but holds back: never dropped by it.
+        ToolFlags::default()
+            .safe_while_planning()
+            .retry_safe()
+            .past_agent_lists()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

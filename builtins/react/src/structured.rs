@@ -57,11 +57,13 @@ impl Tool for StructuredOutput {
     }
 
     fn flags(&self) -> ToolFlags {
+        // How an agent given an output schema answers: no allow-list drops it.
         ToolFlags::default()
             .run_last()
             .silent_reply_after()
             .retry_safe()
             .safe_while_planning()
+            .past_agent_lists()
     }
 
     async fn run(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

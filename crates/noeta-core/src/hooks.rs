@@ -218,15 +218,20 @@ impl<'a> Hooks<'a> {
 
     /// `tools` then `tool_changes`: the first offer of a name wins; adding a held-back tool
     /// loads it after those already offered; the first extension to withhold a name sets its
-    /// error. A failure fails the turn.
-    pub(crate) fn offer(self, view: &View<'_>) -> Result<ToolOffer, String> {
+    /// error. A tool `admits` refuses (the agent's allow-list) is never offered, held back or
+    /// added. A failure fails the turn.
+    pub(crate) fn offer(
+        self,
+        view: &View<'_>,
+        admits: &dyn Fn(&dyn Tool) -> bool,
+    ) -> Result<ToolOffer, String> {
         let mut tools: Vec<OfferedTool> = Vec::new();
         for ext in self.0 {
             let offered = catch_unwind(AssertUnwindSafe(|| ext.tools(view)));
             let offered = outcome(ext.name(), "tools", offered)
                 .map_err(|f| turn_failure(ext.name(), "tools", f))?;
             for tool in offered {
-                if !tools.iter().any(|t| t.tool.name() == tool.name()) {
+                if admits(tool.as_ref()) && !tools.iter().any(|t| t.tool.name() == tool.name()) {
                     tools.push(OfferedTool {
                         extension: ext.name().to_owned(),
                         deferred: tool.flags().deferred,
@@ -242,7 +247,7 @@ impl<'a> Hooks<'a> {
             let changes = catch_unwind(AssertUnwindSafe(|| ext.tool_changes(view, &tools)));
             let changes = outcome(ext.name(), "tool_changes", changes)
                 .map_err(|f| turn_failure(ext.name(), "tool_changes", f))?;
-            for tool in changes.add {
+            for tool in changes.add.into_iter().filter(|t| admits(t.as_ref())) {
                 match tools.iter().position(|t| t.tool.name() == tool.name()) {
                     // Adding a held-back tool loads it, after the tools already offered, so
                     // loading never reorders what the stable prefix already holds.

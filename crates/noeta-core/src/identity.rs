@@ -20,7 +20,7 @@ use crate::panics::panic_message;
 use crate::resolve::{Resolution, ResolveError, ResolvedEntry};
 use crate::surface::names;
 use crate::surface::{ActivationBinding, Plane};
-use crate::tool::{Tool, tool_schema_hash};
+use crate::tool::{Tool, ToolFlags, tool_schema_hash};
 use crate::value::Resolved;
 
 /// What the host says about one agent.
@@ -153,12 +153,51 @@ pub struct AgentSpec {
     /// Control tools in `(priority, name)` order.
     pub control_tools: Vec<ControlToolIdentity>,
     /// The agent's allow-list of model-visible tool names, sorted; `None` keeps every tool.
-    /// Session packs' tools are filtered by it when the session is built.
+    /// It bounds every tool the agent is offered ([`AgentSpec::allows`]): contributions' and
+    /// session packs' tools when the session is built, and every step's offer — MCP and
+    /// control tools included — when the runner composes a request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_tools: Option<Vec<String>>,
 }
 
+/// Whether an allow-list admits a tool named `name`: the list names it; or it is an MCP tool
+/// (`mcp__<server>__<tool>`) and the list names its server (`mcp__<server>`, or
+/// `mcp__<server>__*`), or every MCP tool (`mcp__*`), as Claude Code's agent files name them;
+/// or the tool says it passes agent lists (`past_agent_lists`: runtime mechanics such as
+/// structured output, not capabilities).
+pub fn allow_list_admits(allowed: &[String], name: &str, flags: &ToolFlags) -> bool {
+    if flags.past_agent_lists || allowed.iter().any(|a| a == name) {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("mcp__") else {
+        return false;
+    };
+    allowed.iter().any(|entry| {
+        if entry == "mcp__*" {
+            return true;
+        }
+        let Some(server) = entry
+            .strip_prefix("mcp__")
+            .map(|s| s.strip_suffix("__*").unwrap_or(s))
+        else {
+            return false;
+        };
+        !server.is_empty()
+            && !server.contains("__")
+            && rest
+                .strip_prefix(server)
+                .is_some_and(|tool| tool.starts_with("__"))
+    })
+}
+
 impl AgentSpec {
+    /// Whether the agent may be offered a tool named `name` (see [`allow_list_admits`]).
+    pub fn allows(&self, name: &str, flags: &ToolFlags) -> bool {
+        self.allowed_tools
+            .as_deref()
+            .is_none_or(|allowed| allow_list_admits(allowed, name, flags))
+    }
+
     /// The RFC 8785 canonical bytes of the spec.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         serde_json::to_value(self)
@@ -588,9 +627,7 @@ pub fn compile_agent(
         }
     }
     if let Some(allowed) = &options.tools {
-        tools.retain(|name, (_, tool)| {
-            allowed.iter().any(|a| a == name) || tool.flags().past_agent_lists
-        });
+        tools.retain(|name, (_, tool)| allow_list_admits(allowed, name, &tool.flags()));
     }
 
     fragments.sort_by(|a, b| {

@@ -601,11 +601,7 @@ fn add_packs(
         let tools: Vec<Arc<dyn Tool>> = pack
             .tools
             .iter()
-            .filter(|tool| {
-                spec.allowed_tools.as_ref().is_none_or(|allowed| {
-                    allowed.iter().any(|a| a == tool.name()) || tool.flags().past_agent_lists
-                })
-            })
+            .filter(|tool| spec.allows(tool.name(), &tool.flags()))
             .cloned()
             .collect();
         if !tools.is_empty() {

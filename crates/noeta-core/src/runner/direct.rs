@@ -58,8 +58,9 @@ impl Runtime {
             &session.spec.spawnable,
             &session.extensions,
         );
+        let spec = &session.spec;
         let offer = crate::hooks::Hooks(&session.extensions)
-            .offer(&view)
+            .offer(&view, &|tool| spec.allows(tool.name(), &tool.flags()))
             .map_err(|reason| RunError::Direct { reason })?;
         Ok(offer
             .tools

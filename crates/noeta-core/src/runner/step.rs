@@ -203,7 +203,10 @@ impl Claim<'_> {
     }
 
     pub(super) fn offer(&self) -> Result<Offer, String> {
-        self.hooks().offer(&self.view())
+        let spec = &self.session.spec;
+        self.hooks().offer(&self.view(), &|tool| {
+            spec.allows(tool.name(), &tool.flags())
+        })
     }
 
     pub(super) async fn step(&mut self) -> Result<Flow, RunError> {

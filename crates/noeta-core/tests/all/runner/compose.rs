@@ -485,3 +485,76 @@ fn the_stable_prefix_changes_exactly_when_the_tools_or_the_system_text_change() 
         .unwrap();
     assert_ne!(first.record.data["stable"].as_str().unwrap(), stable[0]);
 }
+
+#[test]
+fn the_allow_list_bounds_every_offered_tool_mcp_and_control_tools_included() {
+    let h = Harness::new();
+    let runs = std::sync::atomic::AtomicUsize::new(0);
+    let offered = |allowed: Option<Vec<&str>>| {
+        let provider = Capturing::new(json!([{ "text": "ok" }]));
+        let rt =
+            Runtime::new(h.log.clone(), h.content.clone(), provider.clone()).with_lease_ttl(1_000);
+        let mut s = session(vec![offers(vec![
+            Arc::new(TestTool::new("Read")),
+            Arc::new(TestTool::new("TodoWrite")),
+            Arc::new(TestTool::new("mcp__docs__search")),
+            Arc::new(TestTool::new("mcp__docs__fetch")),
+            Arc::new(TestTool::new("mcp__docsearch__x")),
+            Arc::new(TestTool::new("mcp__git__commit")),
+            flagged("structured_output", |f| f.past_agent_lists = true),
+        ])]);
+        s.spec.allowed_tools = allowed.map(|a| a.into_iter().map(str::to_owned).collect());
+        let t = task(&format!("allow-{}", runs.fetch_add(1, Ordering::SeqCst)));
+        block_on(rt.create(&s, &t, "go")).unwrap();
+        block_on(rt.run(&s, &t)).unwrap();
+        provider.tools(0)
+    };
+    assert_eq!(
+        offered(None),
+        [
+            "Read",
+            "TodoWrite",
+            "mcp__docs__search",
+            "mcp__docs__fetch",
+            "mcp__docsearch__x",
+            "mcp__git__commit",
+            "structured_output"
+        ],
+        "no list: every tool"
+    );
+    assert_eq!(
+        offered(Some(vec!["Read"])),
+        ["Read", "structured_output"],
+        "a control tool and MCP tools the list does not name are not offered"
+    );
+    assert_eq!(
+        offered(Some(vec!["Read", "mcp__docs"])),
+        [
+            "Read",
+            "mcp__docs__search",
+            "mcp__docs__fetch",
+            "structured_output"
+        ],
+        "a server's name takes all its tools, and only its own"
+    );
+    assert_eq!(
+        offered(Some(vec!["mcp__git__commit", "mcp__docs__*", "TodoWrite"])),
+        [
+            "TodoWrite",
+            "mcp__docs__search",
+            "mcp__docs__fetch",
+            "mcp__git__commit",
+            "structured_output"
+        ]
+    );
+    assert_eq!(
+        offered(Some(vec!["mcp__*"])),
+        [
+            "mcp__docs__search",
+            "mcp__docs__fetch",
+            "mcp__docsearch__x",
+            "mcp__git__commit",
+            "structured_output"
+        ]
+    );
+}
