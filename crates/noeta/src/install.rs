@@ -329,7 +329,8 @@ fn linked_file(root: &Path, link: &Path) -> Result<PathBuf, InstallError> {
             real.display()
         )));
     }
-    let meta = std::fs::metadata(&real).map_err(|e| refuse(format!("that cannot be read ({e})")))?;
+    let meta =
+        std::fs::metadata(&real).map_err(|e| refuse(format!("that cannot be read ({e})")))?;
     if !meta.is_file() {
         return Err(refuse(format!(
             "to `{}`, which is not a regular file",
