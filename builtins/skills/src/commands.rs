@@ -103,11 +103,19 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
     if let Some(front) = front {
         let value: Value = yaml_serde::from_str(front)
             .map_err(|e| format!("the frontmatter is not valid YAML: {e}"))?;
+        // Claude Code keeps these fields as written: `argument-hint: [project-name]`, which
+        // YAML reads as a list, is the text `[project-name]`.
         let text_of = |key: &str| match value.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-            Some(Value::Number(n)) => Ok(Some(n.to_string())),
-            Some(_) => Err(format!("`{key}` must be text")),
+            Some(Value::Sequence(items)) => items
+                .iter()
+                .map(scalar_text)
+                .collect::<Option<Vec<_>>>()
+                .map(|items| Some(format!("[{}]", items.join(", "))))
+                .ok_or_else(|| format!("`{key}` must be text or a list of text")),
+            Some(other) => scalar_text(other)
+                .map(|text| Some(text.trim().to_owned()))
+                .ok_or_else(|| format!("`{key}` must be text or a list of text")),
         };
         description = text_of("description")?;
         argument_hint = text_of("argument-hint")?;
@@ -149,6 +157,17 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
     })
 }
 
+/// A YAML scalar as the text it was written as (`true`, `3`, `v1.2`); `None` for a list or a
+/// mapping.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 /// A comma-separated list of permission rules, commas inside parentheses kept.
 fn split_rules(list: &str) -> Vec<String> {
     let mut rules = Vec::new();
@@ -174,15 +193,18 @@ fn split_rules(list: &str) -> Vec<String> {
         .collect()
 }
 
+/// What [`load`] found: the commands, the reasons files were skipped, and the names of
+/// commands whose files cannot be used, each with why.
+type Loaded = (Vec<CommandFile>, Vec<String>, Vec<(String, String)>);
+
 /// Every command — Claude Code plugins' as `<plugin>:<name>`, then the directories', the later
-/// directory winning a name — and the files skipped, with why.
-fn load(
-    home: Option<&Path>,
-    workspace: Option<&Path>,
-    plugins: &[PluginCommands],
-) -> (Vec<CommandFile>, Vec<String>) {
+/// directory winning a name (a later directory's file, working or not, replaces an earlier
+/// one's) — the files skipped, with why, and the commands that cannot be used, by name, with
+/// why (naming the file and the field).
+fn load(home: Option<&Path>, workspace: Option<&Path>, plugins: &[PluginCommands]) -> Loaded {
     let mut commands: Vec<CommandFile> = Vec::new();
     let mut skipped = Vec::new();
+    let mut broken: Vec<(String, String)> = Vec::new();
     let mut dirs: Vec<(String, PathBuf, Option<&PluginCommands>)> = plugins
         .iter()
         .map(|p| (format!("plugin {}", p.plugin), p.dir.clone(), Some(p)))
@@ -221,14 +243,30 @@ fn load(
                         ));
                     }
                     commands.retain(|c| c.name != command.name);
+                    broken.retain(|(n, _)| *n != command.name);
                     commands.push(command);
                 }
-                Err(err) => skipped.push(format!("{}: {err}", path.display())),
+                Err(err) => {
+                    let reason = format!("{}: {err}", path.display());
+                    // Named as it would have been, so `/name` says why instead of being sent
+                    // to the model as text.
+                    if let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) {
+                        let name = match plugin {
+                            Some(plugin) => format!("{}:{stem}", plugin.plugin),
+                            None => stem,
+                        };
+                        commands.retain(|c| c.name != name);
+                        broken.retain(|(n, _)| *n != name);
+                        broken.push((name, reason.clone()));
+                    }
+                    skipped.push(reason);
+                }
             }
         }
     }
     commands.sort_by(|a, b| a.name.cmp(&b.name));
-    (commands, skipped)
+    broken.sort();
+    (commands, skipped, broken)
 }
 
 /// The body with the plugin's paths and options and the arguments in place.
@@ -449,11 +487,12 @@ impl Extension for MarkdownCommands {
     }
 
     fn commands(&self, view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
-        let (commands, skipped) = load(self.home.as_deref(), view.workspace(), &self.plugins);
+        let (commands, skipped, broken) =
+            load(self.home.as_deref(), view.workspace(), &self.plugins);
         for reason in skipped {
             tracing::warn!("command skipped: {reason}");
         }
-        Ok(commands
+        let mut specs: Vec<CommandSpec> = commands
             .into_iter()
             .map(|c| {
                 let mut description = format!("{} ({})", c.description, c.source);
@@ -465,7 +504,14 @@ impl Extension for MarkdownCommands {
                     description,
                 }
             })
-            .collect())
+            .collect();
+        // Listed with why, so `/name` is refused saying so rather than sent as text.
+        specs.extend(broken.into_iter().map(|(name, reason)| CommandSpec {
+            name,
+            description: format!("cannot be used: {reason}"),
+        }));
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(specs)
     }
 
     async fn run_command(
@@ -474,7 +520,12 @@ impl Extension for MarkdownCommands {
         name: &str,
         args: &str,
     ) -> HookResult<CommandReply> {
-        let (commands, _) = load(self.home.as_deref(), view.workspace(), &self.plugins);
+        let (commands, _, broken) = load(self.home.as_deref(), view.workspace(), &self.plugins);
+        if let Some((_, reason)) = broken.iter().find(|(n, _)| n == name) {
+            return Err(HookError::new(format!(
+                "command `/{name}` cannot be used: {reason}"
+            )));
+        }
         let command = commands
             .into_iter()
             .find(|c| c.name == name)

@@ -248,3 +248,33 @@ fn help_lists_the_skills_a_person_may_invoke() {
     );
     assert!(!err.contains("/internal"), "{err}");
 }
+
+#[test]
+fn a_list_argument_hint_is_text_and_a_broken_command_is_refused_naming_file_and_field() {
+    let env = CliEnv::new(NOETA);
+    // As Anthropic's agent-sdk-dev writes it: YAML reads `[project-name]` as a list.
+    env.write_trusted(
+        ".claude/commands/new-app.md",
+        "---\ndescription: Start an app\nargument-hint: [project-name]\n---\nCreate the app $ARGUMENTS.\n",
+    );
+    env.write_trusted(
+        ".claude/commands/broken.md",
+        "---\ndescription:\n  nested: map\n---\nNever sent.\n",
+    );
+    let provider = env.script(json!([{ "text": "made" }]));
+    let out = env.run(&["run", "--provider", &provider, "/new-app demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(first_message(&env), "Create the app demo.");
+
+    let out = env.run(&["run", "--provider", &provider, "/broken now"]);
+    assert!(!out.status.success(), "refused, not sent as text");
+    let err = stderr(&out);
+    assert!(err.contains("command `/broken` cannot be used"), "{err}");
+    assert!(err.contains("broken.md"), "names the file: {err}");
+    assert!(
+        err.contains("`description` must be text or a list of text"),
+        "names the field: {err}"
+    );
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    assert_eq!(listed.lines().count(), 1, "no task made for it: {listed}");
+}
