@@ -109,11 +109,11 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Sequence(items)) => items
                 .iter()
-                .map(scalar_text)
+                .map(crate::frontmatter::scalar)
                 .collect::<Option<Vec<_>>>()
                 .map(|items| Some(format!("[{}]", items.join(", "))))
                 .ok_or_else(|| format!("`{key}` must be text or a list of text")),
-            Some(other) => scalar_text(other)
+            Some(other) => crate::frontmatter::scalar(other)
                 .map(|text| Some(text.trim().to_owned()))
                 .ok_or_else(|| format!("`{key}` must be text or a list of text")),
         };
@@ -155,17 +155,6 @@ fn parse(text: &str, path: &Path, source: &str) -> Result<CommandFile, String> {
         allowed_tools,
         body,
     })
-}
-
-/// A YAML scalar as the text it was written as (`true`, `3`, `v1.2`); `None` for a list or a
-/// mapping.
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
 }
 
 /// A comma-separated list of permission rules, commas inside parentheses kept.

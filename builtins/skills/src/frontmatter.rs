@@ -61,7 +61,7 @@ fn split(text: &str) -> Result<(&str, &str), String> {
 }
 
 /// A scalar as text: a string as it is, a number or boolean spelled out.
-fn scalar(value: &Value) -> Option<String> {
+pub(crate) fn scalar(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(text.clone()),
         Value::Number(number) => Some(number.to_string()),
@@ -97,7 +97,23 @@ fn flag(key: &str, value: Option<&Value>, default: bool) -> Result<bool, String>
 fn text_key(key: &str, value: Option<&Value>) -> Result<Option<String>, String> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_)) => Err(format!(
+        // A flow list of text is kept as written (`argument-hint: [version]`), as Claude Code
+        // keeps it.
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) | Value::Null => None,
+                other => scalar(other),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|items| Some(format!("[{}]", items.join(", "))))
+            .ok_or_else(|| {
+                format!(
+                    "`{key}` must be text, got {}",
+                    shown(value.unwrap_or(&Value::Null))
+                )
+            }),
+        Some(Value::Mapping(_) | Value::Tagged(_)) => Err(format!(
             "`{key}` must be text, got {}",
             shown(value.unwrap_or(&Value::Null))
         )),

@@ -332,3 +332,16 @@ fn the_skill_hash_is_the_sha256_of_its_file() {
         noeta_core::canonical::sha256_hex(&bytes)
     );
 }
+
+#[test]
+fn a_list_argument_hint_is_kept_as_written_and_a_mapping_is_refused() {
+    // Loaded, not skipped; a text field written as a list keeps its text.
+    let listed = skill("---\nname: release\ndescription: d\nargument-hint: [version]\n---\n");
+    assert_eq!(listed.name, "release");
+    let listed = skill("---\nname: release\ndescription: [ship, tag]\n---\n");
+    assert_eq!(listed.description, "[ship, tag]");
+    assert_eq!(
+        reason("---\nname: release\ndescription: d\nargument-hint: {v: 1}\n---\n"),
+        "`argument-hint` must be text, got a mapping"
+    );
+}
