@@ -231,9 +231,13 @@ fn a_task_killed_mid_call_resumes_with_the_same_tool_names_and_runs_a_read_only_
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Killed once the call is recorded as started (and before it can end).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Killed once the call is recorded as started (and before it can end). The deadline is
+    // generous: under a loaded machine the server's start alone can take many seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before its call was recorded as started");
+        }
         let listed = stdout(&env.run(&["tasks", "--json"]));
         if let Some(line) = listed.lines().last() {
             let id = serde_json::from_str::<serde_json::Value>(line).unwrap()["id"]
