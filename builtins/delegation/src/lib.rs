@@ -7,15 +7,21 @@
 //! their children run at once (the runtime's `run_tree` runs them on a bounded pool). With
 //! `background: true` the call returns at once; the child runs once the caller's turn has
 //! stopped, and its report reaches the caller as a message that starts another turn.
+//!
+//! The tool's description lists the roster's agents with what each is for and its tools
+//! ([`listing`]), within `[plugins.delegation] listing_budget_tokens`.
+
+pub mod listing;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use noeta_core::records::{ChildResult, Wake};
 use noeta_core::{
-    ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved, SessionBuildContext,
-    Tool, ToolContext, ToolError, ToolFlags, ToolOutput,
+    AgentDefinition, ControlToolFactory, ControlToolMount, LinkedPlugin, RefTable, Resolved,
+    SessionBuildContext, Tool, ToolContext, ToolError, ToolFlags, ToolOutput,
 };
+use noeta_toolkit::SettingsTable;
 use serde_json::{Value, json};
 
 /// The tool's model-visible name.
@@ -38,14 +44,22 @@ final report comes back as this call's result; it is not shown to the user, so p
 matters. With `background: true` the call returns at once and the report arrives later as a \
 message; use it only for work you do not need before you can go on.";
 
+/// The keys `[plugins.delegation]` knows.
+const KNOWN: &[&str] = &["listing_budget_tokens"];
+
 /// The `Task` tool over one agent's roster.
 struct Task {
     roster: Vec<String>,
+    description: String,
     schema: Value,
 }
 
 impl Task {
-    fn new(roster: Vec<String>) -> Self {
+    fn new(roster: Vec<String>, agents: &[&AgentDefinition], budget_tokens: usize) -> Self {
+        let description = match listing::listing(agents, budget_tokens) {
+            Some(listing) => format!("{DESCRIPTION}\n\n{listing}"),
+            None => DESCRIPTION.to_owned(),
+        };
         let schema = json!({
             "type": "object",
             "properties": {
@@ -71,7 +85,11 @@ impl Task {
             "required": ["description", "prompt", "subagent_type"],
             "additionalProperties": false
         });
-        Self { roster, schema }
+        Self {
+            roster,
+            description,
+            schema,
+        }
     }
 }
 
@@ -105,7 +123,7 @@ impl Tool for Task {
     }
 
     fn description(&self) -> &str {
-        DESCRIPTION
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -191,11 +209,20 @@ struct Factory;
 
 impl ControlToolFactory for Factory {
     fn build(&self, ctx: &SessionBuildContext) -> Result<Option<ControlToolMount>, String> {
+        let table = SettingsTable::new("delegation", ctx.config("delegation"), KNOWN)
+            .map_err(|err| err.to_string())?;
+        let budget = table
+            .positive("listing_budget_tokens")
+            .map_err(|err| err.to_string())?
+            .unwrap_or(listing::LISTING_BUDGET_TOKENS);
         if ctx.roster.is_empty() {
             return Ok(None);
         }
+        let agents: Vec<&AgentDefinition> = ctx.roster_agents.iter().map(Arc::as_ref).collect();
         Ok(Some(ControlToolMount::new(Arc::new(Task::new(
             ctx.roster.clone(),
+            &agents,
+            budget,
         )))))
     }
 }

@@ -348,6 +348,8 @@ pub struct SessionBuildContext {
     pub plugins: Vec<String>,
     /// The agent's spawnable roster, sorted.
     pub roster: Vec<String>,
+    /// The roster's definitions (what each agent is for, its tools), in roster order.
+    pub roster_agents: Vec<Arc<AgentDefinition>>,
     /// Per-plugin settings, by plugin name.
     pub config: BTreeMap<String, Value>,
     /// The policy the agent runs under (its pinned identity).
@@ -399,6 +401,7 @@ impl SessionBuildContext {
             agent: agent.into(),
             plugins: Vec::new(),
             roster: Vec::new(),
+            roster_agents: Vec::new(),
             config: BTreeMap::new(),
             policy: crate::policy::minimal_policy_ref(),
             tools: None,

@@ -650,6 +650,10 @@ pub fn compile_agent(
         let mut ctx = SessionBuildContext::new(options.name.clone());
         ctx.plugins = activated.iter().cloned().collect();
         ctx.roster = spawnable.clone();
+        ctx.roster_agents = spawnable
+            .iter()
+            .filter_map(|name| roster.get(name).cloned())
+            .collect();
         ctx.config = options.config.clone();
         ctx.tools = allowed_tools.clone();
         ctx

@@ -48,6 +48,8 @@ const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
         "markdown_commands",
         &["listing_budget_tokens", "script_timeout_secs"],
     ),
+    ("delegation", &["listing_budget_tokens"]),
+    ("subagents", &["listing_budget_tokens"]),
     ("browser", &["width", "height", "timeout_ms"]),
     ("mcp", &["defer_above"]),
 ];

@@ -192,3 +192,139 @@ fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
         .collect();
     assert_eq!(models, [json!("gpt-4o-mini"), json!("gpt-4.1")]);
 }
+
+/// The `Task` tool of the first request `body` (an OpenAI chat request) and its description.
+fn task_description(body: &Value) -> String {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "Task")
+        .unwrap_or_else(|| panic!("no Task tool in {body}"))["function"]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Twenty agent files in the shape the community collections use (a long description with
+/// `<example>` blocks, a `tools` line on some).
+fn twenty_agents(env: &CliEnv) {
+    for i in 0..20 {
+        let tools = if i % 2 == 0 {
+            "tools: Read, Grep, Glob\n"
+        } else {
+            ""
+        };
+        let examples = "<example>Context: the user asks for it. user: \"do the thing\" \
+                        assistant: \"I'll use the agent\"</example> "
+            .repeat(8);
+        env.write_trusted(
+            format!(".claude/agents/agent-{i:02}.md"),
+            &format!(
+                "---\nname: agent-{i:02}\ndescription: Expert number {i} for its own kind of work. \
+                 Use PROACTIVELY when the work is of kind {i}. {examples}\n{tools}model: inherit\n---\n\
+                 You are agent {i}.\n"
+            ),
+        );
+    }
+}
+
+#[test]
+fn the_model_reads_each_agents_description_and_tools_within_the_listing_budget() {
+    let env = CliEnv::new(NOETA);
+    twenty_agents(&env);
+    let (base, server) = noeta_testkit::http::openai_text_server(1, "done");
+    let vars = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(
+        &["run", "--provider", "openai", "--model", "gpt-4.1", "hi"],
+        None,
+        &vars,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bodies = server.join().unwrap();
+    let description = task_description(&bodies[0]);
+    let (_, listing) = description
+        .split_once("Agents you can hand work to")
+        .unwrap_or_else(|| panic!("no agent listing in {description}"));
+    // The default budget is 3,000 tokens (4 bytes each).
+    assert!(
+        listing.len() <= 12_000,
+        "{} bytes: {listing}",
+        listing.len()
+    );
+    // Each agent file is named with the start of its description; those with a `tools` line
+    // with their tools. The presets too.
+    for i in 0..20 {
+        let line = listing
+            .lines()
+            .find(|l| l.starts_with(&format!("- agent-{i:02}: ")))
+            .unwrap_or_else(|| panic!("agent-{i:02} is not listed in {listing}"));
+        assert!(
+            line.contains(&format!("Expert number {i} for its own kind of work.")),
+            "{line}"
+        );
+        if i % 2 == 0 {
+            assert!(line.contains("(tools: Read, Grep, Glob"), "{line}");
+        } else {
+            assert!(line.ends_with("(tools: every tool)"), "{line}");
+        }
+    }
+    assert!(listing.contains("\n- explore: "), "{listing}");
+    assert!(
+        !listing.contains("more agents are not described"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn over_a_small_budget_the_listing_says_how_many_agents_it_left_out() {
+    let env = CliEnv::new(NOETA);
+    twenty_agents(&env);
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.subagents]\nlisting_budget_tokens = 300\n",
+    );
+    // A budget tunes what the model reads: an untrusted project may set it.
+    let (base, server) = noeta_testkit::http::openai_text_server(1, "done");
+    let vars = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(
+        &["run", "--provider", "openai", "--model", "gpt-4.1", "hi"],
+        None,
+        &vars,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let description = task_description(&server.join().unwrap()[0]);
+    let (_, listing) = description
+        .split_once("Agents you can hand work to")
+        .unwrap();
+    assert!(listing.len() <= 1_200, "{} bytes: {listing}", listing.len());
+    let listed = listing.lines().filter(|l| l.starts_with("- ")).count();
+    assert!(listed > 0, "{listing}");
+    assert!(
+        listing.contains("more agents are not described here for lack of room: every agent's name is among `subagent_type`'s values."),
+        "{listing}"
+    );
+}
+
+#[test]
+fn a_bad_listing_budget_is_an_error_naming_the_setting() {
+    let env = CliEnv::new(NOETA);
+    env.write(
+        ".noeta/config.toml",
+        "[plugins.delegation]\nlisting_budget_tokens = 0\n",
+    );
+    env.trust();
+    let out = env.run(&["run", "--provider", "scripted:none", "hi"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("delegation") && err.contains("listing_budget_tokens"),
+        "{err}"
+    );
+}
