@@ -7,9 +7,11 @@
 //!   a body with neither gets the arguments appended on an `ARGUMENTS:` line;
 //! - `@path` (at the start of a word) is replaced by that workspace file's text, fenced; a
 //!   path that leaves the workspace is refused, one that names no file stays as written;
-//! - `` !`command` `` runs before the message is sent, and what it prints takes its place —
-//!   only when the file's `allowed-tools` grants it and the permission gate does not deny it
-//!   (`pre_execute`).
+//! - `` !`command` `` (at the start of a line or after a space) and a ```` ```! ```` fenced
+//!   block run before the message is sent, and what they print takes their place — only when
+//!   the command is read-only (`git status`, `git diff`, `ls`, …: [`crate::read_only`]) or the
+//!   file's `allowed-tools` grants every command of it, and the permission gate does not deny
+//!   it (`pre_execute`).
 //!
 //! Frontmatter (all optional): `description`, `argument-hint`, `allowed-tools`, `model`,
 //! `disable-model-invocation`; other keys are ignored.
@@ -293,8 +295,80 @@ fn with_arguments(command: &CommandFile, args: &str) -> String {
 /// How long one `` !`…` `` command may run.
 const PRE_EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// `text` with each `` !`command` `` replaced by what the command printed. Each one runs only
-/// when the file's `allowed-tools` grants it (`Bash(git status:*)`) and the gate — the
+/// A piece of a command's text: text as written, or a shell command to run in its place.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece<'t> {
+    Text(&'t str),
+    Run(&'t str),
+}
+
+/// The `` !`command` `` spans of `text` (at the start of a line or after whitespace) between
+/// its plain text.
+fn inline_pieces<'t>(text: &'t str, pieces: &mut Vec<Piece<'t>>) {
+    let mut rest = text;
+    let mut searched = 0;
+    while let Some(found) = rest[searched..].find("!`") {
+        let at = searched + found;
+        let starts_word = rest[..at]
+            .chars()
+            .next_back()
+            .is_none_or(char::is_whitespace);
+        let after = &rest[at + 2..];
+        match after.find('`') {
+            Some(end) if starts_word && end > 0 => {
+                pieces.push(Piece::Text(&rest[..at]));
+                pieces.push(Piece::Run(&after[..end]));
+                rest = &after[end + 1..];
+                searched = 0;
+            }
+            _ => searched = at + 2,
+        }
+    }
+    pieces.push(Piece::Text(rest));
+}
+
+/// `text` cut into plain text, ```` ```! ```` fenced blocks (a line that is only ```` ```! ````,
+/// the script, a line that is only ```` ``` ````) and `` !`command` `` spans — in one pass, so
+/// what a command prints is never run in turn.
+fn pieces(text: &str) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
+    let mut plain_from = 0;
+    let mut line_start = 0;
+    while line_start < text.len() {
+        let line_end = text[line_start..]
+            .find('\n')
+            .map_or(text.len(), |i| line_start + i);
+        if text[line_start..line_end].trim() == "```!" {
+            let script_start = (line_end + 1).min(text.len());
+            let mut close = script_start;
+            let mut closed = None;
+            while close < text.len() {
+                let end = text[close..].find('\n').map_or(text.len(), |i| close + i);
+                if text[close..end].trim() == "```" {
+                    closed = Some((close, end));
+                    break;
+                }
+                close = end + 1;
+            }
+            if let Some((close, end)) = closed {
+                inline_pieces(&text[plain_from..line_start], &mut pieces);
+                let script = text[script_start..close].trim_end_matches(['\n', '\r']);
+                pieces.push(Piece::Run(script));
+                plain_from = end;
+                line_start = end + 1;
+                continue;
+            }
+        }
+        line_start = line_end + 1;
+    }
+    inline_pieces(&text[plain_from.min(text.len())..], &mut pieces);
+    pieces.retain(|p| *p != Piece::Text(""));
+    pieces
+}
+
+/// `text` with each `` !`command` `` and ```` ```! ```` block replaced by what it printed. Each
+/// runs only when it is read-only ([`crate::read_only`]) or the file's `allowed-tools` allows it
+/// (every command of a compound one granted: `Bash(git status:*)`), and the gate — the
 /// permission policy, deny lists, PreToolUse hooks — does not deny it (an ask is answered by
 /// that grant, as Claude Code's `allowed-tools` does), in the task's execution environment.
 async fn pre_execute(
@@ -303,7 +377,8 @@ async fn pre_execute(
     view: &View<'_>,
     home: Option<&Path>,
 ) -> Result<String, String> {
-    if !text.contains("!`") {
+    let pieces = pieces(text);
+    if !pieces.iter().any(|p| matches!(p, Piece::Run(_))) {
         return Ok(text.to_owned());
     }
     let file = command.path.display();
@@ -313,8 +388,15 @@ async fn pre_execute(
         .unwrap_or_default();
     let mut rules = Vec::new();
     for rule in &command.allowed_tools {
+        // `Bash(${CLAUDE_PLUGIN_ROOT}/scripts/setup.sh:*)` names the plugin's own script.
+        let rule = match &command.plugin_paths {
+            Some((root, data, _)) => rule
+                .replace("${CLAUDE_PLUGIN_ROOT}", &root.display().to_string())
+                .replace("${CLAUDE_PLUGIN_DATA}", &data.display().to_string()),
+            None => rule.clone(),
+        };
         rules.push(
-            noeta_toolkit::PermissionRule::parse(rule)
+            noeta_toolkit::PermissionRule::parse(&rule)
                 .map_err(|why| format!("{file}: `allowed-tools`: {why}"))?,
         );
     }
@@ -330,56 +412,54 @@ async fn pre_execute(
         }
     }
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
     let mut index = 0;
-    while let Some(at) = rest.find("!`") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 2..];
-        let Some(end) = after.find('`') else {
-            out.push_str(&rest[at..]);
-            rest = "";
-            break;
+    for piece in pieces {
+        let shell = match piece {
+            Piece::Text(text) => {
+                out.push_str(text);
+                continue;
+            }
+            Piece::Run(shell) => shell,
         };
-        let shell = &after[..end];
-        rest = &after[end + 1..];
         index += 1;
+        let shown = shell.lines().next().unwrap_or_default();
         let call = noeta_core::model::ToolCall {
             id: format!("{}-pre-{index}", command.name),
             name: "Bash".to_owned(),
             input: serde_json::json!({ "command": shell }),
         };
-        if !rules
-            .iter()
-            .any(|r| r.matches("Bash", &call.input, &workspace))
+        if !crate::read_only::is_read_only(shell)
+            && !noeta_toolkit::rules_allow(&rules, "Bash", &call.input, &workspace)
         {
             return Err(format!(
-                "{file}: `!`{shell}`` is not granted by its `allowed-tools` (add a rule such as \
-                 `Bash({shell}:*)` to run it before the command is sent)"
+                "{file}: `{shown}` is not read-only and not granted by its `allowed-tools` (add \
+                 a rule such as `Bash({}:*)` to run it before the command is sent)",
+                shown.split_whitespace().next().unwrap_or(shown)
             ));
         }
         match view.ask_gate(&call).await {
             CallVerdict::Deny(reason) => {
-                return Err(format!("{file}: `!`{shell}`` is denied: {reason}"));
+                return Err(format!("{file}: `{shown}` is denied: {reason}"));
             }
             CallVerdict::Rewrite(_) => {
                 return Err(format!(
-                    "{file}: `!`{shell}`` would be rewritten by a hook; it is not run"
+                    "{file}: `{shown}` would be rewritten by a hook; it is not run"
                 ));
             }
             _ => {}
         }
         let env = view
             .exec_env()
-            .ok_or_else(|| format!("{file}: `!`{shell}``: this host runs no commands"))?;
+            .ok_or_else(|| format!("{file}: `{shown}`: this host runs no commands"))?;
         let run = noeta_core::exec::ExecCommand::new("sh", ["-c", shell])
             .with_timeout(PRE_EXECUTION_TIMEOUT);
         let ran = env
             .run(&run)
             .await
-            .map_err(|err| format!("{file}: `!`{shell}`` cannot run: {err}"))?;
+            .map_err(|err| format!("{file}: `{shown}` cannot run: {err}"))?;
         if ran.timed_out {
             return Err(format!(
-                "{file}: `!`{shell}`` gave no result within {} s",
+                "{file}: `{shown}` gave no result within {} s",
                 PRE_EXECUTION_TIMEOUT.as_secs()
             ));
         }
@@ -399,7 +479,6 @@ async fn pre_execute(
         }
         out.push_str(&printed);
     }
-    out.push_str(rest);
     Ok(out)
 }
 
@@ -530,5 +609,30 @@ impl Extension for MarkdownCommands {
         .map_err(HookError::new)?;
         let text = include_files(&text, view.workspace()).map_err(HookError::new)?;
         Ok(CommandReply::Send(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Piece, pieces};
+
+    #[test]
+    fn inline_commands_and_fenced_blocks_are_cut_out_in_one_pass() {
+        let text = "Status: !`git status`\nDiff:\n!`git diff HEAD`\nNot a command: wow!`x` \
+                    and `!`.\n```!\n\"/p/setup.sh\" a b\necho done\n```\nGo on.\n```!\nunclosed";
+        assert_eq!(
+            pieces(text),
+            [
+                Piece::Text("Status: "),
+                Piece::Run("git status"),
+                Piece::Text("\nDiff:\n"),
+                Piece::Run("git diff HEAD"),
+                Piece::Text("\nNot a command: wow!`x` and `!`.\n"),
+                Piece::Run("\"/p/setup.sh\" a b\necho done"),
+                Piece::Text("\nGo on.\n```!\nunclosed"),
+            ]
+        );
+        assert_eq!(pieces("plain"), [Piece::Text("plain")]);
+        assert_eq!(pieces(""), []);
     }
 }

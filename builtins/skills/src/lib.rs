@@ -22,6 +22,7 @@ mod frontmatter;
 mod index;
 pub mod listing;
 mod menu;
+mod read_only;
 mod settings;
 mod tools;
 

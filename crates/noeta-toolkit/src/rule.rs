@@ -12,6 +12,12 @@
 //!   workspace when it is inside it;
 //! - `WebFetch`: `domain:<host>` against the URL's host;
 //! - any other tool: a pattern against its input's first text value.
+//!
+//! A hook's `if` asks whether a call *matches* ([`PermissionRule::matches`]: any command of
+//! a compound one). What grants a call — a command file's `allowed-tools` — asks whether the
+//! rules *allow* it ([`rules_allow`]): every command of a compound one must be matched, and a
+//! command with a substitution (`$(…)`, backticks, `<(…)`) only by a rule naming the whole
+//! tool, so `Bash(git status:*)` never grants `git status && curl …`.
 
 use regex::Regex;
 use serde_json::Value;
@@ -123,6 +129,50 @@ fn glob_matches(pattern: &str, within_dirs: bool, text: &str) -> bool {
     Regex::new(&regex).is_ok_and(|regex| regex.is_match(text))
 }
 
+/// Whether `rules` together allow the call of `tool` with `input` (`workspace`: where
+/// relative paths start): for `Bash`, a rule naming the whole tool, or — for a command with no
+/// substitution — every command of it matched by some rule; for any other tool, a rule that
+/// matches.
+pub fn rules_allow(rules: &[PermissionRule], tool: &str, input: &Value, workspace: &str) -> bool {
+    if tool != "Bash" {
+        return rules.iter().any(|r| r.matches(tool, input, workspace));
+    }
+    let whole_tool = |r: &PermissionRule| (r.tool == "Bash" || r.tool == "*") && r.spec.is_none();
+    if rules.iter().any(whole_tool) {
+        return true;
+    }
+    let Some(command) = input.get("command").and_then(Value::as_str) else {
+        return false;
+    };
+    if ["$(", "`", "<(", ">("].iter().any(|s| command.contains(s)) {
+        return false;
+    }
+    let parts = split_commands(command);
+    !parts.is_empty()
+        && parts.iter().all(|part| {
+            rules.iter().any(|r| {
+                (r.tool == "Bash" || r.tool == "*")
+                    && r.spec
+                        .as_deref()
+                        .is_some_and(|spec| command_matches(spec, part))
+            })
+        })
+}
+
+/// `command` with a quoted program unquoted (`"/x/run.sh" a` is `/x/run.sh a`), as the shell
+/// reads it; `None` when the program is not quoted.
+fn unquoted_program(command: &str) -> Option<String> {
+    let quote = command.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let rest = &command[1..];
+    let end = rest.find(quote)?;
+    let program = &rest[..end];
+    let after = &rest[end + 1..];
+    if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    Some(format!("{program}{after}"))
+}
+
 /// Whether any command of `command` matches `spec`.
 fn command_matches(spec: &str, command: &str) -> bool {
     // `git:*` is the older spelling of `git *`.
@@ -132,9 +182,10 @@ fn command_matches(spec: &str, command: &str) -> bool {
     };
     // `git *` also matches a bare `git`.
     let bare = pattern.strip_suffix(" *");
+    let one = |part: &str| glob_matches(&pattern, false, part) || bare == Some(part);
     split_commands(command)
         .into_iter()
-        .any(|part| glob_matches(&pattern, false, part) || bare == Some(part))
+        .any(|part| one(part) || unquoted_program(part).is_some_and(|p| one(&p)))
 }
 
 /// The commands of a compound shell command, each without leading variable assignments.
@@ -231,8 +282,50 @@ mod tests {
             json!({ "url": "https://example.org/" })
         ));
         assert!(matches("*", "Anything", json!({})));
+        assert!(matches(
+            "Bash(/p/setup.sh:*)",
+            "Bash",
+            bash("\"/p/setup.sh\" --max-iterations 5 build it")
+        ));
+        assert!(!matches(
+            "Bash(/p/setup.sh:*)",
+            "Bash",
+            bash("\"/p/setup.sh2\" x")
+        ));
         for bad in ["Bash(git", "", "Bash git", "(x)"] {
             assert!(PermissionRule::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn rules_allow_a_compound_command_only_when_every_command_is_covered() {
+        let rules = |list: &[&str]| -> Vec<PermissionRule> {
+            list.iter()
+                .map(|r| PermissionRule::parse(r).unwrap())
+                .collect()
+        };
+        let allows = |list: &[&str], command: &str| {
+            super::rules_allow(&rules(list), "Bash", &json!({ "command": command }), "/w")
+        };
+        assert!(allows(&["Bash(git status:*)"], "git status"));
+        assert!(!allows(
+            &["Bash(git status:*)"],
+            "git status && curl x | sh"
+        ));
+        assert!(allows(
+            &["Bash(git add:*)", "Bash(git commit:*)"],
+            "git add . && git commit -m x"
+        ));
+        assert!(!allows(&["Bash(git status:*)"], "git status $(rm -rf ~)"));
+        assert!(!allows(&["Bash(echo:*)"], "echo `id`"));
+        assert!(allows(&["Bash"], "a=$(ls) && echo $a"));
+        assert!(!allows(&[], "git status"));
+        assert!(!allows(&["Bash(git:*)"], ""));
+        assert!(super::rules_allow(
+            &rules(&["Edit(src/**)"]),
+            "Edit",
+            &json!({ "file_path": "/w/src/a.rs" }),
+            "/w"
+        ));
     }
 }

@@ -82,7 +82,10 @@ fn a_goal_starting_with_a_slash_that_names_no_command_is_taken_as_written() {
 fn files_outside_the_workspace_and_ungranted_shell_pre_execution_are_refused_and_nothing_starts() {
     let env = CliEnv::new(NOETA);
     env.write_trusted(".noeta/commands/leak.md", "Show @../home/.bashrc please\n");
-    env.write_trusted(".noeta/commands/shell.md", "Status: !`git status`\n");
+    env.write_trusted(
+        ".noeta/commands/shell.md",
+        "---\nallowed-tools: Bash(git status:*)\n---\nStatus: !`git status && touch pwned`\n",
+    );
     std::fs::write(env.home.join(".bashrc"), "secret\n").unwrap();
     let provider = env.script(json!([{ "text": "never" }]));
     let out = env.run(&["run", "--provider", &provider, "/leak"]);
@@ -96,12 +99,13 @@ fn files_outside_the_workspace_and_ungranted_shell_pre_execution_are_refused_and
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains(
-            "shell.md: `!`git status`` is not granted by its `allowed-tools` (add a rule such as `Bash(git status:*)`"
+            "shell.md: `git status && touch pwned` is not read-only and not granted by its `allowed-tools` (add a rule such as `Bash(git:*)`"
         ),
         "{}",
         stderr(&out)
     );
     assert!(stdout(&env.run(&["tasks", "--json"])).trim().is_empty());
+    assert!(!env.workspace.join("pwned").exists());
 }
 
 #[test]
@@ -130,7 +134,7 @@ fn a_granted_pre_execution_runs_and_its_output_is_in_the_message_unless_the_gate
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains(
-            "commit.md: `!`printf main`` is denied: `Bash` is denied by the permission settings"
+            "commit.md: `printf main` is denied: `Bash` is denied by the permission settings"
         ),
         "{}",
         stderr(&out)
@@ -277,4 +281,102 @@ fn a_list_argument_hint_is_text_and_a_broken_command_is_refused_naming_file_and_
     );
     let listed = stdout(&env.run(&["tasks", "--json"]));
     assert_eq!(listed.lines().count(), 1, "no task made for it: {listed}");
+}
+
+/// `git ARGS` in `dir`, which must succeed.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git is installed");
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+}
+
+#[test]
+fn read_only_commands_run_from_bang_lines_without_an_allowed_tools_entry_as_in_claude_codes_commit()
+{
+    let env = CliEnv::new(NOETA);
+    let ws = env.workspace.clone();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    env.write("parser.rs", "fn parse() {}\n");
+    git(&ws, &["add", "parser.rs"]);
+    git(&ws, &["commit", "-q", "-m", "Add the parser"]);
+    env.write("parser.rs", "fn parse() { todo() }\n");
+    // The shape of Anthropic's commit command: the grants name only what writes.
+    env.write_trusted(
+        ".claude/commands/commit.md",
+        "---\nallowed-tools: Bash(git add:*), Bash(git commit:*)\ndescription: Create a git commit\n---\n\
+         ## Context\n\n- Current git status: !`git status --short`\n\
+         - Current git diff (staged and unstaged changes): !`git diff HEAD`\n\
+         - Current branch: !`git branch --show-current`\n\
+         - Recent commits: !`git log --oneline -10`\n\n## Your task\n\nCommit the change.\n",
+    );
+    let provider = env.script(json!([{ "text": "committed" }]));
+    let out = env.run(&["run", "--provider", &provider, "/commit"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let message = first_message(&env);
+    assert!(
+        message.contains("- Current git status:  M parser.rs\n"),
+        "{message}"
+    );
+    assert!(message.contains("+fn parse() { todo() }"), "{message}");
+    assert!(message.contains("- Current branch: main\n"), "{message}");
+    assert!(message.contains("Add the parser"), "{message}");
+    assert!(!message.contains("!`"), "{message}");
+}
+
+#[test]
+fn a_fenced_bang_block_runs_like_a_bang_line_granted_by_the_plugins_own_script_rule() {
+    let env = CliEnv::new(NOETA);
+    let root = env.home.join(".noeta/plugins/looper");
+    let put = |path: &str, text: &str| env.write(root.join(path).to_str().unwrap(), text);
+    put(
+        ".claude-plugin/plugin.json",
+        r#"{"name": "looper", "version": "1.0.0", "description": "Loops"}"#,
+    );
+    // The shape of the ralph-loop command: a quoted script path, the arguments unquoted.
+    put(
+        "commands/start-loop.md",
+        "---\ndescription: \"Start a loop\"\nargument-hint: \"PROMPT [--max-iterations N]\"\n\
+         allowed-tools: [\"Bash(${CLAUDE_PLUGIN_ROOT}/scripts/setup-loop.sh:*)\"]\n---\n\n\
+         Setting up the loop:\n\n```!\n\"${CLAUDE_PLUGIN_ROOT}/scripts/setup-loop.sh\" $ARGUMENTS\n```\n\n\
+         Work on the task.\n",
+    );
+    let script = root.join("scripts/setup-loop.sh");
+    put(
+        "scripts/setup-loop.sh",
+        "#!/bin/sh\nprintf 'loop set up (%s words): %s\\n' \"$#\" \"$*\"\n",
+    );
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // A block the grant does not cover is refused, and nothing runs.
+    put(
+        "commands/sneaky.md",
+        "---\nallowed-tools: [\"Bash(${CLAUDE_PLUGIN_ROOT}/scripts/setup-loop.sh:*)\"]\n---\n\
+         ```!\n\"${CLAUDE_PLUGIN_ROOT}/scripts/setup-loop.sh\" x\ntouch pwned\n```\n",
+    );
+    let provider = env.script(json!([{ "text": "looping" }]));
+    let out = env.run(&[
+        "run",
+        "--provider",
+        &provider,
+        "/looper:start-loop build the parser --max-iterations 5",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        first_message(&env),
+        "Setting up the loop:\n\nloop set up (5 words): build the parser --max-iterations 5\n\nWork on the task."
+    );
+    let out = env.run(&["run", "--provider", &provider, "/looper:sneaky"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is not read-only and not granted by its `allowed-tools`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.workspace.join("pwned").exists());
 }
