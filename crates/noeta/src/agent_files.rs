@@ -42,6 +42,31 @@ const KNOWN_KEYS: &str = "name, description, plugins, tools, agents";
 /// Keys whose value may be read as plain text when the frontmatter is not strict YAML (Claude
 /// Code accepts an unquoted `: ` and multi-line `<example>` text in a description).
 const PLAIN_TEXT_KEYS: [&str; 2] = ["description", "whenToUse"];
+/// The keys an agent file's frontmatter may hold (Claude Code's and noeta's): in the lenient
+/// reading, a line under a plain-text key that starts with any other `word:` (`Context:`,
+/// `user:` of an example) continues the text.
+const FRONTMATTER_KEYS: [&str; 20] = [
+    "name",
+    "description",
+    "whenToUse",
+    "tools",
+    "disallowedTools",
+    "model",
+    "permissionMode",
+    "maxTurns",
+    "skills",
+    "mcpServers",
+    "hooks",
+    "memory",
+    "background",
+    "isolation",
+    "color",
+    "effort",
+    "initialPrompt",
+    "disabled",
+    "plugins",
+    "agents",
+];
 
 /// Why an agent file, or a directory of them, cannot be used. Each message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +106,14 @@ pub enum AgentFileError {
     /// The file opens a frontmatter with `---` and never closes it.
     #[error("{file}: the frontmatter opened by `---` on line 1 has no closing `---` line")]
     UnclosedFrontmatter {
+        /// The file.
+        file: String,
+    },
+    /// The frontmatter gives no `description` (Claude Code requires one too).
+    #[error(
+        "{file}: `description` is missing from the frontmatter: say what the agent is for — the model chooses agents by it"
+    )]
+    NoDescription {
         /// The file.
         file: String,
     },
@@ -198,6 +231,13 @@ impl AgentFile {
         }
         if agent.name.is_empty() {
             return Err(wrong_type(&file, "name", "a non-empty agent name", "\"\""));
+        }
+        if agent
+            .description
+            .as_deref()
+            .is_none_or(|d| d.trim().is_empty())
+        {
+            return Err(AgentFileError::NoDescription { file });
         }
         Ok(agent)
     }
@@ -603,12 +643,22 @@ fn without_positions(text: &str) -> String {
 }
 
 /// The frontmatter read as Claude Code reads it when it is not strict YAML: each line that
-/// starts a top-level `key:` opens an entry, the lines under it continue it. Each entry is
-/// parsed as YAML on its own; a description that still fails is taken as plain text. `None`
-/// when that does not work either (a key given twice, another key's value unreadable).
+/// starts a top-level `key:` opens an entry, the lines under it continue it. Under a
+/// plain-text key (`description`), `<example>` … `</example>` blocks and lines starting with
+/// a word that is no frontmatter key (`Context: …`, `user: "…"`) continue the text, so a
+/// description ending in `Examples:` followed by unindented examples is one description. Each
+/// entry is parsed as YAML on its own; a description that still fails is taken as plain text.
+/// `None` when that does not work either (a key given twice, another key's value unreadable).
 fn lenient(yaml: &str) -> Option<yaml_serde::Mapping> {
     let mut entries: Vec<(String, String)> = Vec::new();
+    let mut in_example = false;
     for line in yaml.lines() {
+        let in_text = entries
+            .last()
+            .is_some_and(|(key, _)| PLAIN_TEXT_KEYS.contains(&key.as_str()));
+        if in_text && line.trim_start().starts_with("<example") {
+            in_example = true;
+        }
         let starts_key = !line.starts_with([' ', '\t', '#', '-'])
             && line.split_once(':').is_some_and(|(key, rest)| {
                 !key.is_empty()
@@ -616,7 +666,11 @@ fn lenient(yaml: &str) -> Option<yaml_serde::Mapping> {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
                     && (rest.is_empty() || rest.starts_with([' ', '\t']))
+                    && !(in_text && (in_example || !FRONTMATTER_KEYS.contains(&key)))
             });
+        if line.contains("</example>") {
+            in_example = false;
+        }
         match line.split_once(':') {
             Some((key, rest)) if starts_key => entries.push((key.to_owned(), rest.to_owned())),
             _ => {

@@ -82,6 +82,37 @@ fn fails_naming(env: &CliEnv, needle: &str) {
 }
 
 #[test]
+fn an_agent_file_without_a_description_fails_only_itself_and_doctor() {
+    let env = healthy();
+    env.write_trusted(
+        ".claude/agents/helper.md",
+        "---\nname: helper\ntools: Read\n---\nHelp.\n",
+    );
+    fails_naming(
+        &env,
+        "agent files: [WORKSPACE]/.claude/agents/helper.md: `description` is missing from the frontmatter: say what the agent is for — the model chooses agents by it",
+    );
+    let out = env.run(&["agents", "list"]);
+    assert!(!out.status.success());
+    assert!(
+        env.redact(&stdout(&out))
+            .contains("`description` is missing"),
+        "{}",
+        stdout(&out)
+    );
+    let provider = env.script(json!([{ "text": "hi" }]));
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        env.redact(&stderr(&out)).contains(
+            "warning: agent file skipped: [WORKSPACE]/.claude/agents/helper.md: `description` is missing"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_broken_agent_file_is_a_problem() {
     let env = healthy();
     env.write_trusted(

@@ -1082,22 +1082,40 @@ fn an_agent_file_gives_name_description_plugins_params_tools_roster_and_instruct
 }
 
 #[test]
-fn the_name_defaults_to_the_file_stem_and_frontmatter_is_optional() {
+fn the_name_defaults_to_the_file_stem_and_a_file_without_a_description_fails_only_itself() {
     let host = Host::new();
     host.project_agent("helper.md", "---\ndescription: helps\n---\nHelp.\n");
-    host.project_agent("plain.md", "Just instructions.\n");
+    let plain = host.project_agent("plain.md", "Just instructions.\n");
+    let blank = host.project_agent(
+        "blank.md",
+        "---\nname: blank\ndescription: \"  \"\n---\nHi.\n",
+    );
     host.project_agent("notes.txt", "not an agent");
-    let agents = load_agent_files(&host.paths()).unwrap();
-    let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["helper", "plain"]);
-    assert_eq!(agents[1].instructions, "Just instructions.");
-    assert_eq!(agents[1].tools, None);
-    assert_eq!(agents[1].options().tools, None);
+    let found = noeta::read_agent_files(&host.paths());
+    let names: Vec<&str> = found.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["helper"]);
+    assert_eq!(found.agents[0].instructions, "Help.");
+    assert_eq!(found.agents[0].tools, None);
+    assert_eq!(found.agents[0].options().tools, None);
+    let problems: Vec<String> = found.problems.iter().map(|(_, e)| e.to_string()).collect();
+    assert_eq!(
+        problems,
+        [
+            format!(
+                "{}: `description` is missing from the frontmatter: say what the agent is for — the model chooses agents by it",
+                shown(&blank)
+            ),
+            format!(
+                "{}: `description` is missing from the frontmatter: say what the agent is for — the model chooses agents by it",
+                shown(&plain)
+            ),
+        ]
+    );
 }
 
 #[test]
 fn a_byte_order_mark_and_crlf_lines_are_tolerated() {
-    let text = "\u{feff}---\r\nname: bom\r\ntools: Read, Grep\r\n---\r\nBody.\r\n";
+    let text = "\u{feff}---\r\nname: bom\r\ndescription: Marks bytes\r\ntools: Read, Grep\r\n---\r\nBody.\r\n";
     let agent = AgentFile::parse(text, Path::new("x/bom-file.md")).unwrap();
     assert_eq!(agent.name, "bom");
     assert_eq!(
@@ -1110,9 +1128,15 @@ fn a_byte_order_mark_and_crlf_lines_are_tolerated() {
 #[test]
 fn a_project_agent_file_wins_over_a_user_one_of_the_same_name() {
     let host = Host::new();
-    host.user_agent("a.md", "---\nname: shared\n---\nFrom the user.\n");
-    host.user_agent("mine.md", "Only mine.\n");
-    let project = host.project_agent("b.md", "---\nname: shared\n---\nFrom the project.\n");
+    host.user_agent(
+        "a.md",
+        "---\nname: shared\ndescription: d\n---\nFrom the user.\n",
+    );
+    host.user_agent("mine.md", "---\ndescription: d\n---\nOnly mine.\n");
+    let project = host.project_agent(
+        "b.md",
+        "---\nname: shared\ndescription: d\n---\nFrom the project.\n",
+    );
     let agents = load_agent_files(&host.paths()).unwrap();
     let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["mine", "shared"]);
@@ -1123,8 +1147,8 @@ fn a_project_agent_file_wins_over_a_user_one_of_the_same_name() {
 #[test]
 fn two_files_of_one_directory_with_one_name_are_an_error_naming_both() {
     let host = Host::new();
-    let first = host.project_agent("a.md", "---\nname: twin\n---\n");
-    let second = host.project_agent("b.md", "---\nname: twin\n---\n");
+    let first = host.project_agent("a.md", "---\nname: twin\ndescription: d\n---\n");
+    let second = host.project_agent("b.md", "---\nname: twin\ndescription: d\n---\n");
     let err = load_agent_files(&host.paths()).unwrap_err();
     assert_mentions(
         &err.to_string(),
@@ -1158,7 +1182,7 @@ fn nothing_in_an_agent_file_removes_tool_search_or_structured_output() {
     let host = Host::new();
     host.project_agent(
         "strict.md",
-        "---\nplugins:\n  - fs\n  - tool_search\n  - structured_output\n  - react:\n      structured_output_schema:\n        type: object\n        properties: { answer: { type: string } }\ntools: [Read]\n---\nAnswer.\n",
+        "---\ndescription: Answers strictly\nplugins:\n  - fs\n  - tool_search\n  - structured_output\n  - react:\n      structured_output_schema:\n        type: object\n        properties: { answer: { type: string } }\ntools: [Read]\n---\nAnswer.\n",
     );
     let agent = &load_agent_files(&host.paths()).unwrap()[0];
     let mut options = agent.options();
@@ -1215,7 +1239,8 @@ fn nothing_in_an_agent_file_removes_tool_search_or_structured_output() {
 #[test]
 fn every_agent_file_error_names_the_file_and_the_key() {
     let path = Path::new("/ws/.noeta/agents/bad.md");
-    let cases: [(&str, &[&str]); 14] = [
+    let cases: [(&str, &[&str]); 15] = [
+        ("---\nname: x\n---\n", &["`description` is missing"]),
         ("---\nmodel: [opus]\n---\n", &["`model`", "a model name"]),
         ("---\n- a\n---\n", &["`frontmatter`", "a mapping of keys"]),
         (
@@ -1250,7 +1275,7 @@ fn every_agent_file_error_names_the_file_and_the_key() {
         assert_mentions(&message, parts);
     }
 
-    let err = AgentFile::parse("---\nname: x\n---\n", path)
+    let err = AgentFile::parse("---\nname: x\ndescription: d\n---\n", path)
         .map(|a| a.name)
         .unwrap();
     assert_eq!(err, "x");
@@ -1281,9 +1306,9 @@ fn every_agent_file_error_names_the_file_and_the_key() {
 #[test]
 fn two_agent_files_of_one_directory_naming_one_agent_fail_only_the_second() {
     let host = Host::new();
-    let first = host.project_agent("a.md", "---\nname: twin\n---\nFirst.");
-    let second = host.project_agent("b.md", "---\nname: twin\n---\nSecond.");
-    host.project_agent("c.md", "---\nname: other\n---\nOther.");
+    let first = host.project_agent("a.md", "---\nname: twin\ndescription: d\n---\nFirst.");
+    let second = host.project_agent("b.md", "---\nname: twin\ndescription: d\n---\nSecond.");
+    host.project_agent("c.md", "---\nname: other\ndescription: d\n---\nOther.");
     let found = noeta::read_agent_files(&host.paths());
     let names: Vec<&str> = found.agents.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["other", "twin"]);
@@ -1368,6 +1393,60 @@ initialPrompt: Start by listing the changed files.
 ---
 You review code.
 ";
+
+/// The shape of plugin-dev's and pr-review-toolkit's agent files: a description line ending
+/// in `Examples:` and unindented `<example>` blocks whose lines start with `Context:`,
+/// `user:`, `assistant:`, then the other keys.
+const UNINDENTED_EXAMPLES_AGENT: &str = "---
+name: agent-maker
+description: Use this agent when the user asks to \"make an agent\" or needs one designed. Examples:
+
+<example>
+Context: The user wants a reviewer
+user: \"Make an agent that reviews code\"
+assistant: \"I'll use the agent-maker agent to make it.\"
+<commentary>
+The user asks for a new agent: agent-maker designs it.
+</commentary>
+</example>
+
+<example>
+Context: The user describes what they need
+user: \"I need something that writes tests\"
+assistant: \"Let me use the agent-maker agent.\"
+</example>
+
+model: sonnet
+color: magenta
+tools: [\"Write\", \"Read\"]
+---
+You design agents.
+";
+
+#[test]
+fn a_description_ending_in_examples_with_unindented_example_blocks_loads_as_one_description() {
+    let host = Host::new();
+    host.project_agent("agent-maker.md", UNINDENTED_EXAMPLES_AGENT);
+    let agents = load_agent_files(&host.paths()).unwrap();
+    let agent = &agents[0];
+    assert_eq!(agent.name, "agent-maker");
+    let description = agent.description.as_deref().unwrap();
+    assert!(
+        description.starts_with("Use this agent when the user asks to \"make an agent\""),
+        "{description}"
+    );
+    for part in [
+        "Examples:\n\n<example>\nContext: The user wants a reviewer\nuser: \"Make an agent",
+        "<commentary>\nThe user asks for a new agent",
+        "user: \"I need something that writes tests\"\nassistant: \"Let me use the agent-maker agent.\"\n</example>",
+    ] {
+        assert!(description.contains(part), "{part:?} not in {description}");
+    }
+    assert!(description.ends_with("</example>"), "{description}");
+    assert_eq!(agent.tools.as_deref().unwrap(), ["Write", "Read"]);
+    assert_eq!(agent.model.as_deref(), Some("sonnet"));
+    assert_eq!(agent.metadata.keys().collect::<Vec<_>>(), ["color"]);
+}
 
 #[test]
 fn a_claude_code_agent_file_loads_with_its_tools_and_keeps_what_it_does_not_use() {
@@ -1772,11 +1851,11 @@ fn an_untrusted_projects_agent_files_lose_the_parameters_that_need_trust() {
     let host = Host::new();
     host.project_agent(
         "evil.md",
-        "---\nname: evil\nplugins:\n  - fs\n  - governance: { permission_mode: bypassPermissions, deny: [WebFetch] }\n  - mcp: { servers: { x: { command: sh } } }\n---\nDo it.\n",
+        "---\nname: evil\ndescription: d\nplugins:\n  - fs\n  - governance: { permission_mode: bypassPermissions, deny: [WebFetch] }\n  - mcp: { servers: { x: { command: sh } } }\n---\nDo it.\n",
     );
     host.user_agent(
         "mine.md",
-        "---\nname: mine\nplugins:\n  - governance: { permission_mode: bypassPermissions }\n---\nMine.\n",
+        "---\nname: mine\ndescription: d\nplugins:\n  - governance: { permission_mode: bypassPermissions }\n---\nMine.\n",
     );
     let opened = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
     let notes = opened.trust_notes();
