@@ -130,6 +130,8 @@ const CATALOG: &[Entry] = &[
     row("claude-fable-5", 1_000_000, 128_000),
     row("claude-opus-5", 1_000_000, 128_000),
     row("claude-sonnet-5", 1_000_000, 128_000),
+    // Haiku 5's limits are taken as Haiku 4.5's until they are published.
+    row("claude-haiku-5", 200_000, 64_000),
     row("claude-opus-4-8", 1_000_000, 128_000),
     row("claude-opus-4-7", 1_000_000, 128_000),
     row("claude-opus-4-6", 1_000_000, 128_000),

@@ -211,7 +211,7 @@ mod tests {
 }
 
 /// The keys `[plugins.providers]` takes.
-const SETTINGS_KEYS: &[&str] = &[
+pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "provider",
     "model",
     "api_key",
@@ -225,6 +225,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "context_window",
     "reasoning_effort",
     "price",
+    "model_aliases",
 ];
 
 /// The keys of `price`, in US dollars per million tokens.
@@ -238,6 +239,7 @@ pub fn from_settings(
     base: ProviderConfig,
 ) -> Result<(Option<String>, ProviderConfig), String> {
     let table = SettingsTable::new("providers", params, SETTINGS_KEYS)?;
+    crate::aliases::model_aliases_from_settings(params)?;
     let price = match table.table("price", PRICE_KEYS)? {
         Some(price) => {
             let dollars = |part: &str| {

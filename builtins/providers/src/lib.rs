@@ -7,6 +7,7 @@
 //! deadline, and stop as soon as the `complete` future is dropped (the connection is closed with
 //! it). See the README for the wire mapping.
 
+mod aliases;
 mod anthropic;
 mod catalog;
 mod config;
@@ -18,6 +19,9 @@ mod props;
 
 use noeta_core::{LinkedPlugin, RefTable};
 
+pub use aliases::{
+    MODEL_ALIASES, is_model_alias, model_aliases_from_settings, resolve_model_alias,
+};
 pub use anthropic::{
     ANTHROPIC_API_KEY_VAR, ANTHROPIC_BASE_URL_VAR, ANTHROPIC_DEFAULT_BASE_URL,
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION, AnthropicProvider,

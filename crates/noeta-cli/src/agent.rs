@@ -355,8 +355,11 @@ impl AgentHost {
         // Agent files with a model of their own run on it when the provider knows it; the
         // agent run and its roster say so when not.
         let agent_models = host.agent_models(&model);
-        for (agent, note) in agent_models.notes {
-            if agent == session.spec.name || session.spec.spawnable.contains(&agent) {
+        for (agents, note) in agent_models.notes {
+            if agents
+                .iter()
+                .any(|a| *a == session.spec.name || session.spec.spawnable.contains(a))
+            {
                 eoutln!("warning: {note}");
             }
         }

@@ -64,8 +64,9 @@ pub struct HostConfig {
 pub struct AgentModels {
     /// Each agent that runs on a model of its own, with its provider.
     pub models: Vec<(String, Arc<dyn Provider>)>,
-    /// By agent, why it runs on the run's model instead.
-    pub notes: Vec<(String, String)>,
+    /// Why agents run on the run's model instead, each note with the agents it concerns (one
+    /// note for every agent file naming an alias the provider cannot serve).
+    pub notes: Vec<(Vec<String>, String)>,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -659,13 +660,46 @@ impl Host {
         let mut models = Vec::new();
         let mut notes = Vec::new();
         let provider = run_model.name();
+        // `[plugins.providers] model_aliases`, read as `open_model` reads the table (a bad one
+        // has failed the run's model already).
+        let params = self
+            .settings
+            .params("providers")
+            .map(|p| Value::Object(p.clone()))
+            .unwrap_or(Value::Null);
+        let overrides = resolve_plugin_secrets("providers", &params, self.config.secrets.as_ref())
+            .ok()
+            .and_then(|params| noeta_builtin_providers::model_aliases_from_settings(&params).ok())
+            .unwrap_or_default();
+        // An alias the provider cannot serve: one note for all the files that use it.
+        let mut unserved: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for file in &self.files.agents {
-            let Some(model) = file.model.as_deref().filter(|m| *m != "inherit") else {
+            let Some(written) = file.model.as_deref().filter(|m| *m != "inherit") else {
                 continue;
             };
+            let model = if noeta_builtin_providers::is_model_alias(written) {
+                match noeta_builtin_providers::resolve_model_alias(provider, written, &overrides) {
+                    Some(model) => model,
+                    None => {
+                        unserved
+                            .entry(written.to_owned())
+                            .or_default()
+                            .push(file.name.clone());
+                        continue;
+                    }
+                }
+            } else {
+                written.to_owned()
+            };
+            let model = model.as_str();
             let on_run = |why: String| {
+                let named = if model == written {
+                    format!("`model: {model}`")
+                } else {
+                    format!("`model: {written}` (`{model}`)")
+                };
                 format!(
-                    "agent `{}` ({}): `model: {model}` {why}; it runs on the run's model `{}`",
+                    "agent `{}` ({}): {named} {why}; it runs on the run's model `{}`",
                     file.name,
                     file.path.display(),
                     run_model.model()
@@ -676,16 +710,36 @@ impl Host {
             }
             if !noeta_builtin_providers::knows_model(provider, model) {
                 let why = format!("is not a model the `{provider}` provider knows");
-                notes.push((file.name.clone(), on_run(why)));
+                notes.push((vec![file.name.clone()], on_run(why)));
                 continue;
             }
             match self.open_model(Some(provider), Some(model)) {
                 Ok(opened) => models.push((file.name.clone(), opened)),
                 Err(err) => {
                     let why = format!("cannot be opened ({err})");
-                    notes.push((file.name.clone(), on_run(why)));
+                    notes.push((vec![file.name.clone()], on_run(why)));
                 }
             }
+        }
+        for (alias, agents) in unserved {
+            let shown: Vec<String> = agents.iter().take(3).map(|a| format!("`{a}`")).collect();
+            let more = match agents.len().saturating_sub(shown.len()) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            let note = format!(
+                "`model: {alias}` (agent{} {}{more}) names no model of the `{provider}` provider; \
+                 {} on the run's model `{}` — map it with `[plugins.providers] model_aliases`",
+                if agents.len() == 1 { "" } else { "s" },
+                shown.join(", "),
+                if agents.len() == 1 {
+                    "it runs"
+                } else {
+                    "they run"
+                },
+                run_model.model()
+            );
+            notes.push((agents, note));
         }
         AgentModels { models, notes }
     }

@@ -180,7 +180,7 @@ fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("`model: haiku` is not a model the `openai` provider knows; it runs on the run's model `gpt-4.1`"),
+        stderr(&out).contains("`model: haiku` (agent `aliased`) names no model of the `openai` provider; it runs on the run's model `gpt-4.1` — map it with `[plugins.providers] model_aliases`"),
         "{}",
         stderr(&out)
     );
@@ -191,6 +191,49 @@ fn an_agent_file_runs_on_its_own_model_when_the_provider_knows_it() {
         .map(|b| b["model"].clone())
         .collect();
     assert_eq!(models, [json!("gpt-4o-mini"), json!("gpt-4.1")]);
+}
+
+#[test]
+fn an_alias_mapped_in_the_settings_runs_the_agent_on_that_model() {
+    let env = CliEnv::new(NOETA);
+    env.write_trusted(
+        ".noeta/agents/aliased.md",
+        "---\nname: aliased\ndescription: Claude Code alias\nmodel: haiku\n---\nHi.\n",
+    );
+    std::fs::create_dir_all(env.home.join(".noeta")).unwrap();
+    std::fs::write(
+        env.home.join(".noeta/config.toml"),
+        "[plugins.providers.model_aliases]\nhaiku = \"gpt-4o-mini\"\n",
+    )
+    .unwrap();
+    let (base, server) = noeta_testkit::http::openai_text_server(1, "done");
+    let vars = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    let out = env.run_with(
+        &[
+            "run",
+            "--agent",
+            "aliased",
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4.1",
+            "hi",
+        ],
+        None,
+        &vars,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("model_aliases"), "{}", stderr(&out));
+    let models: Vec<Value> = server
+        .join()
+        .unwrap()
+        .iter()
+        .map(|b| b["model"].clone())
+        .collect();
+    assert_eq!(models, [json!("gpt-4o-mini")]);
 }
 
 /// The `Task` tool of the first request `body` (an OpenAI chat request) and its description.

@@ -1515,7 +1515,7 @@ fn a_claude_code_agent_file_loads_with_its_tools_and_keeps_what_it_does_not_use(
     assert!(models.is_empty());
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
-        notes[0].1.contains("`model: sonnet` is not a model the `scripted` provider knows; it runs on the run's model"),
+        notes[0].1.contains("`model: sonnet` (agent `code-reviewer`) names no model of the `scripted` provider; it runs on the run's model"),
         "{notes:?}"
     );
 }
@@ -1542,6 +1542,77 @@ fn an_agent_files_model_is_used_when_the_runs_provider_knows_it() {
     check_agent_models(&noeta_host, &run);
 }
 
+#[test]
+fn model_aliases_map_through_the_settings_and_an_unserved_alias_is_one_note_for_all_its_agents() {
+    let host = Host::new();
+    for name in ["quick", "quicker"] {
+        host.project_agent(
+            &format!("{name}.md"),
+            &format!("---\nname: {name}\ndescription: Quick\nmodel: haiku\n---\nBe quick.\n"),
+        );
+    }
+    for name in ["deep-a", "deep-b", "deep-c", "deep-d"] {
+        host.project_agent(
+            &format!("{name}.md"),
+            &format!("---\nname: {name}\ndescription: Deep\nmodel: opus\n---\nThink.\n"),
+        );
+    }
+    host.user(
+        "[plugins.providers]\nprovider = \"openai\"\napi_key = \"sk-test\"\n\
+         [plugins.providers.model_aliases]\nhaiku = \"gpt-4o-mini\"\n",
+    );
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let run = noeta_host.open_model(None, Some("gpt-4.1")).unwrap();
+    let noeta::AgentModels { models, notes, .. } = noeta_host.agent_models(&run);
+    let opened: Vec<(&str, &str)> = models
+        .iter()
+        .map(|(agent, p)| (agent.as_str(), p.model()))
+        .collect();
+    assert_eq!(
+        opened,
+        [("quick", "gpt-4o-mini"), ("quicker", "gpt-4o-mini")]
+    );
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].0, ["deep-a", "deep-b", "deep-c", "deep-d"]);
+    assert_eq!(
+        notes[0].1,
+        "`model: opus` (agents `deep-a`, `deep-b`, `deep-c` and 1 more) names no model of the `openai` provider; they run on the run's model `gpt-4.1` — map it with `[plugins.providers] model_aliases`"
+    );
+
+    // On Anthropic, the aliases have defaults: the newest model of each family.
+    host.user("[plugins.providers]\nprovider = \"anthropic\"\napi_key = \"sk-test\"\n");
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let run = noeta_host
+        .open_model(None, Some("claude-sonnet-5-5"))
+        .unwrap();
+    let noeta::AgentModels { models, notes, .. } = noeta_host.agent_models(&run);
+    let opened: Vec<(&str, &str)> = models
+        .iter()
+        .map(|(agent, p)| (agent.as_str(), p.model()))
+        .collect();
+    assert_eq!(
+        opened,
+        [
+            ("deep-a", "claude-opus-5-5"),
+            ("deep-b", "claude-opus-5-5"),
+            ("deep-c", "claude-opus-5-5"),
+            ("deep-d", "claude-opus-5-5"),
+            ("quick", "claude-haiku-5-5"),
+            ("quicker", "claude-haiku-5-5"),
+        ]
+    );
+    assert!(notes.is_empty(), "{notes:?}");
+
+    // A bad alias table fails the run's model, naming the key.
+    host.user("[plugins.providers]\nprovider = \"openai\"\napi_key = \"sk-test\"\nmodel_aliases = { fast = \"x\" }\n");
+    let noeta_host = noeta::Host::open(noeta::HostConfig::new(host.paths())).unwrap();
+    let Err(err) = noeta_host.open_model(None, Some("gpt-4.1")) else {
+        panic!("a bad alias table opened a model");
+    };
+    let err = err.to_string();
+    assert_mentions(&err, &["model_aliases.fast", "no model alias"]);
+}
+
 fn check_agent_models(
     host: &noeta::Host,
     run: &std::sync::Arc<dyn noeta_core::provider::Provider>,
@@ -1553,7 +1624,7 @@ fn check_agent_models(
         .collect();
     assert_eq!(opened, [("fast", "gpt-4o-mini")]);
     assert_eq!(notes.len(), 1, "{notes:?}");
-    assert_eq!(notes[0].0, "other");
+    assert_eq!(notes[0].0, ["other"]);
     assert!(
         notes[0].1.contains("`model: claude-haiku-4-5` is not a model the `openai` provider knows; it runs on the run's model `gpt-4.1`"),
         "{notes:?}"
