@@ -152,6 +152,10 @@ struct CommandSpec {
 struct Group {
     #[serde(default)]
     matcher: Option<String>,
+    /// Where the host read the group (`<file>: hooks.<Event>[i]`), set when it merges a hooks
+    /// file or a plugin's hooks into the settings: errors and warnings name it.
+    #[serde(default, rename = "noeta_source")]
+    source: Option<String>,
     hooks: Vec<CommandSpec>,
     /// Keys a group does not have; each is one warning.
     #[serde(flatten)]
@@ -216,6 +220,127 @@ pub(crate) struct Hooks {
     start_mode: Mode,
 }
 
+/// The key a host sets on each hook group it merges from a file, naming where it was read
+/// (`<file>: hooks.<Event>[i]`).
+pub const SOURCE_KEY: &str = "noeta_source";
+
+/// The hooks configured, by event.
+type Events = BTreeMap<Event, Vec<Hook>>;
+
+/// The hooks of `table` (the events, as Claude Code's `hooks` JSON writes them) and what of
+/// it is accepted and not used, each line naming where it was written: the group's
+/// [`SOURCE_KEY`], else `settings [plugins.governance] hooks.<Event>[i]`.
+fn read_events(table: &Value) -> Result<(Events, Vec<String>), String> {
+    let groups: BTreeMap<String, Vec<Group>> = serde_json::from_value(table.clone())
+        .map_err(|err| format!("settings [plugins.governance] hooks: {err}"))?;
+    let mut events: BTreeMap<Event, Vec<Hook>> = BTreeMap::new();
+    let mut ignored = Vec::new();
+    for (name, list) in groups {
+        let label = |i: usize, group: &Group| {
+            group
+                .source
+                .clone()
+                .unwrap_or_else(|| format!("settings [plugins.governance] hooks.{name}[{i}]"))
+        };
+        let Some(event) = Event::parse(&name) else {
+            for (i, group) in list.iter().enumerate() {
+                let count = group.hooks.len();
+                let at = label(i, group);
+                ignored.push(if NOT_RUN.contains(&name.as_str()) {
+                    format!("{at}: noeta does not run `{name}` hooks yet; {count} hook(s) ignored")
+                } else {
+                    format!(
+                        "{at}: `{name}` is no hook event (known: {}); {count} hook(s) ignored",
+                        Event::KNOWN
+                    )
+                });
+            }
+            continue;
+        };
+        for (i, group) in list.into_iter().enumerate() {
+            let at_group = label(i, &group);
+            let matcher = match group.matcher.as_deref() {
+                None | Some("") | Some("*") => None,
+                Some(pattern) => Some(Regex::new(&format!("^(?:{pattern})$")).map_err(|err| {
+                    format!("{at_group}: matcher `{pattern}` is not a valid pattern: {err}")
+                })?),
+            };
+            for key in group.other.keys() {
+                ignored.push(format!("{at_group}: key `{key}` is not used"));
+            }
+            for (j, spec) in group.hooks.into_iter().enumerate() {
+                let at = format!("{at_group}.hooks[{j}]");
+                if spec.kind != "command" {
+                    ignored.push(format!(
+                        "{at}: hook type `{}` is not supported (only `command`); this hook is ignored",
+                        spec.kind
+                    ));
+                    continue;
+                }
+                let Some(command) = spec.command.filter(|c| !c.trim().is_empty()) else {
+                    return Err(format!("{at}: a command hook needs a `command`"));
+                };
+                for key in spec
+                    .other
+                    .keys()
+                    .filter(|k| !SPEC_KEYS.contains(&k.as_str()))
+                {
+                    ignored.push(format!(
+                        "{at}: `{key}` is not supported yet; the hook runs without it"
+                    ));
+                }
+                let condition = match spec.condition.as_deref() {
+                    None => None,
+                    Some(_) if !matches!(event, Event::PreToolUse | Event::PostToolUse) => {
+                        ignored.push(format!(
+                            "{at}: `if` applies to tool events only; the hook runs without it"
+                        ));
+                        None
+                    }
+                    Some(text) => Some(Rule::parse(text).map_err(|why| format!("{at}.if: {why}"))?),
+                };
+                events.entry(event).or_default().push(Hook {
+                    matcher: matcher.clone(),
+                    command,
+                    timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+                    fail_closed: spec.fail_closed,
+                    env: spec.env,
+                    condition,
+                    background: spec.background,
+                });
+            }
+        }
+    }
+    Ok((events, ignored))
+}
+
+/// The lines said so far, so each is said once per process however many sessions read the
+/// same configuration (or a host said it first, through [`notes`]).
+static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Marks `line` said; whether it was new.
+fn first_time(line: &str) -> bool {
+    SAID.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(line.to_owned())
+}
+
+/// What of the hooks `table` (events, with [`SOURCE_KEY`] on each group) is accepted and not
+/// used, each line naming where it was written — or why it cannot be used at all. A host
+/// calls it when it reads a hooks file, to list these lines with the file's other warnings;
+/// they are then not said again when a session is built.
+///
+/// # Errors
+/// A hook that cannot be read (no `command`, a bad matcher or `if`), naming it.
+pub fn notes(table: &Value) -> Result<Vec<String>, String> {
+    let (_, ignored) = read_events(table)?;
+    for line in &ignored {
+        first_time(line);
+    }
+    Ok(ignored)
+}
+
 /// Reads `[plugins.governance] hooks`; every error names the event, the group or the field.
 /// Hook commands run in `cwd`, or in the current directory when it is not set.
 pub(crate) fn parse(
@@ -233,93 +358,10 @@ pub(crate) fn parse(
             format!("settings [plugins.governance] hooks: cannot tell the current directory: {err}")
         })?,
     };
-    let groups: BTreeMap<String, Vec<Group>> = serde_json::from_value(table.clone())
-        .map_err(|err| format!("settings [plugins.governance] hooks: {err}"))?;
-    let mut events: BTreeMap<Event, Vec<Hook>> = BTreeMap::new();
-    let mut ignored = Vec::new();
-    for (name, list) in groups {
-        let Some(event) = Event::parse(&name) else {
-            let count: usize = list.iter().map(|g| g.hooks.len()).sum();
-            ignored.push(if NOT_RUN.contains(&name.as_str()) {
-                format!(
-                    "hooks.{name}: noeta does not run `{name}` hooks yet; {count} hook(s) ignored"
-                )
-            } else {
-                format!(
-                    "hooks.{name}: unknown event (known: {}); {count} hook(s) ignored",
-                    Event::KNOWN
-                )
-            });
-            continue;
-        };
-        for (i, group) in list.into_iter().enumerate() {
-            let matcher = match group.matcher.as_deref() {
-                None | Some("") | Some("*") => None,
-                Some(pattern) => Some(Regex::new(&format!("^(?:{pattern})$")).map_err(|err| {
-                    format!("settings [plugins.governance] hooks.{name}[{i}]: matcher `{pattern}` is not a valid pattern: {err}")
-                })?),
-            };
-            for key in group.other.keys() {
-                ignored.push(format!("hooks.{name}[{i}]: key `{key}` is not used"));
-            }
-            for (j, spec) in group.hooks.into_iter().enumerate() {
-                let at = format!("hooks.{name}[{i}].hooks[{j}]");
-                if spec.kind != "command" {
-                    ignored.push(format!(
-                        "{at}: hook type `{}` is not supported (only `command`); this hook is ignored",
-                        spec.kind
-                    ));
-                    continue;
-                }
-                let Some(command) = spec.command.filter(|c| !c.trim().is_empty()) else {
-                    return Err(format!(
-                        "settings [plugins.governance] {at}: a command hook needs a `command`"
-                    ));
-                };
-                for key in spec
-                    .other
-                    .keys()
-                    .filter(|k| !SPEC_KEYS.contains(&k.as_str()))
-                {
-                    ignored.push(format!(
-                        "{at}: `{key}` is not supported yet; the hook runs without it"
-                    ));
-                }
-                let condition =
-                    match spec.condition.as_deref() {
-                        None => None,
-                        Some(_) if !matches!(event, Event::PreToolUse | Event::PostToolUse) => {
-                            ignored.push(format!(
-                                "{at}: `if` applies to tool events only; the hook runs without it"
-                            ));
-                            None
-                        }
-                        Some(text) => Some(Rule::parse(text).map_err(|why| {
-                            format!("settings [plugins.governance] {at}.if: {why}")
-                        })?),
-                    };
-                events.entry(event).or_default().push(Hook {
-                    matcher: matcher.clone(),
-                    command,
-                    timeout: Duration::from_secs(spec.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
-                    fail_closed: spec.fail_closed,
-                    env: spec.env,
-                    condition,
-                    background: spec.background,
-                });
-            }
-        }
-    }
-    // Said once per process, however many agents' sessions read the same configuration.
-    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let (events, ignored) = read_events(table)?;
     for line in &ignored {
-        let first = SAID
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(line.clone());
-        if first {
-            tracing::warn!("settings [plugins.governance] {line}");
+        if first_time(line) {
+            tracing::warn!("{line}");
         }
     }
     Ok(Some(Hooks {

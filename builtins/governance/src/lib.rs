@@ -19,6 +19,7 @@
 
 mod budget;
 mod hooks;
+pub use hooks::{SOURCE_KEY as HOOK_SOURCE_KEY, notes as hook_notes};
 mod protected;
 mod repetition;
 mod transcript;

@@ -60,7 +60,13 @@ pub(crate) fn check(
         Ok(_) => {}
         Err(err) => problems.extend(err.collisions.iter().map(ToString::to_string)),
     }
-    let warnings: Vec<String> = set.warnings().iter().map(ToString::to_string).collect();
+    // Claude Code plugins' and hook files' warnings (a hook noeta does not run) count too.
+    let warnings: Vec<String> = set
+        .warnings()
+        .iter()
+        .map(ToString::to_string)
+        .chain(claude.warnings.iter().cloned())
+        .collect();
     let ok = problems.is_empty() && (!strict || warnings.is_empty());
 
     if json {

@@ -234,6 +234,20 @@ pub fn discover(paths: &HostPaths, extra: &[PathBuf]) -> ClaudePlugins {
         }
         match read(&dir, scope, paths) {
             Ok(plugin) => {
+                // What of its hooks is not used, each line naming the file and the hook.
+                if let Some(hooks) = &plugin.hooks {
+                    match noeta_builtin_governance::hook_notes(hooks) {
+                        Ok(notes) => found.warnings.extend(notes),
+                        Err(problem) => {
+                            found.problems.push(format!(
+                                "Claude Code plugin `{}` at {} is skipped: {problem}",
+                                plugin.name,
+                                dir.display()
+                            ));
+                            continue;
+                        }
+                    }
+                }
                 if let Some(first) = found.plugins.iter().find(|p| p.name == plugin.name) {
                     found.problems.push(format!(
                         "Claude Code plugin `{}` at {} is skipped: {} has that name",
@@ -294,7 +308,18 @@ fn read_hook_files(paths: &HostPaths, found: &mut ClaudePlugins) {
                 });
                 match events {
                     Value::Null => {}
-                    Value::Object(_) => found.hook_files.push((file, events)),
+                    Value::Object(mut events) => {
+                        name_sources(&mut events, &file);
+                        let events = Value::Object(events);
+                        match noeta_builtin_governance::hook_notes(&events) {
+                            Ok(notes) => found.warnings.extend(notes),
+                            Err(problem) => {
+                                found.problems.push(problem);
+                                continue;
+                            }
+                        }
+                        found.hook_files.push((file, events));
+                    }
                     _ => found.problems.push(format!(
                         "{}: `hooks` must be an object of events",
                         file.display()
@@ -302,6 +327,22 @@ fn read_hook_files(paths: &HostPaths, found: &mut ClaudePlugins) {
                 }
             }
             Err(problem) => found.problems.push(problem),
+        }
+    }
+}
+
+/// Each group of `events` (a hooks object) told where it was written, `<file>:
+/// hooks.<Event>[i]`, so the `governance` built-in's warnings and errors about it name the
+/// file rather than the settings the host merges it into.
+fn name_sources(events: &mut Map<String, Value>, file: &Path) {
+    for (event, groups) in events.iter_mut() {
+        for (i, group) in groups.as_array_mut().into_iter().flatten().enumerate() {
+            if let Value::Object(group) = group {
+                group.insert(
+                    noeta_builtin_governance::HOOK_SOURCE_KEY.to_owned(),
+                    Value::String(format!("{}: hooks.{event}[{i}]", file.display())),
+                );
+            }
         }
     }
 }
@@ -487,6 +528,8 @@ fn read(root: &Path, scope: Scope, paths: &HostPaths) -> Result<ClaudePlugin, St
                 from.display()
             ));
         };
+        let mut events = events;
+        name_sources(&mut events, &from);
         for (event, groups) in events {
             let mut groups = map_strings(&groups, &|s| plugin.substitute(s, paths));
             // Each command learns where its plugin is, as Claude Code's hook processes do.

@@ -479,12 +479,12 @@ fn what_claude_code_configures_and_noeta_does_not_use_is_a_warning_not_a_failure
     assert_eq!(
         warnings,
         [
-            "hooks.BeforeTool: unknown event (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification); 1 hook(s) ignored",
-            "hooks.PreToolUse[0]: key `description` is not used",
-            "hooks.PreToolUse[0].hooks[0]: `asyncRewake` is not supported yet; the hook runs without it",
-            "hooks.PreToolUse[0].hooks[0]: `statusMessage` is not supported yet; the hook runs without it",
-            "hooks.PreToolUse[0].hooks[1]: hook type `prompt` is not supported (only `command`); this hook is ignored",
-            "hooks.UserPromptExpansion: noeta does not run `UserPromptExpansion` hooks yet; 1 hook(s) ignored",
+            "settings [plugins.governance] hooks.BeforeTool[0]: `BeforeTool` is no hook event (known: PreToolUse, PostToolUse, Stop, UserPromptSubmit, SessionStart, Notification); 1 hook(s) ignored",
+            "settings [plugins.governance] hooks.PreToolUse[0]: key `description` is not used",
+            "settings [plugins.governance] hooks.PreToolUse[0].hooks[0]: `asyncRewake` is not supported yet; the hook runs without it",
+            "settings [plugins.governance] hooks.PreToolUse[0].hooks[0]: `statusMessage` is not supported yet; the hook runs without it",
+            "settings [plugins.governance] hooks.PreToolUse[0].hooks[1]: hook type `prompt` is not supported (only `command`); this hook is ignored",
+            "settings [plugins.governance] hooks.UserPromptExpansion[0]: noeta does not run `UserPromptExpansion` hooks yet; 1 hook(s) ignored",
         ]
     );
 }

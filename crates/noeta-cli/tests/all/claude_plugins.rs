@@ -147,7 +147,9 @@ fn the_plugins_hook_knows_its_root_and_blocks_with_its_message() {
         "{log}"
     );
     assert!(
-        log.contains("hooks/warning  {\"message\":\"hooks.SessionEnd: noeta does not run `SessionEnd` hooks yet; 1 hook(s) ignored\"}"),
+        log.contains(
+            "/safety/hooks/hooks.json: hooks.SessionEnd[0]: noeta does not run `SessionEnd` hooks"
+        ),
         "{log}"
     );
 }
@@ -591,5 +593,65 @@ fn a_hooks_table_in_the_settings_is_the_hooks_extensions_configuration() {
     assert!(
         log.contains("\"outcome\":\"denied\",\"text\":\"the hooks table says no\""),
         "{log}"
+    );
+}
+
+#[test]
+fn a_plugins_hook_noeta_does_not_run_is_a_warning_naming_its_hooks_json_and_fails_a_strict_check() {
+    let env = CliEnv::new(NOETA);
+    let root = env.home.join(".noeta/plugins/notes");
+    let put = |path: &str, text: &str| env.write(root.join(path).to_str().unwrap(), text);
+    put(
+        ".claude-plugin/plugin.json",
+        r#"{"name": "notes", "version": "1.0.0"}"#,
+    );
+    put(
+        "hooks/hooks.json",
+        r#"{"hooks": {
+            "PreCompact": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "Done?"}]}]}}"#,
+    );
+    let hooks_json = root.join("hooks/hooks.json").display().to_string();
+    let out = env.run(&["plugins", "check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "warning: {hooks_json}: hooks.PreCompact[0]: noeta does not run `PreCompact` hooks yet; 1 hook(s) ignored"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "warning: {hooks_json}: hooks.Stop[0].hooks[0]: hook type `prompt` is not supported (only `command`); this hook is ignored"
+        )),
+        "{text}"
+    );
+    assert!(text.contains(", 2 warning(s), 0 problem(s)"), "{text}");
+    let out = env.run(&["plugins", "check", "--strict"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+
+    // A run says each once, naming the file, never `[plugins.governance]`.
+    let provider = env.script(json!([{ "text": "hi" }]));
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("hooks.PreCompact[0]").count(), 1, "{err}");
+    assert!(err.contains(&hooks_json), "{err}");
+    assert!(!err.contains("[plugins.governance]"), "{err}");
+
+    // A hook that cannot be read skips the plugin alone, saying why.
+    put(
+        "hooks/hooks.json",
+        r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command"}]}]}}"#,
+    );
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "is skipped: {hooks_json}: hooks.PreToolUse[0].hooks[0]: a command hook needs a `command`"
+        )),
+        "{}",
+        stderr(&out)
     );
 }
