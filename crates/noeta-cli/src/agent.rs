@@ -436,6 +436,12 @@ pub(crate) fn skipped_warnings(host: &Host, session: &Session) {
     {
         eoutln!("warning: {note}");
     }
+    for plugin in host.unused_plugins(session) {
+        eoutln!(
+            "warning: plugin `{plugin}` is loaded but no agent uses it: give its manifest \
+             `add-to = \"*\"` (every agent) or add it to one (`[agents.main] add_plugins = [\"{plugin}\"]`)"
+        );
+    }
     for (table, near) in host.unknown_tables(session.extensions.iter().map(|e| e.name())) {
         let hint = near
             .map(|near| format!(" — did you mean `{near}`?"))

@@ -6,7 +6,7 @@
 //! id, and a request the program makes while a call is in flight (`view/messages`, …) to the
 //! caller whose id it names in `params.call`, who answers it from the view it holds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +86,11 @@ pub(crate) type Serve<'a> = dyn Fn(&str, &Value) -> Result<Value, String> + Sync
 /// Receives a call's notifications (`tool/progress`).
 pub(crate) type Notices<'a> = dyn Fn(&str, &Value) + Sync + 'a;
 
+/// How many of the program's last stderr lines an exit reason quotes.
+const STDERR_TAIL_LINES: usize = 5;
+/// The characters of one quoted stderr line.
+const STDERR_LINE_CHARS: usize = 300;
+
 struct Shared {
     label: String,
     stdin: Mutex<Option<ChildStdin>>,
@@ -93,6 +98,9 @@ struct Shared {
     pending: Mutex<HashMap<u64, Waiter>>,
     broken: Mutex<Option<String>>,
     deadlines: Watchdog,
+    /// The program's last stderr lines, and whether its stderr has ended: a program that exits
+    /// says why there, and the exit reason quotes it.
+    stderr_tail: Mutex<(VecDeque<String>, bool)>,
 }
 
 impl Shared {
@@ -171,19 +179,57 @@ impl Shared {
                 break reason;
             }
         };
+        let reason = self.quoting_stderr(reason);
         self.fail(reason);
     }
 
     fn exit_reason(&self) -> String {
-        let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
-        // The output closed; give the program a moment to be reaped for its status.
-        for _ in 0..50 {
-            if let Ok(Some(status)) = child.try_wait() {
-                return format!("it exited ({status})");
+        let exited = {
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            // The output closed; give the program a moment to be reaped for its status.
+            let mut status = None;
+            for _ in 0..50 {
+                if let Ok(Some(done)) = child.try_wait() {
+                    status = Some(done);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            status
+        };
+        match exited {
+            Some(status) => format!("it exited ({status})"),
+            None => "it closed its output".to_owned(),
+        }
+    }
+
+    /// `reason` with the program's last stderr lines, where a program says why it failed (a
+    /// traceback, a missing module): read until its stderr ends, or for half a second.
+    fn quoting_stderr(&self, reason: String) -> String {
+        for _ in 0..250 {
+            if self
+                .stderr_tail
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .1
+            {
+                break;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        "it closed its output".to_owned()
+        let tail: Vec<String> = self
+            .stderr_tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .iter()
+            .cloned()
+            .collect();
+        if tail.is_empty() {
+            reason
+        } else {
+            format!("{reason}; its stderr ends: {}", tail.join(" | "))
+        }
     }
 
     /// Routes one line; `Err` when it is not a JSON-RPC message.
@@ -285,6 +331,7 @@ impl Connection {
             pending: Mutex::new(HashMap::new()),
             broken: Mutex::new(None),
             deadlines: Watchdog::default(),
+            stderr_tail: Mutex::new((VecDeque::new(), stderr.is_none())),
         });
         let watched = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -310,14 +357,32 @@ impl Connection {
             .spawn(move || reader.read_loop(stdout))
             .map_err(|err| format!("cannot start its reader thread: {err}"))?;
         if let Some(stderr) = stderr {
-            let label = shared.label.clone();
+            let heard = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("noeta-extproc-stderr".to_owned())
                 .spawn(move || {
                     for line in BufReader::new(stderr).lines() {
                         let Ok(line) = line else { break };
-                        tracing::debug!(target: "noeta::plugin", plugin = %label, "{line}");
+                        tracing::debug!(target: "noeta::plugin", plugin = %heard.label, "{line}");
+                        let line = line.trim();
+                        if line.is_empty() {
+                            continue;
+                        }
+                        let mut tail = heard
+                            .stderr_tail
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        if tail.0.len() == STDERR_TAIL_LINES {
+                            tail.0.pop_front();
+                        }
+                        tail.0
+                            .push_back(line.chars().take(STDERR_LINE_CHARS).collect());
                     }
+                    heard
+                        .stderr_tail
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .1 = true;
                 })
                 .map_err(|err| format!("cannot start its stderr thread: {err}"))?;
         }

@@ -618,6 +618,27 @@ impl Host {
             .collect()
     }
 
+    /// The on-disk plugins no agent activates: no `add-to` in their manifest, and neither the
+    /// agent `session` runs, an agent file nor `[agents.<name>] add_plugins` names them. A
+    /// plugin added to `~/.noeta/plugins` without `add-to` loads and does nothing, which a
+    /// person should be told.
+    pub fn unused_plugins(&self, session: &Session) -> Vec<String> {
+        self.set
+            .plugins()
+            .filter(|p| !p.source.is_linked() && p.manifest.add_to.is_empty())
+            .map(|p| p.name().to_owned())
+            .filter(|name| {
+                !session.spec.plugins.contains(name)
+                    && !self.settings.adds_plugin(name)
+                    && !self
+                        .files
+                        .agents
+                        .iter()
+                        .any(|f| f.plugins.iter().any(|p| p == name))
+            })
+            .collect()
+    }
+
     /// The skills index of this workspace, as an agent's session builds it and `noeta skills
     /// list` shows it: every indexed skill, and every skipped one with why (`shadowed` when only
     /// a higher tier's skill of the same name hides it).

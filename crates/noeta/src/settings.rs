@@ -480,6 +480,11 @@ impl Settings {
         Ok(())
     }
 
+    /// Whether some `[agents.<name>] add_plugins` names `plugin`.
+    pub fn adds_plugin(&self, plugin: &str) -> bool {
+        self.agents.values().any(|added| added.contains_key(plugin))
+    }
+
     /// Adds a plugin to an agent (`*` for every agent), like `add_plugins` (a flag).
     pub fn add_plugin(&mut self, agent: &str, plugin: &str) {
         self.agents

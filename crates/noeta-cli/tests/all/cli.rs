@@ -436,3 +436,43 @@ fn the_binary_is_position_independent() {
         "e_type {kind}: 2 is a fixed-address executable, 3 position-independent"
     );
 }
+
+#[test]
+fn a_plugin_no_agent_uses_is_a_warning_saying_how_to_use_it() {
+    let env = new_env();
+    env.user_plugin("house", FRAGMENT);
+    let provider =
+        env.script(serde_json::json!([{ "text": "hi" }, { "text": "hi" }, { "text": "hi" }]));
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: plugin `house` is loaded but no agent uses it: give its manifest `add-to = \"*\"` (every agent) or add it to one (`[agents.main] add_plugins = [\"house\"]`)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Used, it is not.
+    std::fs::create_dir_all(env.home.join(".noeta")).unwrap();
+    std::fs::write(
+        env.home.join(".noeta/config.toml"),
+        "[agents.main]\nadd_plugins = [\"house\"]\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("no agent uses it"),
+        "{}",
+        stderr(&out)
+    );
+    env.user_plugin("house", &format!("add-to = \"*\"\n{FRAGMENT}"));
+    std::fs::remove_file(env.home.join(".noeta/config.toml")).unwrap();
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("no agent uses it"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -302,6 +302,41 @@ fn a_command_ref_without_an_extension_table_names_the_plugin_and_entry() {
     );
 }
 
+#[test]
+fn a_program_that_dies_at_start_fails_the_run_quoting_what_it_printed() {
+    let env = CliEnv::new(NOETA);
+    let dir = env.root().join("crashy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("noeta-plugin.toml"),
+        "name = \"crashy\"\nversion = \"0.1.0\"\nadd-to = \"*\"\n\
+         [extension]\ncommand = \"sh\"\n\
+         args = [\"-c\", \"echo 'ModuleNotFoundError: no module named words' >&2; echo 'starting'; exit 3\"]\n\
+         [[contributions]]\nsurface = \"session_pack\"\nname = \"crashy\"\nref = \"command:crashy\"\n",
+    )
+    .unwrap();
+    let provider = env.script(json!([{ "text": "never" }]));
+    let out = run_with_plugin(&env, &dir, &provider, "hello");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("plugin `crashy`")
+            && err.contains("ModuleNotFoundError: no module named words"),
+        "{err}"
+    );
+    // A program that prints nothing there still says how it ended.
+    std::fs::write(
+        dir.join("noeta-plugin.toml"),
+        "name = \"crashy\"\nversion = \"0.1.0\"\nadd-to = \"*\"\n\
+         [extension]\ncommand = \"sh\"\nargs = [\"-c\", \"exit 4\"]\n\
+         [[contributions]]\nsurface = \"session_pack\"\nname = \"crashy\"\nref = \"command:crashy\"\n",
+    )
+    .unwrap();
+    let out = run_with_plugin(&env, &dir, &provider, "hello");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("exit status: 4"), "{}", stderr(&out));
+}
+
 /// The task's events, read back with `noeta log --json`, checked gapless.
 fn gapless_log(env: &CliEnv, out: &std::process::Output) -> String {
     let log = env.run(&["log", "--json", &task_of(out)]);
