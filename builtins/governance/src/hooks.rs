@@ -412,7 +412,25 @@ impl Hooks {
         for (name, value) in &hook.env {
             command = command.with_env(name.as_str(), value.as_str());
         }
-        match self.env.run(&command).await {
+        let finished = crate::hook_process::run(
+            Arc::clone(&self.env),
+            command,
+            hook.timeout,
+            hook.command.clone(),
+            Arc::clone(&self.notifying),
+        )
+        .await;
+        let done = match finished {
+            // It asked for the background: it goes on there, and can no longer block.
+            crate::hook_process::Finished::WentAsync => {
+                return Ran::Ok {
+                    stdout: String::new(),
+                    json: None,
+                };
+            }
+            crate::hook_process::Finished::Done(done) => done,
+        };
+        match done {
             Err(err) => Ran::Failed {
                 why: err.to_string(),
             },
@@ -423,6 +441,19 @@ impl Hooks {
                 let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
                 let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
                 match out.status {
+                    // An async answer the environment could not show early: the hook ran
+                    // to its end, and what it printed after that answer is not for the model.
+                    Some(0)
+                        if crate::hook_process::async_request(
+                            stdout.lines().next().unwrap_or_default(),
+                        )
+                        .is_some() =>
+                    {
+                        Ran::Ok {
+                            stdout: String::new(),
+                            json: None,
+                        }
+                    }
                     Some(0) => {
                         let json = stdout
                             .starts_with('{')

@@ -18,6 +18,7 @@
 //! survives crashes and moves with the task.
 
 mod budget;
+mod hook_process;
 mod hooks;
 pub use hooks::{SOURCE_KEY as HOOK_SOURCE_KEY, notes as hook_notes};
 mod protected;

@@ -505,3 +505,67 @@ fn an_async_hook_runs_in_the_background_and_never_blocks() {
     assert_eq!(input["tool_input"]["command"], "ls");
     assert!(records(&rt, &t, "hooks", "warning").is_empty());
 }
+
+/// Waits (up to ten seconds) for `path` to exist.
+fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was not written",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_hook_whose_first_line_asks_for_the_background_goes_on_there_and_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = bash();
+    // As security-guidance's SessionStart does: the async answer, then slow work and output
+    // (JSON and metric lines) that must never reach the model. It waits for `go`, which the
+    // test writes only once the turn is over: had anything waited for it, the turn could not
+    // have ended.
+    let start = "echo '{\"async\": true, \"asyncTimeout\": 20000}'; \
+                 while [ ! -f go ]; do sleep 0.05; done; \
+                 echo '{\"hookSpecificOutput\": {\"additionalContext\": \"late\"}}'; \
+                 echo 'metric: 1'; touch start-done";
+    // A PreToolUse hook going async cannot block, though it exits 2 later.
+    let guard = "echo '{\"async\":true}'; while [ ! -f go ]; do sleep 0.05; done; \
+                 echo 'too late' >&2; touch guard-done; exit 2";
+    let mut hooks = hook("SessionStart", "", start, json!({}));
+    hooks.as_object_mut().unwrap().extend(
+        hook("PreToolUse", "Bash", guard, json!({}))
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let s = with_hooks(hooks, dir.path(), &tools);
+    let (rt, t, outcome) = run_bash(&s, &[json!({"command": "ls"})], "async-answer");
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(results(&rt, &s, &t), ["Bash ran".to_owned()]);
+    assert_eq!(runs.inputs(), [json!({"command": "ls"})]);
+    assert!(messages(&rt, &s, &t, Role::Context).is_empty());
+    assert!(!dir.path().join("start-done").exists());
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    wait_for_file(&dir.path().join("start-done"));
+    wait_for_file(&dir.path().join("guard-done"));
+    assert!(messages(&rt, &s, &t, Role::Context).is_empty());
+}
+
+#[test]
+fn a_background_hook_is_ended_when_its_async_timeout_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, _) = bash();
+    let start = "echo '{\"async\": true, \"asyncTimeout\": 200}'; sleep 2; touch finished";
+    let hooks = hook("SessionStart", "", start, json!({}));
+    let s = with_hooks(hooks, dir.path(), &tools);
+    let (_, _, outcome) = run_bash(&s, &[], "async-timeout");
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(
+        !dir.path().join("finished").exists(),
+        "the hook ran past its async timeout"
+    );
+}
