@@ -107,14 +107,21 @@ pub fn servers_in(
             ));
         };
         let mut kept = Map::new();
+        let mut unset = std::collections::BTreeSet::new();
         for (key, value) in server {
             if KEYS.contains(&key.as_str()) {
-                kept.insert(key.clone(), expand(&value, env));
+                kept.insert(key.clone(), expand(&value, env, &mut unset));
             } else {
                 ignored.push(format!(
                     "{shown}: server `{alias}`: key `{key}` is not used"
                 ));
             }
+        }
+        for name in unset {
+            ignored.push(format!(
+                "{shown}: server `{alias}`: `${{{name}}}` is not set, so it expands to nothing; \
+                 set {name}, or give a default with `${{{name}:-value}}`"
+            ));
         }
         servers.insert(alias, Value::Object(kept));
     }
@@ -122,21 +129,29 @@ pub fn servers_in(
 }
 
 /// `value` with `${VAR}` and `${VAR:-default}` expanded in every string (an unset variable
-/// without a default expands to nothing).
-fn expand(value: &Value, env: &dyn Fn(&str) -> Option<String>) -> Value {
+/// without a default expands to nothing, and is added to `unset`).
+fn expand(
+    value: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: &mut std::collections::BTreeSet<String>,
+) -> Value {
     match value {
-        Value::String(text) => Value::String(expand_text(text, env)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| expand(v, env)).collect()),
+        Value::String(text) => Value::String(expand_text(text, env, unset)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| expand(v, env, unset)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), expand(v, env)))
+                .map(|(k, v)| (k.clone(), expand(v, env, unset)))
                 .collect(),
         ),
         other => other.clone(),
     }
 }
 
-fn expand_text(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+fn expand_text(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: &mut std::collections::BTreeSet<String>,
+) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -153,7 +168,12 @@ fn expand_text(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
         };
         match env(name).filter(|v| !v.is_empty() || default.is_none()) {
             Some(value) => out.push_str(&value),
-            None => out.push_str(default.unwrap_or_default()),
+            None => {
+                if default.is_none() {
+                    unset.insert(name.to_owned());
+                }
+                out.push_str(default.unwrap_or_default());
+            }
         }
         rest = &after[end + 1..];
     }

@@ -61,7 +61,15 @@ fn both_shapes_are_read_with_variables_expanded_and_unused_keys_named() {
     )
     .unwrap();
     let (found, ignored) = read(&bare, &env).unwrap();
-    assert!(ignored.is_empty());
+    // An unset variable without a default expands to nothing, with a warning naming the
+    // server and the variable.
+    assert_eq!(
+        ignored,
+        [format!(
+            "{}: server `git`: `${{UNSET}}` is not set, so it expands to nothing; set UNSET, or give a default with `${{UNSET:-value}}`",
+            bare.display()
+        )]
+    );
     assert_eq!(
         found["git"],
         json!({ "command": "git-mcp", "args": ["--repo", "."], "env": { "A": "" } })
