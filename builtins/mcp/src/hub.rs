@@ -6,14 +6,18 @@
 //! Dropping a call's future aborts it there, which drops rmcp's request and sends the server
 //! the protocol's cancellation.
 //!
-//! A server is started (or reached) the first time its tools are wanted, with its startup
-//! deadline. One that fails to start, dies or stops answering is marked failed with the
+//! Servers start in the background — at a turn's intake, or the first time a resumed task's
+//! tools are wanted — each within its startup deadline. The first offer of the session's tools
+//! waits for them at most `startup_wait_ms`, counted from when they began; a server not up by
+//! then is late, and its tools join when it is, deferred (found with ToolSearch), so no turn
+//! waits for a slow server and the request's stable prefix does not change under it. One that fails to start, dies or stops answering is marked failed with the
 //! cause (for a command, the last lines it wrote to stderr too) and started again on the next
 //! call to it, no sooner than its back-off allows (1 s, doubling to 30 s). A failure concerns
 //! that server alone.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
@@ -116,10 +120,27 @@ struct Slot {
     endpoint: Mutex<Option<Endpoint>>,
 }
 
+/// The starts in flight, and when the latest began.
+#[derive(Default)]
+struct Starts {
+    running: usize,
+    latest: Option<Instant>,
+    /// A start began since the last offer (which then waits for it, briefly).
+    fresh: bool,
+}
+
 /// One session's servers.
 pub(crate) struct Hub {
     slots: Arc<Vec<Slot>>,
     defer_above: usize,
+    /// Starts in flight, told when one ends.
+    starts: Arc<(Mutex<Starts>, Condvar)>,
+    /// Whether the servers never tried have been started (a resumed task's first offer).
+    kicked: AtomicBool,
+    /// Whether the session's tools have been offered once (after the first wait).
+    offered: AtomicBool,
+    /// The servers that were not up at the first offer: their tools are deferred.
+    late: Mutex<BTreeSet<usize>>,
     runtime: OnceLock<Result<tokio::runtime::Runtime, String>>,
     /// The host's resolver of `type = "host"` servers.
     resolver: Option<Arc<dyn RemoteResolver>>,
@@ -151,6 +172,10 @@ impl Hub {
         Self {
             slots: Arc::new(slots),
             defer_above,
+            starts: Arc::default(),
+            kicked: AtomicBool::new(false),
+            offered: AtomicBool::new(false),
+            late: Mutex::new(BTreeSet::new()),
             runtime: OnceLock::new(),
             resolver,
         }
@@ -224,46 +249,116 @@ impl Hub {
         .await
     }
 
-    /// [`Self::start`] from synchronous code: waits (blocking this thread) for the servers not
-    /// tried yet (a `type = "host"` server's endpoint is asked for only if it never was). Only
-    /// the first offer of a session waits; later ones find them tried.
-    pub(crate) fn start_blocking(&self) {
+    /// Starts, without waiting, every server not tried yet (and, with `retry_failed`, every
+    /// failed one whose back-off has passed; the host's resolver is asked again then), each
+    /// within its startup deadline.
+    pub(crate) fn start_in_background(&self, retry_failed: bool) {
         if self.is_empty() {
             return;
         }
-        let (done, wait) = std::sync::mpsc::sync_channel(1);
-        let slots = self.slots.clone();
-        let resolver = self.resolver.clone();
         let Ok(runtime) = self.runtime() else {
             return;
         };
+        self.kicked.store(true, Ordering::SeqCst);
+        {
+            let mut starts = self.starts.0.lock().unwrap_or_else(PoisonError::into_inner);
+            starts.running += 1;
+            starts.latest = Some(Instant::now());
+            starts.fresh = true;
+        }
+        let slots = self.slots.clone();
+        let resolver = self.resolver.clone();
+        let starts = Arc::clone(&self.starts);
         runtime.spawn(async move {
-            resolve_hosted(&slots, resolver.as_deref(), false).await;
-            let starts = slots.iter().map(|slot| async move {
+            resolve_hosted(&slots, resolver.as_deref(), retry_failed).await;
+            let each = slots.iter().map(|slot| async move {
                 let mut conn = slot.conn.lock().await;
-                if matches!(*conn, Conn::Idle) {
+                let due = match &*conn {
+                    Conn::Idle => true,
+                    Conn::Failed { failures, at, .. } => {
+                        retry_failed && at.elapsed() >= backoff(*failures)
+                    }
+                    Conn::Ready(_) => false,
+                };
+                if due {
                     connect_into(slot, &mut conn).await;
                 }
             });
-            // Together: the wait is the slowest server's, not their sum.
-            futures::future::join_all(starts).await;
-            let _ = done.send(());
+            futures::future::join_all(each).await;
+            let (lock, ended) = &*starts;
+            lock.lock().unwrap_or_else(PoisonError::into_inner).running -= 1;
+            ended.notify_all();
         });
-        let _ = wait.recv();
+    }
+
+    /// Starts every server not tried yet and waits (blocking this thread) until each is up or
+    /// failed: for an in-process server, whose tools are listed when it is resolved.
+    pub(crate) fn start_blocking(&self) {
+        self.start_in_background(false);
+        let (lock, ended) = &*self.starts;
+        let mut starts = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while starts.running > 0 {
+            starts = ended.wait(starts).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Before an offer of tools: starts the servers never tried (a resumed task offers tools
+    /// before any intake), and, when starts began since the last offer, waits for them at
+    /// most `wait` from when they began. At the first offer, the servers still not up are late.
+    pub(crate) fn before_offer(&self, wait: Duration) {
+        if self.is_empty() {
+            return;
+        }
+        if !self.kicked.load(Ordering::SeqCst) {
+            self.start_in_background(false);
+        }
+        let first = !self.offered.swap(true, Ordering::SeqCst);
+        let (lock, ended) = &*self.starts;
+        let mut starts = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if std::mem::take(&mut starts.fresh) {
+            let until = starts.latest.unwrap_or_else(Instant::now) + wait;
+            while starts.running > 0 {
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                starts = ended
+                    .wait_timeout(starts, until - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        drop(starts);
+        if first {
+            let mut late = self.late.lock().unwrap_or_else(PoisonError::into_inner);
+            for (index, slot) in self.slots.iter().enumerate() {
+                if !matches!(slot.conn.try_lock().as_deref(), Ok(Conn::Ready(_))) {
+                    late.insert(index);
+                }
+            }
+        }
     }
 
     /// The tools of every server that is up, in alias order (each server's in its own order),
     /// each marked deferred when its server's are: `deferred = true`, or more than
     /// `defer_above` of them and no `deferred = false`.
     pub(crate) fn tools(&self) -> Vec<Listed> {
+        let late = self
+            .late
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         self.slots
             .iter()
-            .filter_map(|slot| match slot.conn.try_lock().as_deref() {
+            .enumerate()
+            .filter_map(|(index, slot)| match slot.conn.try_lock().as_deref() {
                 Ok(Conn::Ready(live)) => {
-                    let deferred = slot
-                        .server
-                        .deferred
-                        .unwrap_or(live.tools.len() > self.defer_above);
+                    // A late server's tools join deferred: the request's tools stay as they were.
+                    let deferred = late.contains(&index)
+                        || slot
+                            .server
+                            .deferred
+                            .unwrap_or(live.tools.len() > self.defer_above);
                     Some(
                         live.tools
                             .iter()
@@ -577,14 +672,91 @@ async fn fail(slot: &Slot, error: String) {
     };
 }
 
-/// `cause`, followed by the last lines the server wrote to stderr, if any.
+/// `cause`, followed on the same line by the last lines the server wrote to stderr, if any.
 fn with_stderr(cause: String, slot: &Slot) -> String {
     let lines = slot.stderr.lock().unwrap_or_else(PoisonError::into_inner);
-    if lines.is_empty() {
+    let tail: Vec<String> = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .rev()
+        .take(STDERR_SHOWN)
+        .map(|l| clip(l, 200))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if tail.is_empty() {
         return cause;
     }
-    let tail: Vec<&str> = lines.iter().map(String::as_str).collect();
-    format!("{cause}; its stderr ended with:\n{}", tail.join("\n"))
+    format!("{cause}; its stderr ends: {}", tail.join(" | "))
+}
+
+/// Lines of a server's stderr quoted in its error.
+const STDERR_SHOWN: usize = 3;
+
+/// `text` on one line, at most `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+/// Why a server could not be reached or started, in a person's words with what to do, from
+/// the client library's error (`raw`, which names its internals).
+fn explain(transport: &Transport, raw: &str) -> String {
+    let lower = raw.to_lowercase();
+    let has = |needle: &str| lower.contains(needle);
+    match transport {
+        Transport::Http { url, .. } => {
+            if has("connection refused") {
+                format!("cannot reach {url}: connection refused — is the server running?")
+            } else if has("dns error")
+                || has("failed to lookup")
+                || has("name or service not known")
+            {
+                format!("cannot reach {url}: the host name does not resolve — check the URL")
+            } else if has("401") || has("unauthorized") || has("403") || has("forbidden") {
+                format!(
+                    "{url} refused the client (it needs sign-in) — give a token in the server's \
+                     `headers`, or remove it"
+                )
+            } else if has("certificate") || has("tls") {
+                format!(
+                    "cannot reach {url}: its TLS certificate is not trusted — {}",
+                    clip(raw, 160)
+                )
+            } else if has("404") || has("not found") {
+                format!("{url} answered 404 — check the URL's path (it is often `/mcp`)")
+            } else if has("timed out") || has("timeout") {
+                format!("{url} did not answer in time — is the server up?")
+            } else {
+                format!("cannot reach {url}: {}", clip(raw, 200))
+            }
+        }
+        Transport::Stdio { command, .. } => {
+            if has("no such file") || (has("not found") && has("cannot start")) {
+                format!(
+                    "{} — is `{command}` installed and on the PATH?",
+                    clip(raw, 200)
+                )
+            } else if has("permission denied") {
+                format!("{} — `{command}` is not executable", clip(raw, 200))
+            } else if has("connection closed") || has("transport") || has("channel closed") {
+                format!(
+                    "`{command}` ended before it answered `initialize` — run it by hand to see \
+                     why"
+                )
+            } else {
+                clip(raw, 200)
+            }
+        }
+        _ => clip(raw, 200),
+    }
 }
 
 /// Connects `slot` (replacing whatever `conn` held) within its startup deadline.
@@ -601,14 +773,22 @@ async fn connect_into(slot: &Slot, conn: &mut Conn) {
     *conn = match tokio::time::timeout(deadline, connect(slot)).await {
         Ok(Ok(live)) => Conn::Ready(live),
         Ok(Err(error)) => Conn::Failed {
-            error: with_stderr(format!("mcp server `{alias}` did not start: {error}"), slot),
+            error: with_stderr(
+                format!(
+                    "mcp server `{alias}` did not start: {}",
+                    explain(&slot.server.transport, &error)
+                ),
+                slot,
+            ),
             failures: failures + 1,
             at: Instant::now(),
         },
         Err(_) => Conn::Failed {
             error: with_stderr(
                 format!(
-                    "mcp server `{alias}` did not start within {} s (`startup_timeout_ms`)",
+                    "mcp server `{alias}` did not start within {} s — raise its \
+                     `startup_timeout_ms` if it is slow to start, or switch it off with \
+                     `enabled = false`",
                     deadline.as_secs_f64()
                 ),
                 slot,

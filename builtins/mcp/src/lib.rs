@@ -2,8 +2,9 @@
 //! as `mcp__<alias>__<tool>`.
 //!
 //! Its session pack (`mcp`, band 800) reads `[plugins.mcp]` (`settings.rs`) and adds one
-//! extension, `mcp`, holding the session's connections (`hub.rs`). The servers start when
-//! their tools are first wanted — a turn's intake, or the first offer of a resumed task —
+//! extension, `mcp`, holding the session's connections (`hub.rs`). The servers start in the
+//! background — at a turn's intake, or the first offer of a resumed task; the first offer waits
+//! for them at most `startup_wait_ms`, and a server up later has its tools join deferred —
 //! and each listed tool is offered as a [`tool::McpTool`] (`tool.rs`): the server's own
 //! description and schema, named `mcp__<alias>__<tool>` (shortened with a hash past the
 //! providers' 64 characters), its result turned into text and attachments. A server that
@@ -37,8 +38,22 @@ pub use in_process::{InProcess, in_process_server};
 pub use remote::{RESOLVER, Remote, RemoteResolver, host_value};
 pub use resources::{LIST_RESOURCES, READ_RESOURCE};
 pub use settings::{
-    CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, Server, Settings, Transport,
+    CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, STARTUP_WAIT_MS, Server, Settings,
+    Transport,
 };
+
+/// The host value that keeps a session's servers from starting (a listing, such as `noeta
+/// agents list`): its MCP tools are not offered. Set it with [`no_start_value`].
+pub const NO_START: &str = "noeta_builtin_mcp::no_start";
+
+/// The value to set under [`NO_START`].
+pub fn no_start_value() -> noeta_core::HostValue {
+    noeta_core::HostValue::new(NoStart)
+}
+
+/// The marker under [`NO_START`].
+#[derive(Debug, Clone, Copy)]
+pub struct NoStart;
 pub use tool::{MAX_NAME_LEN, tool_name};
 
 /// A server as [`Mcp::connect`] reports it: its tools' model-visible names, or why it is down.
@@ -47,6 +62,10 @@ pub type ServerStatus = Result<Vec<String>, String>;
 /// The extension holding a session's MCP connections and offering their tools.
 pub struct Mcp {
     hub: Arc<hub::Hub>,
+    /// How long the first offer waits for servers still starting.
+    startup_wait: std::time::Duration,
+    /// A listing: no server is started, and no MCP tool offered.
+    no_start: bool,
     /// The mounted tools by name, kept so an unchanged list offers the same tools.
     mounted: Mutex<BTreeMap<String, Arc<dyn Tool>>>,
 }
@@ -74,8 +93,17 @@ impl Mcp {
                 settings.defer_above,
                 resolver,
             )),
+            startup_wait: settings.startup_wait,
+            no_start: false,
             mounted: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The same, starting no server and offering no MCP tool (for listings).
+    #[must_use]
+    pub fn never_starting(mut self) -> Self {
+        self.no_start = true;
+        self
     }
 
     /// Starts every server not started yet, and those that failed when their back-off has
@@ -109,22 +137,22 @@ impl Extension for Mcp {
         PLUGIN
     }
 
-    /// A new turn starts the servers not started yet (and retries failed ones), without
-    /// holding the executor.
+    /// A new turn starts the servers not started yet (and retries failed ones) in the
+    /// background: the turn never waits here.
     async fn turn_intake(&self, _view: &View<'_>, _message: &str) -> HookResult<()> {
-        if !self.hub.is_empty() {
+        if !self.no_start {
             // A server that fails is reported with its tools missing; the turn goes on.
-            let _ = self.hub.start(true).await;
+            self.hub.start_in_background(true);
         }
         Ok(())
     }
 
     fn tools(&self, _view: &View<'_>) -> HookResult<Vec<Arc<dyn Tool>>> {
-        if self.hub.is_empty() {
+        if self.hub.is_empty() || self.no_start {
             return Ok(Vec::new());
         }
-        // A resumed task offers tools before any intake: start what was never tried.
-        self.hub.start_blocking();
+        // The first offer waits a moment for servers still starting; later ones never wait.
+        self.hub.before_offer(self.startup_wait);
         let mut mounted = self.mounted.lock().unwrap_or_else(PoisonError::into_inner);
         let mut offered = Vec::new();
         let mut seen = BTreeMap::new();
@@ -171,10 +199,10 @@ impl Extension for Mcp {
     /// The servers' prompts, as `/mcp__<alias>__<prompt>` (starting servers never tried, as
     /// a first offer does).
     fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
-        if self.hub.is_empty() {
+        if self.hub.is_empty() || self.no_start {
             return Ok(Vec::new());
         }
-        self.hub.start_blocking();
+        self.hub.before_offer(self.startup_wait);
         Ok(prompts::commands(&self.hub))
     }
 
@@ -224,8 +252,11 @@ impl SessionPackFactory for Pack {
         let mut pack = PackContribution::empty();
         if !settings.servers.is_empty() {
             let resolver = remote::from_host(&ctx.host_values);
-            pack.extensions
-                .push(Arc::new(Mcp::with_resolver(settings, resolver)));
+            let mut mcp = Mcp::with_resolver(settings, resolver);
+            if ctx.host_values.get::<NoStart>(NO_START).is_some() {
+                mcp = mcp.never_starting();
+            }
+            pack.extensions.push(Arc::new(mcp));
         }
         Ok(pack)
     }

@@ -20,7 +20,12 @@ pub const CALL_TIMEOUT_MS: u64 = 600_000;
 /// A server with more tools than this has them offered through ToolSearch, by default.
 pub const DEFER_ABOVE: usize = 40;
 
-const KEYS: &[&str] = &["servers", "defer_above"];
+/// How long the first offer of a session's tools waits for servers still starting, by
+/// default, counted from when they began: a server that takes longer joins later, its tools
+/// deferred (found with ToolSearch).
+pub const STARTUP_WAIT_MS: u64 = 500;
+
+const KEYS: &[&str] = &["servers", "defer_above", "startup_wait_ms"];
 
 const SERVER_KEYS: &[&str] = &[
     "command",
@@ -109,6 +114,8 @@ pub struct Settings {
     /// A server with more tools than this (and no `deferred` of its own) has them offered
     /// through ToolSearch.
     pub defer_above: usize,
+    /// How long the first offer of tools waits for servers still starting.
+    pub startup_wait: Duration,
 }
 
 impl Default for Settings {
@@ -116,6 +123,7 @@ impl Default for Settings {
         Self {
             servers: Vec::new(),
             defer_above: DEFER_ABOVE,
+            startup_wait: Duration::from_millis(STARTUP_WAIT_MS),
         }
     }
 }
@@ -147,9 +155,14 @@ impl Settings {
             .whole::<usize>("defer_above")
             .map_err(|e| e.to_string())?
             .unwrap_or(DEFER_ABOVE);
+        let startup_wait = table
+            .duration("startup_wait_ms", TimeUnit::Milliseconds)
+            .map_err(|e| e.to_string())?
+            .unwrap_or(Duration::from_millis(STARTUP_WAIT_MS));
         Ok(Self {
             servers,
             defer_above,
+            startup_wait,
         })
     }
 }

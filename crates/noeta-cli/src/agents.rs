@@ -116,7 +116,12 @@ pub(crate) fn list(
         plugin_dirs,
         ..AgentArgs::default()
     };
-    let host = Host::open(agent::config(paths, &args)?)?;
+    // A listing starts no MCP server (they run commands, pull images, download packages):
+    // their tools are not listed.
+    let host = Host::open(noeta::HostConfig {
+        start_mcp_servers: false,
+        ..agent::config(paths, &args)?
+    })?;
     let mut rows = rows(&host);
     // Each agent's tools as a new task of it is offered them, on a scratch store and no model.
     let stores = host.open_store(Some("memory:"))?;

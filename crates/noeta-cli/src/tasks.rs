@@ -21,12 +21,13 @@ use crate::stdio::{eoutln, outln};
 /// The exit code of a run cut short by Ctrl-C.
 const INTERRUPTED: u8 = 130;
 
-/// Runs `work` until it ends or Ctrl-C; `None` when interrupted (the work is dropped, which
-/// cancels the step in flight: what it committed stays, the rest is redone on resume).
+/// Runs `work` until it ends, or Ctrl-C or SIGTERM; `None` when interrupted (the work is
+/// dropped, which cancels the step in flight: what it committed stays, the rest is redone on
+/// resume; the commands and MCP servers it started are ended as the run's host goes).
 async fn interruptible<F: Future>(work: F) -> Option<F::Output> {
     tokio::select! {
         out = work => Some(out),
-        _ = tokio::signal::ctrl_c() => None,
+        () = crate::worker::terminate_or_interrupt() => None,
     }
 }
 

@@ -185,14 +185,14 @@ impl Worker {
     }
 }
 
-/// Sets `stop` on SIGTERM or Ctrl-C.
-pub(crate) async fn stop_on_signal(stop: Arc<AtomicBool>) {
+/// Waits for SIGTERM or Ctrl-C (SIGINT), whichever comes first: both stop the process the
+/// same way.
+pub(crate) async fn terminate_or_interrupt() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut term) = signal(SignalKind::terminate()) else {
             let _ = tokio::signal::ctrl_c().await;
-            stop.store(true, Ordering::SeqCst);
             return;
         };
         tokio::select! {
@@ -202,6 +202,11 @@ pub(crate) async fn stop_on_signal(stop: Arc<AtomicBool>) {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Sets `stop` on SIGTERM or Ctrl-C.
+pub(crate) async fn stop_on_signal(stop: Arc<AtomicBool>) {
+    terminate_or_interrupt().await;
     eoutln!("stopping: the runs in flight finish their step and let their tasks go");
     stop.store(true, Ordering::SeqCst);
 }

@@ -50,6 +50,9 @@ pub struct HostConfig {
     /// asked by alias at every turn for the server's URL and headers, so no credential sits in
     /// a settings file or a manifest. `None`: such servers fail, saying the host has none.
     pub mcp_server_resolver: Option<Arc<dyn noeta_builtin_mcp::RemoteResolver>>,
+    /// Whether sessions start their MCP servers (default yes); a listing (`noeta agents
+    /// list`) starts none and offers no MCP tool.
+    pub start_mcp_servers: bool,
     /// The preview gateway the `app` built-in mounts apps on; without one, `open_app` is not
     /// offered.
     pub app_gateway: Option<Arc<noeta_builtin_app::Gateway>>,
@@ -91,6 +94,7 @@ impl HostConfig {
             worker: "local".to_owned(),
             holder_gone: None,
             mcp_server_resolver: None,
+            start_mcp_servers: true,
             app_gateway: None,
             browser: false,
         }
@@ -201,6 +205,12 @@ impl Host {
             instances = instances.with_host_value(
                 noeta_builtin_mcp::RESOLVER,
                 noeta_builtin_mcp::host_value(Arc::clone(resolver)),
+            );
+        }
+        if !config.start_mcp_servers {
+            instances = instances.with_host_value(
+                noeta_builtin_mcp::NO_START,
+                noeta_builtin_mcp::no_start_value(),
             );
         }
         Ok(Self {

@@ -51,7 +51,7 @@ const UNTRUSTED_MAY_SET: &[(&str, &[&str])] = &[
     ("delegation", &["listing_budget_tokens"]),
     ("subagents", &["listing_budget_tokens"]),
     ("browser", &["width", "height", "timeout_ms"]),
-    ("mcp", &["defer_above"]),
+    ("mcp", &["defer_above", "startup_wait_ms"]),
 ];
 
 /// Keys an untrusted project may set to one value only, the strict one: files are not written

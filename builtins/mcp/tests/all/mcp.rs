@@ -26,8 +26,10 @@ fn everything() -> PathBuf {
     noeta_testkit::npm::reference_server("mcp-server-everything")
 }
 
+/// `[plugins.mcp]` with `servers`, the first offer waiting for them as long as they take (as a
+/// test needs: each checks what a started server offers).
 fn settings(servers: Value) -> Settings {
-    Settings::parse(&json!({ "servers": servers })).unwrap()
+    Settings::parse(&json!({ "servers": servers, "startup_wait_ms": 60_000 })).unwrap()
 }
 
 fn stdio_server(extra: Value) -> Value {
@@ -260,6 +262,8 @@ fn bad_settings_name_the_server_and_the_key() {
 #[test]
 fn a_server_with_many_tools_or_marked_deferred_is_offered_through_tool_search() {
     let deferred_of = |config: Value| {
+        let mut config = config;
+        config["startup_wait_ms"] = json!(60_000);
         let mcp = Mcp::new(Settings::parse(&config).unwrap());
         let echo = find(&offered(&mcp), "mcp__e__echo");
         let flags = echo.flags();
@@ -471,4 +475,70 @@ fn a_servers_prompts_are_slash_commands_sending_the_prompt_with_its_arguments() 
         .unwrap_err()
         .to_string();
     assert!(err.contains("unclosed quote"), "{err}");
+}
+
+#[test]
+fn a_server_that_never_starts_costs_the_first_offer_at_most_the_startup_wait() {
+    // It never answers `initialize`; its startup deadline (30 s) is far off.
+    let mcp = Mcp::new(
+        Settings::parse(&json!({
+            "servers": { "mute": { "command": "sleep", "args": ["60"] } },
+            "startup_wait_ms": 300,
+        }))
+        .unwrap(),
+    );
+    let started = std::time::Instant::now();
+    let tools = offered(&mcp);
+    let waited = started.elapsed();
+    assert!(tools.is_empty());
+    // The wait is the configured one (with room for a loaded machine), not the deadline.
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(5),
+        "the first offer waited {waited:?}"
+    );
+    // Later offers do not wait at all.
+    let started = std::time::Instant::now();
+    assert!(offered(&mcp).is_empty());
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn a_server_up_after_the_first_offer_joins_with_its_tools_deferred() {
+    // It sleeps before it starts: the first offer waits 200 ms for it, and it is late.
+    let slow = format!("sleep 1.5; exec '{}' stdio", everything().display());
+    let mcp = Mcp::new(
+        Settings::parse(&json!({
+            "servers": { "slow": { "command": "sh", "args": ["-c", slow] } },
+            "startup_wait_ms": 200,
+        }))
+        .unwrap(),
+    );
+    let first = offered(&mcp);
+    assert!(
+        !first.iter().any(|t| t.name().starts_with("mcp__slow__")),
+        "the slow server was not up yet"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let echo = loop {
+        if let Some(echo) = offered(&mcp)
+            .into_iter()
+            .find(|t| t.name() == "mcp__slow__echo")
+        {
+            break echo;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow server never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        echo.flags().deferred,
+        "a late server's tools join deferred, leaving the request's tools as they were"
+    );
+    assert_eq!(
+        call(&echo, json!({ "message": "late" })).unwrap().text,
+        "Echo: late"
+    );
 }

@@ -50,7 +50,8 @@ impl RemoteResolver for Scripted {
 }
 
 fn host_server() -> Settings {
-    Settings::parse(&json!({ "servers": { "crm": { "type": "host" } } })).unwrap()
+    Settings::parse(&json!({ "servers": { "crm": { "type": "host" } }, "startup_wait_ms": 60_000 }))
+        .unwrap()
 }
 
 fn with_view<T>(f: impl FnOnce(&View<'_>) -> T) -> T {

@@ -18,12 +18,14 @@ fn everything() -> PathBuf {
     noeta_testkit::npm::reference_server("mcp-server-everything")
 }
 
-/// The workspace settings: the reference server as `everything`, then `more` lines.
+/// The workspace settings: the reference server as `everything`, then `more` lines. The first
+/// offer waits for it as long as it takes (a test checks what a started server offers).
 fn with_everything(env: &CliEnv, more: &str) {
     env.write_trusted(
         ".noeta/config.toml",
         &format!(
-            "[plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n{more}",
+            "[plugins.mcp]\nstartup_wait_ms = 60000\n\n\
+             [plugins.mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\n{more}",
             everything().display()
         ),
     );
@@ -394,4 +396,104 @@ fn a_servers_prompt_typed_as_a_slash_command_in_chat_is_sent_as_the_message() {
         ),
         "{log}"
     );
+}
+
+#[test]
+fn agents_list_starts_no_server() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let marker = env.workspace.join("server-started");
+    env.write_trusted(
+        ".noeta/config.toml",
+        &format!(
+            "[plugins.mcp.servers.local]\ncommand = \"sh\"\nargs = [\"-c\", \"touch '{}'; exec '{}' stdio\"]\n",
+            marker.display(),
+            everything().display()
+        ),
+    );
+    let out = env.run(&["agents", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!marker.exists(), "`agents list` started an MCP server");
+}
+
+/// Whether process `pid` still runs (a zombie waiting to be reaped does not).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn sigterm_and_sigint_alike_stop_every_server_the_run_started() {
+    for signal in ["TERM", "INT"] {
+        let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+        let pid_file = env.workspace.join("server.pid");
+        with_everything(
+            &env,
+            &format!(
+                "\n[plugins.mcp.servers.tracked]\ncommand = \"sh\"\nargs = [\"-c\", \"echo $$ > '{}'; exec '{}' stdio\"]\n",
+                pid_file.display(),
+                everything().display()
+            ),
+        );
+        // The run sits in a long command while the signal comes.
+        let provider = env.script(json!([
+            { "calls": [{ "name": "Bash", "input": { "command": "sleep 30", "timeout": 60000 } }] },
+            { "text": "done" }
+        ]));
+        let mut child = env
+            .command(&[
+                "run",
+                "--store",
+                "memory:",
+                "--permission-mode",
+                "bypassPermissions",
+                "--provider",
+                &provider,
+                "wait",
+            ])
+            .env("NOETA_KILL_GRACE_MS", "200")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let server = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+            {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // Let the run reach its command.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = std::process::Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status();
+        let _ = child.wait();
+        let settle = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while alive(server) && std::time::Instant::now() < settle {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let survived = alive(server);
+        if survived {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &server.to_string()])
+                .status();
+        }
+        assert!(
+            !survived,
+            "SIG{signal}: MCP server {server} outlived `noeta run`"
+        );
+    }
 }
