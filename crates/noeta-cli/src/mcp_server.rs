@@ -5,7 +5,12 @@
 //! [`Desk`] is the MCP face: it answers `tools/list` and `tools/call` by sending a [`Job`] to
 //! whoever owns the tools (the command line's agent, which runs each call through the task's
 //! gate and log) and waiting for the answer. Jobs go one at a time through a channel, so calls
-//! from several clients never run the task's tools at once.
+//! from several clients never run the task's tools at once. A call the client cancels
+//! (`notifications/cancelled`, or a client gone) is given up where it runs; a call with a
+//! `progressToken` is told `notifications/progress` every second while it runs; a client may
+//! set a logging level and hears each call start and end at `info` and failures at `error`.
+//! `resources/list`, `resources/templates/list` and `prompts/list` answer empty lists: the
+//! server serves tools only.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -128,14 +133,42 @@ pub(crate) enum Job {
         input: Value,
         /// Where the result goes.
         reply: oneshot::Sender<Result<Served, String>>,
+        /// Resolves when nobody wants the result any more (the client cancelled the call, or
+        /// is gone): the call is then given up.
+        cancelled: oneshot::Receiver<()>,
     },
 }
+
+/// How often a call with a `progressToken` is told it still runs.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The MCP server over a job channel.
 #[derive(Debug, Clone)]
 pub(crate) struct Desk {
     jobs: mpsc::Sender<Job>,
     instructions: Arc<str>,
+    /// The least severe log level the client wants (`logging/setLevel`; `warning` until it
+    /// says), as its rank (see [`rank`]).
+    log_level: Arc<std::sync::atomic::AtomicU8>,
+}
+
+/// A level's rank: debug 0 … emergency 7.
+#[expect(
+    deprecated,
+    reason = "MCP logging is still part of the protocol version served"
+)]
+fn rank(level: rmcp::model::LoggingLevel) -> u8 {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        L::Debug => 0,
+        L::Info => 1,
+        L::Notice => 2,
+        L::Warning => 3,
+        L::Error => 4,
+        L::Critical => 5,
+        L::Alert => 6,
+        L::Emergency => 7,
+    }
 }
 
 impl Desk {
@@ -144,7 +177,28 @@ impl Desk {
         Self {
             jobs,
             instructions: Arc::from(instructions.into()),
+            log_level: Arc::new(std::sync::atomic::AtomicU8::new(3)),
         }
+    }
+
+    /// Tells the client `text` at `level`, when it asked for that level.
+    #[expect(
+        deprecated,
+        reason = "MCP logging is still part of the protocol version served"
+    )]
+    async fn log(
+        &self,
+        peer: &rmcp::Peer<RoleServer>,
+        level: rmcp::model::LoggingLevel,
+        text: String,
+    ) {
+        if rank(level) < self.log_level.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let mut message =
+            rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text));
+        message.logger = Some("noeta".to_owned());
+        let _ = peer.notify_logging_message(message).await;
     }
 
     async fn ask<T>(
@@ -192,10 +246,35 @@ fn result(served: Served) -> CallToolResult {
 }
 
 impl ServerHandler for Desk {
+    #[expect(
+        deprecated,
+        reason = "MCP logging is still part of the protocol version served"
+    )]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // Resources and prompts are listed (empty) rather than refused: clients ask for them.
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("noeta", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions.as_ref())
+    }
+
+    #[expect(
+        deprecated,
+        reason = "MCP logging is still part of the protocol version served"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level
+            .store(rank(request.level), std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     async fn list_tools(
@@ -209,15 +288,88 @@ impl ServerHandler for Desk {
         ))
     }
 
+    #[expect(
+        deprecated,
+        reason = "MCP logging is still part of the protocol version served"
+    )]
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        use rmcp::model::LoggingLevel;
+        let token = request
+            .meta
+            .as_ref()
+            .and_then(rmcp::model::RequestMetaObject::get_progress_token)
+            .or_else(|| context.meta.get_progress_token());
         let name = request.name.into_owned();
         let input = Value::Object(request.arguments.unwrap_or_default());
-        let served = self.ask(|reply| Job::Call { name, input, reply }).await?;
-        Ok(result(served).into())
+        let shown = name.clone();
+        self.log(
+            &context.peer,
+            LoggingLevel::Info,
+            format!("calling `{shown}`"),
+        )
+        .await;
+        // Dropped with this call (a cancel, or a client gone), it tells the owner to give up.
+        let (_wanted, cancelled) = oneshot::channel::<()>();
+        let asked = self.ask(|reply| Job::Call {
+            name,
+            input,
+            reply,
+            cancelled,
+        });
+        tokio::pin!(asked);
+        let started = std::time::Instant::now();
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut asked => break answer,
+                () = context.ct.cancelled() => {
+                    self.log(&context.peer, LoggingLevel::Info, format!("`{shown}` cancelled by the client")).await;
+                    return Err(ErrorData::internal_error(format!("`{shown}` was cancelled"), None));
+                }
+                _ = ticks.tick(), if token.is_some() => {
+                    if let Some(token) = &token {
+                        let seconds = started.elapsed().as_secs();
+                        let mut progress = rmcp::model::ProgressNotificationParam::new(
+                            token.clone(),
+                            seconds as f64,
+                        );
+                        progress.message = Some(format!("`{shown}` is running ({seconds} s)"));
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
+                }
+            }
+        };
+        match &answer {
+            Ok(served) => {
+                self.log(
+                    &context.peer,
+                    LoggingLevel::Info,
+                    format!(
+                        "`{shown}` finished{}",
+                        if served.is_error {
+                            " with an error"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+                .await;
+            }
+            Err(err) => {
+                self.log(
+                    &context.peer,
+                    LoggingLevel::Error,
+                    format!("`{shown}` failed: {}", err.message),
+                )
+                .await;
+            }
+        }
+        Ok(result(answer?).into())
     }
 }
 

@@ -146,8 +146,20 @@ impl Agent {
                 Job::Tools(reply) => {
                     let _ = reply.send(self.tools().await);
                 }
-                Job::Call { name, input, reply } => {
-                    let _ = reply.send(self.call(&name, input).await);
+                Job::Call {
+                    name,
+                    input,
+                    reply,
+                    cancelled,
+                } => {
+                    // A call nobody wants any more is given up (its future dropped): what it
+                    // recorded stays, as after Ctrl-C.
+                    tokio::select! {
+                        served = self.call(&name, input) => {
+                            let _ = reply.send(served);
+                        }
+                        _ = cancelled => {}
+                    }
                 }
             }
         }
