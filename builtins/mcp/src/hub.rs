@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -91,7 +91,7 @@ pub(crate) struct Prompt {
 
 /// A live connection.
 struct Live {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<Listed>,
     resources: Vec<Resource>,
     prompts: Vec<Prompt>,
@@ -630,7 +630,7 @@ async fn resolve_hosted(slots: &[Slot], resolver: Option<&dyn RemoteResolver>, a
 async fn http_service(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
-) -> Result<RunningService<RoleClient, ()>, String> {
+) -> Result<RunningService<RoleClient, ClientConfig>, String> {
     // One TLS provider for the process (ring, as the providers use); a second install is
     // refused harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -647,7 +647,28 @@ async fn http_service(
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
             .custom_headers(custom);
     let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport).await.map_err(|e| e.to_string())
+    client().serve(transport).await.map_err(|e| e.to_string())
+}
+
+/// The protocol versions noeta's client speaks: every version with an `initialize` handshake
+/// that the specification lists. It asks for the newest; a server answering with any of these
+/// is spoken to in it.
+const SPOKEN_VERSIONS: [ProtocolVersion; 4] = [
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2024_11_05,
+];
+
+/// How noeta introduces itself to a server: by its own name and version, asking for the
+/// newest protocol version with an `initialize` handshake.
+fn client() -> ClientConfig {
+    let mut config = ClientConfig::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new("noeta", env!("CARGO_PKG_VERSION")),
+    );
+    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    config
 }
 
 /// The wait before starting a server again after `failures` failures in a row.
@@ -838,7 +859,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                     }
                 })
             });
-            match ().serve(transport).await {
+            match client().serve(transport).await {
                 Ok(service) => service,
                 Err(e) => {
                     // What a server that failed to start wrote to stderr says why: let the
@@ -867,12 +888,24 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 None => return Err("the host's resolver was not asked yet".to_owned()),
             }
         }
-        Transport::InProcess(server) => {
-            ().serve(server.connect())
-                .await
-                .map_err(|e| e.to_string())?
-        }
+        Transport::InProcess(server) => client()
+            .serve(server.connect())
+            .await
+            .map_err(|e| e.to_string())?,
     };
+    // The version the server answered must be one noeta speaks (the specification's own
+    // rule: a client that does not support it disconnects).
+    if let Some(info) = service.peer_info()
+        && !SPOKEN_VERSIONS.contains(&info.protocol_version)
+    {
+        let spoken: Vec<String> = SPOKEN_VERSIONS.iter().map(ToString::to_string).collect();
+        let _ = service.cancel().await;
+        return Err(format!(
+            "it answered with protocol version {}, which noeta does not speak (it speaks {})",
+            info.protocol_version,
+            spoken.join(", ")
+        ));
+    }
     let listed = service
         .peer()
         .list_all_tools()

@@ -3,6 +3,8 @@
 //! One test binary for the crate (one link, not one per file); each module is one
 //! former test file, named for what it tests.
 
+#[path = "all/handshake.rs"]
+mod handshake;
 #[path = "all/in_process.rs"]
 mod in_process;
 #[path = "all/mcp.rs"]
