@@ -352,10 +352,10 @@ impl AgentHost {
         let sink = printer.clone();
         let text = printer.clone();
         let exec = Arc::clone(host.exec_env());
-        // Agent files with a model of their own run on it when the provider knows it; the
-        // agent run and its roster say so when not.
-        let agent_models = host.agent_models(&model);
-        for (agents, note) in agent_models.notes {
+        // The runner as every frontend opens it: agent files with a model of their own run on
+        // it when the provider knows it; the agent run and its roster say so when not.
+        let (runner, notes) = noeta::TaskRunner::over(Arc::new(host), &stores, model);
+        for (agents, note) in notes {
             if agents
                 .iter()
                 .any(|a| *a == session.spec.name || session.spec.spawnable.contains(a))
@@ -363,10 +363,10 @@ impl AgentHost {
                 eoutln!("warning: {note}");
             }
         }
-        let mut runtime = host.runtime(&stores, model);
-        for (agent, provider) in agent_models.models {
-            runtime = runtime.with_agent_model(agent, provider);
-        }
+        let noeta::TaskRunner {
+            host: sessions,
+            runtime,
+        } = runner;
         // Each task keeps the model it was made with, so `resume` and `answer` need no flags;
         // a submitted one what a worker on any host needs to run it as it was submitted
         // (secrets stay references in the settings; none is recorded).
@@ -399,7 +399,7 @@ impl AgentHost {
         Ok(Self {
             runtime,
             session,
-            sessions: Arc::new(host),
+            sessions,
             log: Arc::clone(&stores.log),
             stores,
             printer,

@@ -283,11 +283,12 @@ async fn remove_if_empty(paths: &HostPaths, args: &AgentArgs, file: &std::path::
 /// [`run`] once the goal is known: the task made and run.
 async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<ExitCode> {
     let host = AgentHost::open(paths, args)?;
-    let mut task = new_task_id()?;
-    host.warn_unoffered_tools(&task).await;
+    // A scratch id for what is asked before the task exists.
+    let scratch = new_task_id()?;
+    host.warn_unoffered_tools(&scratch).await;
     // `/name args`, when a plugin offers `/name`: its expansion is the goal (a command that
     // only shows text prints it); any other goal starting with `/` is taken as written.
-    let goal = match command_goal(&host, &task, &goal).await? {
+    let goal = match command_goal(&host, &scratch, &goal).await? {
         Some(CommandReply::Send(text)) => text,
         Some(reply) => {
             outln!("{}", reply.text());
@@ -295,20 +296,9 @@ async fn run_new(paths: &HostPaths, args: &AgentArgs, goal: String) -> Result<Ex
         }
         None => goal,
     };
-    // Ids carry the time and a salt; one made by another process in the same instant is
-    // not taken over: a new id is drawn.
-    let mut tries = 0;
-    loop {
-        match host.runtime.create(&host.session, &task, &goal).await {
-            Err(noeta_core::runner::RunError::Store(
-                noeta_core::store::StoreError::TaskExists { .. },
-            )) if tries < 8 => {
-                tries += 1;
-                task = new_task_id()?;
-            }
-            created => break created.with_context(|| format!("creating task {task}"))?,
-        }
-    }
+    let task = noeta::tasks::create_task(&host.runtime, &host.session, &goal)
+        .await
+        .context("creating the task")?;
     if args.detach {
         host.stores
             .queue

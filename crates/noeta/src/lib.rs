@@ -42,12 +42,13 @@ pub use host::{
 };
 pub use project_trust::ProjectTrust;
 pub use task_run::{TaskRun, new_task_id};
-pub use tasks::{Answer, TaskOpError, TaskRunner, Tasks};
-/// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`.
+pub use tasks::{Answer, ModelNotes, TaskOpError, TaskRunner, Tasks};
+/// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`: its
+/// settings, its servers' states, and the resolver an embedding host gives `type = "host"`
+/// servers. Nothing else of the plugin is reached from here.
 pub mod mcp {
     pub use noeta_builtin_mcp::{
-        InProcess, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
-        in_process_server, tool_name,
+        Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
     };
 }
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in

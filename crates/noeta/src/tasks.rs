@@ -81,6 +81,39 @@ pub struct TaskRunner {
     pub runtime: Runtime,
 }
 
+/// Why agents run on the run's model instead of their own, each note with the agents it
+/// concerns (see [`Host::agent_models`]).
+pub type ModelNotes = Vec<(Vec<String>, String)>;
+
+impl TaskRunner {
+    /// The runner of `host` over `stores`: the model `provider` and `model` name (else the
+    /// settings'), and the agent files' own models where the provider knows them — what every
+    /// frontend runs tasks with (a worker's [`Tasks::runner`], the terminal). With the notes of
+    /// the agents that run on the run's model instead.
+    ///
+    /// # Errors
+    /// The model cannot be opened.
+    pub fn open(
+        host: Arc<Host>,
+        stores: &Stores,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<(Self, ModelNotes), HostError> {
+        let model = host.open_model(provider, model)?;
+        Ok(Self::over(host, stores, model))
+    }
+
+    /// The same over a model already open (a chat that reloads its plugins keeps its model).
+    pub fn over(host: Arc<Host>, stores: &Stores, model: Arc<dyn Provider>) -> (Self, ModelNotes) {
+        let agent_models = host.agent_models(&model);
+        let mut runtime = host.runtime(stores, model);
+        for (agent, provider) in agent_models.models {
+            runtime = runtime.with_agent_model(agent, provider);
+        }
+        (Self { host, runtime }, agent_models.notes)
+    }
+}
+
 /// How many hosts and models a [`Tasks`] has opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Opened {
@@ -235,17 +268,7 @@ impl Tasks {
         let host = self.host(&run)?;
         let session = host.session(run.agent())?;
         let runtime = self.recorder(&host, &run);
-        // Ids carry the time and a salt; a clash with a task made in the same instant tries
-        // again.
-        let mut tries = 0;
-        let task = loop {
-            let task = new_task_id()?;
-            match runtime.create(&session, &task, goal).await {
-                Ok(()) => break task,
-                Err(RunError::Store(StoreError::TaskExists { .. })) if tries < 8 => tries += 1,
-                Err(err) => return Err(err.into()),
-            }
-        };
+        let task = create_task(&runtime, &session, goal).await?;
         self.queue(&task).await?;
         Ok(task)
     }
@@ -358,19 +381,45 @@ impl Tasks {
             return Ok(Arc::clone(runner));
         }
         let host = self.host(&run)?;
-        let model = host.open_model(run.provider.as_deref(), run.model.as_deref())?;
+        let (mut runner, notes) = TaskRunner::open(
+            host,
+            &self.stores,
+            run.provider.as_deref(),
+            run.model.as_deref(),
+        )?;
         self.models_opened.fetch_add(1, Ordering::SeqCst);
-        let mut runtime = host.runtime(&self.stores, Arc::clone(&model));
-        for (agent, provider) in host.agent_models(&model).models {
-            runtime = runtime.with_agent_model(agent, provider);
+        for (_, note) in notes {
+            tracing::warn!("{note}");
         }
         if let Some(shape) = &self.shape {
-            runtime = shape(runtime);
+            runner.runtime = shape(runner.runtime);
         }
-        let runner = Arc::new(TaskRunner { host, runtime });
+        let runner = Arc::new(runner);
         // Two slots opening the same runner at once keep the first.
         let mut runners = self.runners.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(Arc::clone(runners.entry(key).or_insert(runner)))
+    }
+}
+
+/// Records a new task of `session`'s agent over `runtime` with `goal` as its first message, and
+/// its id — the one way every frontend makes a task. Ids carry the time and a salt; a clash
+/// with a task made in the same instant (by another process) draws a new one.
+///
+/// # Errors
+/// No id could be drawn, or the runtime refused.
+pub async fn create_task(
+    runtime: &Runtime,
+    session: &noeta_core::session::Session,
+    goal: &str,
+) -> Result<TaskId, TaskOpError> {
+    let mut tries = 0;
+    loop {
+        let task = new_task_id()?;
+        match runtime.create(session, &task, goal).await {
+            Ok(()) => return Ok(task),
+            Err(RunError::Store(StoreError::TaskExists { .. })) if tries < 8 => tries += 1,
+            Err(err) => return Err(err.into()),
+        }
     }
 }
 
