@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+
+use crate::elicit::{Client, Elicitor};
 use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -91,7 +93,7 @@ pub(crate) struct Prompt {
 
 /// A live connection.
 struct Live {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Client>,
     tools: Vec<Listed>,
     resources: Vec<Resource>,
     prompts: Vec<Prompt>,
@@ -118,6 +120,8 @@ struct Slot {
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// A `type = "host"` server's endpoint as last resolved (`None`: never asked).
     endpoint: Mutex<Option<Endpoint>>,
+    /// Who answers the server's requests for input (none: they are declined).
+    elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 /// The starts in flight, and when the latest began.
@@ -159,6 +163,7 @@ impl Hub {
         servers: Vec<Server>,
         defer_above: usize,
         resolver: Option<Arc<dyn RemoteResolver>>,
+        elicitor: Option<Arc<dyn Elicitor>>,
     ) -> Self {
         let slots = servers
             .into_iter()
@@ -167,6 +172,7 @@ impl Hub {
                 conn: tokio::sync::Mutex::new(Conn::Idle),
                 stderr: Arc::default(),
                 endpoint: Mutex::new(None),
+                elicitor: elicitor.clone(),
             })
             .collect();
         Self {
@@ -628,9 +634,10 @@ async fn resolve_hosted(slots: &[Slot], resolver: Option<&dyn RemoteResolver>, a
 
 /// A client of the streamable-HTTP server at `url`, sending `headers` with every request.
 async fn http_service(
+    client: Client,
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
-) -> Result<RunningService<RoleClient, ClientConfig>, String> {
+) -> Result<RunningService<RoleClient, Client>, String> {
     // One TLS provider for the process (ring, as the providers use); a second install is
     // refused harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -647,7 +654,7 @@ async fn http_service(
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
             .custom_headers(custom);
     let transport = StreamableHttpClientTransport::from_config(config);
-    client().serve(transport).await.map_err(|e| e.to_string())
+    client.serve(transport).await.map_err(|e| e.to_string())
 }
 
 /// The protocol versions noeta's client speaks: every version with an `initialize` handshake
@@ -659,17 +666,6 @@ const SPOKEN_VERSIONS: [ProtocolVersion; 4] = [
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2024_11_05,
 ];
-
-/// How noeta introduces itself to a server: by its own name and version, asking for the
-/// newest protocol version with an `initialize` handshake.
-fn client() -> ClientConfig {
-    let mut config = ClientConfig::new(
-        rmcp::model::ClientCapabilities::default(),
-        rmcp::model::Implementation::new("noeta", env!("CARGO_PKG_VERSION")),
-    );
-    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
-    config
-}
 
 /// The wait before starting a server again after `failures` failures in a row.
 fn backoff(failures: u32) -> Duration {
@@ -824,6 +820,7 @@ async fn connect_into(slot: &Slot, conn: &mut Conn) {
 }
 
 async fn connect(slot: &Slot) -> Result<Live, String> {
+    let client = Client::new(&slot.server.alias, slot.elicitor.clone());
     let service = match &slot.server.transport {
         Transport::Stdio {
             command,
@@ -859,7 +856,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                     }
                 })
             });
-            match client().serve(transport).await {
+            match client.serve(transport).await {
                 Ok(service) => service,
                 Err(e) => {
                     // What a server that failed to start wrote to stderr says why: let the
@@ -872,7 +869,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 }
             }
         }
-        Transport::Http { url, headers } => http_service(url, headers).await?,
+        Transport::Http { url, headers } => http_service(client, url, headers).await?,
         Transport::Host => {
             let endpoint = slot
                 .endpoint
@@ -880,7 +877,9 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
             match endpoint {
-                Some(Ok(Some(remote))) => http_service(&remote.url, &remote.headers).await?,
+                Some(Ok(Some(remote))) => {
+                    http_service(client, &remote.url, &remote.headers).await?
+                }
                 Some(Ok(None)) => {
                     return Err("the host's resolver offers no endpoint for it now".to_owned());
                 }
@@ -888,7 +887,7 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 None => return Err("the host's resolver was not asked yet".to_owned()),
             }
         }
-        Transport::InProcess(server) => client()
+        Transport::InProcess(server) => client
             .serve(server.connect())
             .await
             .map_err(|e| e.to_string())?,

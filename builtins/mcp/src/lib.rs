@@ -16,6 +16,7 @@
 //! A plugin's in-process server (the `mcp_server` surface) goes through the same client over an
 //! in-memory transport: [`in_process_server`] (`in_process.rs`) makes the contribution's value.
 
+mod elicit;
 mod hub;
 mod in_process;
 mod prompts;
@@ -34,6 +35,7 @@ use noeta_core::{
     Tool,
 };
 
+pub use elicit::{ELICITOR, Elicited, Elicitor, defaults as elicitation_defaults, elicitor_value};
 pub use in_process::{InProcess, in_process_server};
 pub use remote::{RESOLVER, Remote, RemoteResolver, host_value};
 pub use resources::{LIST_RESOURCES, READ_RESOURCE};
@@ -87,11 +89,23 @@ impl Mcp {
     /// The extension over `settings`' servers, asking `resolver` at every turn for the
     /// endpoints of the `type = "host"` ones.
     pub fn with_resolver(settings: Settings, resolver: Option<Arc<dyn RemoteResolver>>) -> Self {
+        Self::with_host(settings, resolver, None)
+    }
+
+    /// The extension over `settings`' servers, with the host's resolver of `type = "host"`
+    /// servers and the host's [`Elicitor`], who answers the servers' requests for input
+    /// (without one they are declined).
+    pub fn with_host(
+        settings: Settings,
+        resolver: Option<Arc<dyn RemoteResolver>>,
+        elicitor: Option<Arc<dyn Elicitor>>,
+    ) -> Self {
         Self {
             hub: Arc::new(hub::Hub::new(
                 settings.servers,
                 settings.defer_above,
                 resolver,
+                elicitor,
             )),
             startup_wait: settings.startup_wait,
             no_start: false,
@@ -252,7 +266,8 @@ impl SessionPackFactory for Pack {
         let mut pack = PackContribution::empty();
         if !settings.servers.is_empty() {
             let resolver = remote::from_host(&ctx.host_values);
-            let mut mcp = Mcp::with_resolver(settings, resolver);
+            let elicitor = elicit::from_host(&ctx.host_values);
+            let mut mcp = Mcp::with_host(settings, resolver, elicitor);
             if ctx.host_values.get::<NoStart>(NO_START).is_some() {
                 mcp = mcp.never_starting();
             }

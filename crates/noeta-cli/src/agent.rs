@@ -328,10 +328,16 @@ impl AgentHost {
         model: Option<Arc<dyn noeta_core::provider::Provider>>,
     ) -> Result<Self> {
         let printer = Arc::new(Printer::new(args.json, args.verbose, args.chat));
-        let host = Host::open(config(paths, args)?)?
-            .with_extension(printer.clone())
-            .with_extension(Arc::new(Approver::new(printer.clone())))
-            .with_warnings(Arc::new(|text: &str| eoutln!("warning: {text}")));
+        // The person at the terminal answers an MCP server's requests for input.
+        let elicitor: Arc<dyn noeta::mcp::Elicitor> =
+            Arc::new(crate::elicit::TerminalElicitor::new(printer.clone()));
+        let host = Host::open(HostConfig {
+            mcp_elicitor: Some(elicitor),
+            ..config(paths, args)?
+        })?
+        .with_extension(printer.clone())
+        .with_extension(Arc::new(Approver::new(printer.clone())))
+        .with_warnings(Arc::new(|text: &str| eoutln!("warning: {text}")));
         let notes = printer.clone();
         let host = host.with_notices(Arc::new(move |text: &str| notes.note(text)));
         for warning in host.plugins().warnings() {

@@ -9,6 +9,7 @@ mod check;
 mod commands;
 mod diff;
 mod doctor;
+mod elicit;
 mod interact;
 mod live;
 mod mcp;

@@ -53,6 +53,9 @@ pub struct HostConfig {
     /// Whether sessions start their MCP servers (default yes); a listing (`noeta agents
     /// list`) starts none and offers no MCP tool.
     pub start_mcp_servers: bool,
+    /// Who answers an MCP server's request for input in the middle of a call (a terminal
+    /// asks the person); none: such requests are declined.
+    pub mcp_elicitor: Option<Arc<dyn noeta_builtin_mcp::Elicitor>>,
     /// The preview gateway the `app` built-in mounts apps on; without one, `open_app` is not
     /// offered.
     pub app_gateway: Option<Arc<noeta_builtin_app::Gateway>>,
@@ -95,6 +98,7 @@ impl HostConfig {
             holder_gone: None,
             mcp_server_resolver: None,
             start_mcp_servers: true,
+            mcp_elicitor: None,
             app_gateway: None,
             browser: false,
         }
@@ -205,6 +209,12 @@ impl Host {
             instances = instances.with_host_value(
                 noeta_builtin_mcp::RESOLVER,
                 noeta_builtin_mcp::host_value(Arc::clone(resolver)),
+            );
+        }
+        if let Some(elicitor) = &config.mcp_elicitor {
+            instances = instances.with_host_value(
+                noeta_builtin_mcp::ELICITOR,
+                noeta_builtin_mcp::elicitor_value(Arc::clone(elicitor)),
             );
         }
         if !config.start_mcp_servers {

@@ -44,11 +44,12 @@ pub use project_trust::ProjectTrust;
 pub use task_run::{TaskRun, new_task_id};
 pub use tasks::{Answer, ModelNotes, TaskOpError, TaskRunner, Tasks};
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`: its
-/// settings, its servers' states, and the resolver an embedding host gives `type = "host"`
-/// servers. Nothing else of the plugin is reached from here.
+/// settings, its servers' states, the resolver an embedding host gives `type = "host"`
+/// servers, and the elicitor who answers a server's requests for input. Nothing else of the plugin is reached from here.
 pub mod mcp {
     pub use noeta_builtin_mcp::{
-        Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
+        Elicited, Elicitor, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
+        elicitation_defaults,
     };
 }
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in

@@ -542,3 +542,66 @@ fn a_server_up_after_the_first_offer_joins_with_its_tools_deferred() {
         "Echo: late"
     );
 }
+
+/// Answers every request for input with its form's defaults and a name, noting what it saw.
+struct Form {
+    seen: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+#[async_trait::async_trait]
+impl noeta_builtin_mcp::Elicitor for Form {
+    async fn elicit(
+        &self,
+        server: &str,
+        message: &str,
+        schema: &Value,
+    ) -> noeta_builtin_mcp::Elicited {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((server.to_owned(), message.to_owned()));
+        let mut values = noeta_builtin_mcp::elicitation_defaults(schema);
+        values.insert("name".to_owned(), json!("Ada Lovelace"));
+        noeta_builtin_mcp::Elicited::Accept(values)
+    }
+}
+
+#[test]
+fn a_servers_request_for_input_goes_to_the_hosts_elicitor_or_is_declined() {
+    let form = Arc::new(Form {
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let mcp = Mcp::with_host(
+        settings(json!({ "everything": stdio_server(json!({})) })),
+        None,
+        Some(form.clone()),
+    );
+    let tool = find(
+        &offered(&mcp),
+        "mcp__everything__trigger-elicitation-request",
+    );
+    let out = call(&tool, json!({})).unwrap();
+    assert!(
+        out.text.contains("User provided the requested information")
+            && out.text.contains("- Name: Ada Lovelace")
+            && out.text.contains("- Favorite Integer: 42"),
+        "{}",
+        out.text
+    );
+    assert_eq!(
+        form.seen.lock().unwrap().as_slice(),
+        [(
+            "everything".to_owned(),
+            "Please provide inputs for the following fields:".to_owned()
+        )]
+    );
+
+    // Nobody to ask: declined.
+    let mcp = Mcp::new(settings(json!({ "everything": stdio_server(json!({})) })));
+    let tool = find(
+        &offered(&mcp),
+        "mcp__everything__trigger-elicitation-request",
+    );
+    let out = call(&tool, json!({})).unwrap();
+    assert!(out.text.contains("User declined"), "{}", out.text);
+}

@@ -497,3 +497,69 @@ fn sigterm_and_sigint_alike_stop_every_server_the_run_started() {
         );
     }
 }
+
+#[test]
+fn a_servers_request_for_input_is_answered_by_the_person_at_the_terminal() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    with_everything(&env, "");
+    let provider = calling(
+        &env,
+        "mcp__everything__trigger-elicitation-request",
+        json!({}),
+    );
+    // Answer, then the required `name`, then the other fields by name: birthdate, check,
+    // email, firstLine, homepage, integer, legacyTitledEnum, number, titledMultipleSelectEnum,
+    // titledSingleSelectEnum, untitledMultipleSelectEnum, untitledSingleSelectEnum — a wrong
+    // integer first, which is asked again.
+    let answers = "y\nAda Lovelace\n\ny\n\n\n\nmany\n7\n\n\n\nhero-2\n\n\n";
+    let out = env.run_with(
+        &[
+            "run",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+            "ask me",
+        ],
+        Some(answers),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "? MCP server `everything` asks: Please provide inputs for the following fields:"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("answer a whole number"), "{err}");
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    assert!(
+        log.contains("- Name: Ada Lovelace")
+            && log.contains("- Agreed to terms: true")
+            && log.contains("- Favorite Integer: 7"),
+        "{log}"
+    );
+
+    // Standard input closed: declined, and the run goes on.
+    let provider = calling(
+        &env,
+        "mcp__everything__trigger-elicitation-request",
+        json!({}),
+    );
+    let out = env.run_with(
+        &[
+            "run",
+            "--permission-mode",
+            "bypassPermissions",
+            "--provider",
+            &provider,
+            "ask me",
+        ],
+        Some(""),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
+    assert!(log.contains("User declined"), "{log}");
+}
