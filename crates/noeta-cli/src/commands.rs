@@ -29,6 +29,25 @@ pub(crate) enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Call one tool of an MCP server — a configured one by its alias, or a streamable-HTTP
+    /// endpoint by its URL — and print its result; exit 1 when the call fails
+    ///
+    /// A request of the server for input is asked at the terminal. No task or model is
+    /// involved: this is for trying a server.
+    #[command(
+        after_help = "Examples:\n  noeta mcp call everything echo '{\"message\": \"hi\"}'\n  noeta mcp call http://127.0.0.1:3000/mcp add_numbers '{\"a\": 5, \"b\": 3}'"
+    )]
+    Call {
+        /// A configured server's alias, or an `http://` / `https://` URL
+        server: String,
+        /// The tool's name on the server (none: list its tools)
+        tool: Option<String>,
+        /// Its arguments, a JSON object (default `{}`)
+        arguments: Option<String>,
+        /// A header sent with every request to a URL (`Name: value`), repeatable
+        #[arg(long = "header", short = 'H')]
+        headers: Vec<String>,
+    },
     /// Add an MCP server to the user's settings (`~/.noeta/config.toml`) or the project's
     ///
     /// `noeta mcp add git -- git-mcp --repo .` adds a command spoken to over stdio;

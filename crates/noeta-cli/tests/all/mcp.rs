@@ -563,3 +563,47 @@ fn a_servers_request_for_input_is_answered_by_the_person_at_the_terminal() {
     let log = stdout(&env.run(&["log", &last_task(&env), "--json"]));
     assert!(log.contains("User declined"), "{log}");
 }
+
+#[test]
+fn mcp_call_calls_one_tool_of_a_configured_server_and_names_what_is_wrong() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    with_everything(&env, "");
+    let out = env.run(&[
+        "mcp",
+        "call",
+        "everything",
+        "echo",
+        r#"{"message": "by hand"}"#,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Echo: by hand");
+    let out = env.run(&["mcp", "call", "everything"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).lines().any(|l| l == "echo"),
+        "{}",
+        stdout(&out)
+    );
+    for (args, want) in [
+        (
+            &["mcp", "call", "everything", "echo", "{not json"][..],
+            "the arguments `{not json` are not JSON",
+        ),
+        (
+            &["mcp", "call", "everything", "echo", "[1]"][..],
+            "the arguments must be a JSON object",
+        ),
+        (
+            &["mcp", "call", "nowhere", "echo"][..],
+            "no MCP server `nowhere` is configured (configured: everything)",
+        ),
+        (
+            &["mcp", "call", "everything", "no-such-tool"][..],
+            "mcp server `everything` has no tool `no-such-tool` (it offers: ",
+        ),
+    ] {
+        let out = env.run(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
