@@ -179,6 +179,15 @@ pub(crate) fn leaves_task_done(outcome: &noeta_core::runner::RunOutcome) -> bool
     )
 }
 
+/// The store named by `url` for a command that only reads it: a SQLite file that does not
+/// exist yet is not made — an empty store in memory stands for it, so reading never leaves a
+/// `.noeta/noeta.db` behind.
+pub(crate) fn read_store(paths: &HostPaths, url: Option<&str>) -> Result<noeta::backends::Stores> {
+    let missing = noeta::store_file(paths, url).is_ok_and(|file| !file.exists());
+    let url = if missing { Some("memory:") } else { url };
+    Ok(noeta::open_store(paths, url)?)
+}
+
 /// The store named by `url` (default `<workspace>/.noeta/noeta.db`).
 pub(crate) fn open_store(
     paths: &HostPaths,

@@ -13,7 +13,7 @@ use noeta_core::runner::RunOutcome;
 use noeta_core::store::{EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};
 
-use crate::agent::{AgentArgs, AgentHost, open_store};
+use crate::agent::{AgentArgs, AgentHost, open_store, read_store};
 use crate::interact::answer_question;
 use crate::overview::{self, status};
 use crate::stdio::{eoutln, outln};
@@ -255,8 +255,39 @@ pub(crate) async fn run(
     let result = run_new(paths, args, goal).await;
     if let Some(file) = fresh.filter(|file| file.exists()) {
         remove_if_empty(paths, args, &file).await;
+        keep_out_of_git(paths, &file);
     }
     result
+}
+
+/// What `.noeta/.gitignore` keeps out of git: the store and what runs leave (transcripts for
+/// hooks), never the project's settings, agents, commands, skills or plugins.
+const GITIGNORE: &str = "\
+# Written by noeta the first time it made its store here: the store and the transcripts\n\
+# are this machine's, not the project's. Settings, agents, commands, skills and plugins\n\
+# in .noeta/ are not ignored. Edit or delete this file freely; noeta does not write it again.\n\
+noeta.db\n\
+noeta.db-*\n\
+transcripts/\n";
+
+/// After a run made the default store `file` (`<workspace>/.noeta/noeta.db`) and kept it:
+/// writes `.noeta/.gitignore` keeping the store out of git, unless the directory has one, and
+/// says so once.
+fn keep_out_of_git(paths: &HostPaths, file: &std::path::Path) {
+    let default = paths.workspace.join(".noeta").join("noeta.db");
+    if file != default || !file.exists() {
+        return;
+    }
+    let ignore = paths.workspace.join(".noeta").join(".gitignore");
+    if ignore.exists() {
+        return;
+    }
+    if std::fs::write(&ignore, GITIGNORE).is_ok() {
+        eoutln!(
+            "note: wrote .noeta/.gitignore so that the task store ({}) stays out of git",
+            file.display()
+        );
+    }
 }
 
 /// The store file `file` (with its SQLite companions, and the `.noeta` directory when that is
@@ -411,7 +442,7 @@ pub(crate) async fn resume(
     id: Option<&str>,
     last: bool,
 ) -> Result<ExitCode> {
-    let (log, _) = open_store(paths, args.store.as_deref())?;
+    let log = read_store(paths, args.store.as_deref())?.log;
     let task = pick_task(log.as_ref(), id, last).await?;
     if log.info(&task).await?.head == 0 {
         bail!(
@@ -581,12 +612,17 @@ pub(crate) async fn chat(
                 task.clone()
             }
             None => {
-                let id = new_task_id()?;
-                if let Err(err) = host.runtime.create(&host.session, &id, line).await {
-                    eoutln!("error: {err:#}");
-                    continue;
-                }
+                let id = match noeta::tasks::create_task(&host.runtime, &host.session, line).await {
+                    Ok(id) => id,
+                    Err(err) => {
+                        eoutln!("error: {err:#}");
+                        continue;
+                    }
+                };
                 eoutln!("task {id}");
+                if let Ok(file) = noeta::store_file(paths, args.store.as_deref()) {
+                    keep_out_of_git(paths, &file);
+                }
                 task = Some(id.clone());
                 id
             }
@@ -631,7 +667,7 @@ pub(crate) async fn tasks(
     store: Option<&str>,
     json_out: bool,
 ) -> Result<ExitCode> {
-    let stores = noeta::open_store(paths, store)?;
+    let stores = read_store(paths, store)?;
     let rows = overview::rows(&stores).await?;
     if json_out {
         for row in &rows {
@@ -666,7 +702,8 @@ pub(crate) async fn log(
     json_out: bool,
     follow: bool,
 ) -> Result<ExitCode> {
-    let (log, content) = open_store(paths, store)?;
+    let stores = read_store(paths, store)?;
+    let (log, content) = (stores.log, stores.content);
     let task = pick_task(log.as_ref(), Some(id), false).await?;
     let mut seen = 0;
     loop {
@@ -753,7 +790,7 @@ pub(crate) async fn answer(
     text: Option<String>,
 ) -> Result<ExitCode> {
     // Answering records only: the task's host (its recorded workspace and settings), no model.
-    let stores = noeta::open_store(paths, args.store.as_deref())?;
+    let stores = read_store(paths, args.store.as_deref())?;
     let task = pick_task(stores.log.as_ref(), Some(id), false).await?;
     let args = for_task(stores.log.as_ref(), &task, args).await?;
     let tasks = noeta::Tasks::new(

@@ -209,3 +209,60 @@ fn a_store_that_can_only_be_read_is_listed_and_read_and_refuses_writes_by_name()
     mode(&env.workspace, 0o755);
     mode(&env.workspace.join(".noeta"), 0o755);
 }
+
+#[test]
+fn commands_that_only_read_never_make_a_store() {
+    let env = noeta_testkit::cli::CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let out = env.run(&["tasks"]);
+    assert!(out.status.success(), "{}", noeta_testkit::cli::stderr(&out));
+    assert!(noeta_testkit::cli::stderr(&out).contains("no tasks in this store yet"));
+    for args in [
+        &["log", "20261207-000000-abcd"][..],
+        &["resume", "--last"][..],
+        &["answer", "20261207-000000-abcd", "--allow"][..],
+    ] {
+        let out = env.run(args);
+        assert!(!out.status.success(), "{args:?}");
+    }
+    assert!(
+        !env.workspace.join(".noeta").exists(),
+        "a command that only reads made .noeta/"
+    );
+}
+
+#[test]
+fn the_first_run_keeps_its_store_out_of_git_and_says_so_once() {
+    let env = noeta_testkit::cli::CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let provider = env.script(serde_json::json!([{ "text": "hi" }]));
+    let out = env.run(&["run", "--provider", &provider, "hello"]);
+    assert!(out.status.success(), "{}", noeta_testkit::cli::stderr(&out));
+    assert!(
+        noeta_testkit::cli::stderr(&out).contains("note: wrote .noeta/.gitignore"),
+        "{}",
+        noeta_testkit::cli::stderr(&out)
+    );
+    let ignore = std::fs::read_to_string(env.workspace.join(".noeta/.gitignore")).unwrap();
+    for line in ["noeta.db", "noeta.db-*", "transcripts/"] {
+        assert!(ignore.lines().any(|l| l == line), "{ignore}");
+    }
+    assert!(!ignore.contains("config.toml"), "{ignore}");
+    let out = env.run(&["run", "--provider", &provider, "hello again"]);
+    assert!(out.status.success(), "{}", noeta_testkit::cli::stderr(&out));
+    assert!(!noeta_testkit::cli::stderr(&out).contains(".gitignore"));
+    // git really ignores the store, and not the settings.
+    std::fs::write(env.workspace.join(".noeta/config.toml"), "").unwrap();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&env.workspace)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(&env.workspace)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listed.contains(".noeta/config.toml"), "{listed}");
+    assert!(!listed.contains("noeta.db"), "{listed}");
+}
