@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask codegen | tidy | goldens [--bless] | bench [NAME]`.
+//! Project automation: `cargo xtask test | codegen | tidy | goldens [--bless] | bench [NAME]`.
 
 mod bench;
 mod codegen;
@@ -6,6 +6,7 @@ mod floors;
 mod goldens;
 mod processes;
 mod producers;
+mod setup;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ use anyhow::{Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  test [ARGS…]       install what the tests need where it is missing, then run the whole
+                     suite (`cargo test --workspace --locked ARGS…`)
   codegen            write crates/noeta/src/builtins.rs from the directories under builtins/
   tidy               check the layering rules, the built-in crates and the generated list
   goldens [--bless]  check (or rewrite) the byte goldens under tests/golden/
@@ -32,6 +35,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
+        ["test", extra @ ..] => setup::test(&root(), extra),
         ["codegen"] => codegen::write(&root()),
         ["tidy"] => {
             let problems = tidy::check(&root())?;

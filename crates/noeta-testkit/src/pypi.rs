@@ -1,10 +1,10 @@
 //! The Python MCP client the tests drive `noeta mcp serve` with: the `mcp` package from PyPI,
-//! installed by `.ci/run` into a virtual environment outside the repository: `$NOETA_TEST_PY`,
+//! installed by `cargo xtask test` into a virtual environment outside the repository: `$NOETA_TEST_PY`,
 //! default `~/.cache/noeta-test-py`.
 
 use std::path::PathBuf;
 
-/// The version of the `mcp` package `.ci/run` installs.
+/// The version of the `mcp` package `cargo xtask test` installs.
 pub const MCP_CLIENT_VERSION: &str = "2.3.0";
 
 /// The virtual environment's Python, which can `import mcp`.
@@ -25,7 +25,7 @@ pub fn mcp_python() -> PathBuf {
         .is_ok_and(|out| out.status.success());
     assert!(
         imports,
-        "the Python MCP client is missing: {} cannot `import mcp`. Run `.ci/run`, or `python3 -m \
+        "the Python MCP client is missing: {} cannot `import mcp`. Run `cargo xtask test`, or `python3 -m \
          venv {} && {}/bin/pip install mcp=={MCP_CLIENT_VERSION}`",
         python.display(),
         venv.display(),

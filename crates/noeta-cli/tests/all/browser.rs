@@ -26,7 +26,7 @@ fn require_chromium() {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("chromium").is_file()));
     assert!(
         found,
-        "these tests need Chromium: apt-get install chromium (.ci/run installs it)"
+        "these tests need Chromium: apt-get install chromium (`cargo xtask test` installs it)"
     );
 }
 

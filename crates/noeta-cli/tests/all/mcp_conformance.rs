@@ -1,6 +1,7 @@
-//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, the version `.ci/run`
-//! pins) against noeta's MCP client: every client scenario of that version that needs no
-//! sign-in passes, driven through `noeta mcp call` by `tests/conformance/client.sh`.
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, the version
+//! `noeta-testkit` pins and `cargo xtask test` installs) against noeta's MCP client: every
+//! client scenario of that version that needs no sign-in passes, driven through `noeta mcp
+//! call` by `tests/conformance/client.sh`.
 
 #![allow(
     clippy::unwrap_used,

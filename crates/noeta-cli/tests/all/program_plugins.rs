@@ -28,7 +28,7 @@ fn require(program: &str) {
         .is_ok_and(|out| out.status.success());
     assert!(
         found,
-        "`{program}` is needed by this test and is not installed (.ci/run installs it)"
+        "`{program}` is needed by this test and is not installed (`cargo xtask test` installs it)"
     );
 }
 

@@ -25,7 +25,7 @@ fn require_bwrap() {
         .is_ok_and(|out| out.status.success());
     assert!(
         found,
-        "this test needs bubblewrap (`bwrap`; Debian package bubblewrap), which .ci/run installs"
+        "this test needs bubblewrap (`bwrap`; Debian package bubblewrap), which `cargo xtask test` installs"
     );
 }
 

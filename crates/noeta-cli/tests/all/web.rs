@@ -62,15 +62,14 @@ fn script(env: &CliEnv, name: &str, turns: Value) -> String {
 }
 
 async fn browser(profile: &std::path::Path) -> Browser {
-    let mut config =
-        BrowserConfig::builder()
-            .chrome_executable(chromium().expect(
-                "Chromium is not installed: apt-get install chromium (.ci/run installs it)",
-            ))
-            .user_data_dir(profile)
-            .window_size(1000, 800)
-            .arg("--disable-gpu")
-            .arg("--disable-dev-shm-usage");
+    let mut config = BrowserConfig::builder()
+        .chrome_executable(chromium().expect(
+            "Chromium is not installed: apt-get install chromium (`cargo xtask test` installs it)",
+        ))
+        .user_data_dir(profile)
+        .window_size(1000, 800)
+        .arg("--disable-gpu")
+        .arg("--disable-dev-shm-usage");
     // Chromium's own sandbox does not run as root.
     if is_root() {
         config = config.no_sandbox();
