@@ -416,11 +416,41 @@ async fn read_capped(response: reqwest::Response) -> String {
 /// A failure to send or receive: connection trouble and timeouts are transient.
 fn request_error(name: &str, error: &reqwest::Error) -> ProviderError {
     let mut message = format!("{name}: {error}");
+    let mut refused = false;
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
+        refused |= cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
         source = cause.source();
+    }
+    let lower = message.to_lowercase();
+    // Retries are for overloads and dropped connections. A closed port or a host name that
+    // does not resolve stays so: the run fails at once, saying what to check.
+    let unresolved = error.is_connect()
+        && (lower.contains("dns error") || lower.contains("failed to lookup address"));
+    if error.is_connect() && (refused || lower.contains("connection refused")) {
+        let at = error.url().map(|u| format!(" at {u}")).unwrap_or_default();
+        return ProviderError::Fatal {
+            message: format!(
+                "{name}: nothing answers{at} (connection refused) — is the server running, and \
+                 is the base URL right? `noeta doctor --online` checks it"
+            ),
+        };
+    }
+    if unresolved {
+        let at = error
+            .url()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        return ProviderError::Fatal {
+            message: format!(
+                "{name}: the host name `{at}` does not resolve — check the base URL \
+                 (`noeta doctor --online` checks it): {message}"
+            ),
+        };
     }
     if error.is_builder() {
         ProviderError::Fatal { message }

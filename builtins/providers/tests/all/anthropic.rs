@@ -637,21 +637,26 @@ async fn a_stream_that_ends_early_is_transient() {
 }
 
 #[tokio::test]
-async fn a_refused_connection_is_transient() {
+async fn a_refused_connection_fails_at_once_and_is_not_retried() {
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
     let provider = AnthropicProvider::new(ProviderConfig {
-        max_retries: 1,
+        max_retries: 5,
         ..config(&format!("http://127.0.0.1:{port}"))
     })
     .unwrap();
     let error = provider.complete(&hello()).await.unwrap_err();
-    let ProviderError::Transient { message, .. } = error else {
-        panic!("expected a transient error, got {error:?}");
+    let ProviderError::Fatal { message } = error else {
+        panic!("expected a fatal error, got {error:?}");
     };
-    assert!(message.contains("gave up after 2 attempts"), "{message}");
+    assert!(
+        message
+            .contains("(connection refused) — is the server running, and is the base URL right?")
+            && !message.contains("gave up after"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -595,3 +595,30 @@ async fn an_image_in_a_tool_result_follows_it_as_a_user_message() {
         json!({ "type": "image_url", "image_url": { "url": "data:image/png;base64,YWJjZA==" } })
     );
 }
+
+#[tokio::test]
+async fn a_closed_port_fails_at_once_saying_what_to_check() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let provider = OpenAiProvider::new(config(&format!("http://127.0.0.1:{port}/v1"))).unwrap();
+    let started = Instant::now();
+    let err = provider.complete(&hello()).await.unwrap_err();
+    let ProviderError::Fatal { message } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        message.contains("nothing answers at http://127.0.0.1:")
+            && message.contains("(connection refused) — is the server running"),
+        "{message}"
+    );
+    // Not retried: retries are for overloads and resets.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
