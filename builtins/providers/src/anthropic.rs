@@ -61,6 +61,16 @@ impl AnthropicProvider {
         config: ProviderConfig,
         env: EnvLookup<'_>,
     ) -> Result<Self, ProviderSetupError> {
+        // Where the key comes from, for a refused key's error to name.
+        let key_from_config = config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        let key_source = if key_from_config {
+            "the settings (`[plugins.providers] api_key`)".to_owned()
+        } else {
+            format!("`${ANTHROPIC_API_KEY_VAR}`")
+        };
         let key = setting(config.api_key.as_deref(), env, ANTHROPIC_API_KEY_VAR).ok_or(
             ProviderSetupError::MissingKey {
                 provider: "anthropic",
@@ -105,7 +115,7 @@ impl AnthropicProvider {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         Ok(Self {
-            http: Http::new("anthropic", &config)?,
+            http: Http::new("anthropic", &config)?.with_key_source(Some(key_source)),
             url: format!("{base}/v1/messages"),
             headers,
             price: config.price.or_else(|| model_price(&model)),

@@ -166,6 +166,9 @@ pub(crate) struct Http {
     name: &'static str,
     idle_timeout: Duration,
     retry: RetryPolicy,
+    /// Where the API key came from (`$ANTHROPIC_API_KEY`, `[plugins.providers] api_key`), for a
+    /// 401 or 403 to name; `None` without a key.
+    key_source: Option<String>,
 }
 
 impl Http {
@@ -190,7 +193,28 @@ impl Http {
                 max_total: config.max_retry_time,
                 notify: config.notify.clone(),
             },
+            key_source: None,
         })
+    }
+
+    /// The same, naming where its API key came from when the key is refused.
+    #[must_use]
+    pub(crate) fn with_key_source(mut self, source: Option<String>) -> Self {
+        self.key_source = source;
+        self
+    }
+
+    /// `error` (of a response with `status`) naming the key's source when the key was refused.
+    fn naming_key(&self, status: StatusCode, error: ProviderError) -> ProviderError {
+        match (status.as_u16(), &self.key_source, error) {
+            (401 | 403, Some(source), ProviderError::Fatal { message }) => ProviderError::Fatal {
+                message: format!(
+                    "{message} — the API key from {source} was refused: check it \
+                     (`noeta doctor --online` tries it)"
+                ),
+            },
+            (_, _, error) => error,
+        }
     }
 
     /// One call of `provider`: encodes `body`, streams the answer through decoders `make` builds
@@ -244,11 +268,14 @@ impl Http {
         let body = tokio::time::timeout(wait, read_capped(response))
             .await
             .unwrap_or_default();
-        Err(classify_status(
-            &format!("{name}: GET {url}"),
+        Err(self.naming_key(
             status,
-            &answer_headers,
-            &body,
+            classify_status(
+                &format!("{name}: GET {url}"),
+                status,
+                &answer_headers,
+                &body,
+            ),
         ))
     }
 
@@ -345,7 +372,7 @@ impl Http {
             let text = tokio::time::timeout(idle, read_capped(response))
                 .await
                 .unwrap_or_default();
-            return Err(classify_status(name, status, &headers, &text));
+            return Err(self.naming_key(status, classify_status(name, status, &headers, &text)));
         }
         // A stream is alive while bytes come, whether or not they make an event yet (a
         // keep-alive comment, an event sent a few bytes at a time): the idle limit runs from

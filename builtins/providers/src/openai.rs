@@ -66,7 +66,18 @@ impl OpenAiProvider {
             .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_owned());
         let base = base_url(&base)?;
         let official = base == OPENAI_DEFAULT_BASE_URL;
+        // Where the key comes from, for a refused key's error to name.
+        let key_from_config = config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        let key_source = if key_from_config {
+            "the settings (`[plugins.providers] api_key`)".to_owned()
+        } else {
+            format!("`${OPENAI_API_KEY_VAR}`")
+        };
         let key = setting(config.api_key.as_deref(), env, OPENAI_API_KEY_VAR);
+        let key_source = key.as_ref().map(|_| key_source);
         if key.is_none() && official {
             return Err(ProviderSetupError::MissingKey {
                 provider: "openai",
@@ -100,7 +111,7 @@ impl OpenAiProvider {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         Ok(Self {
-            http: Http::new("openai", &config)?,
+            http: Http::new("openai", &config)?.with_key_source(key_source),
             url: format!("{base}/chat/completions"),
             headers,
             max_tokens,

@@ -348,7 +348,36 @@ async fn a_401_is_fatal_with_the_provider_s_message() {
     };
     assert!(message.contains("Incorrect API key provided"), "{message}");
     assert!(message.contains("401"), "{message}");
+    // Where the refused key came from, and what tries it.
+    assert!(
+        message.ends_with(
+            "— the API key from the settings (`[plugins.providers] api_key`) was refused: check it (`noeta doctor --online` tries it)"
+        ),
+        "{message}"
+    );
     assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_key_from_the_environment_names_its_variable() {
+    let server = MockServer::start(vec![Reply::status(
+        403,
+        json!({"error": {"message": "Forbidden.", "type": "permission_error"}}),
+    )])
+    .await;
+    let env = env_of(&[
+        ("OPENAI_API_KEY", "sk-env"),
+        ("OPENAI_BASE_URL", &format!("{}/v1", server.base)),
+    ]);
+    let provider = OpenAiProvider::from_env(ProviderConfig::default(), &env).unwrap();
+    let error = provider.complete(&hello()).await.unwrap_err();
+    let ProviderError::Fatal { message } = error else {
+        panic!("expected a fatal error, got {error:?}");
+    };
+    assert!(
+        message.contains("the API key from `$OPENAI_API_KEY` was refused"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
