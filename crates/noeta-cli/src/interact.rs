@@ -55,12 +55,19 @@ pub(crate) async fn read_line() -> Option<String> {
 
 /// Shows `prompt` (on a terminal) and reads the answer.
 pub(crate) async fn ask(prompt: &str) -> Option<String> {
-    if std::io::stdin().is_terminal() {
+    let terminal = std::io::stdin().is_terminal();
+    if terminal {
         crate::status::stop();
         eout!("{prompt}");
         let _ = std::io::stderr().flush();
     }
-    read_line().await
+    let answer = read_line().await;
+    if terminal && answer.is_some() {
+        // The Enter that ended the answer moved the cursor to a new line: the status line may
+        // be drawn again (the call the person just allowed is shown running).
+        crate::status::line_ended();
+    }
+    answer
 }
 
 /// Answers the gate's asks at the terminal.

@@ -76,6 +76,12 @@ pub(crate) fn stop() {
     }
 }
 
+/// The person ended a line at the terminal (an answer typed after a prompt, its Enter echoed by
+/// the terminal itself): the cursor is at the start of a line again, so the line may be drawn.
+pub(crate) fn line_ended() {
+    AT_LINE_START.store(true, Ordering::Relaxed);
+}
+
 /// Runs `write` (something printed) with the line cleared; `ends_line` says whether what it
 /// prints leaves the cursor at the start of a line.
 pub(crate) fn clear_for<R>(ends_line: Option<bool>, write: impl FnOnce() -> R) -> R {

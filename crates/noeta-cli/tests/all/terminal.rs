@@ -273,3 +273,50 @@ fn a_shell_commands_lines_are_live_progress() {
         stdout(&out)
     );
 }
+
+#[test]
+fn after_an_approval_the_status_line_shows_the_allowed_call_running() {
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([
+        { "calls": [{ "name": "Bash", "input": { "command": "sleep 1.5; echo done" } }] },
+        { "text": "ran it" }
+    ]));
+    let line = format!("{NOETA} run --store memory: --provider '{provider}' 'run it'");
+    let script = Path::new("/usr/bin/script");
+    assert!(
+        script.exists(),
+        "this test needs util-linux `script` (Debian package bsdutils) for a pseudo-terminal"
+    );
+    // The person answers the permission ask: `y`, typed into the terminal.
+    let mut child = Command::new(script)
+        .args(["-qfec", &line, "/dev/null"])
+        .current_dir(&env.workspace)
+        .env("HOME", &env.home)
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"y\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("allow?"), "no permission ask in {shown:?}");
+    let drawn: Vec<&str> = shown
+        .split(CLEAR)
+        .filter_map(|piece| piece.rsplit('\n').next())
+        .filter(|draw| draw.contains("Bash(sleep 1.5; echo done) · "))
+        .collect();
+    assert!(
+        drawn.iter().any(|d| d.contains(" · 1s")),
+        "the status line stayed quiet after the approval: {shown:?}"
+    );
+}
