@@ -87,6 +87,75 @@ impl Approver {
     }
 }
 
+/// The diff lines an ask shows at most.
+const ASK_DIFF_LINES: usize = 200;
+
+/// What a call the person is asked about would do, shown before they answer: a shell command
+/// as its text, a `Write` or an `Edit` as the diff it would make to the file, anything else as
+/// its input.
+fn what_it_would_do(call: &ToolCall, workspace: Option<&std::path::Path>) -> String {
+    let text = |key: &str| call.input.get(key).and_then(Value::as_str);
+    let current = |path: &str| -> Option<String> {
+        let path = std::path::Path::new(path);
+        let path = match workspace {
+            Some(ws) if path.is_relative() => ws.join(path),
+            _ => path.to_path_buf(),
+        };
+        std::fs::read_to_string(path).ok()
+    };
+    let diff = |path: &str, old: &str, new: &str| {
+        crate::diff::render(path, old, new, Some(ASK_DIFF_LINES))
+            .iter()
+            .map(|line| format!("    {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    match (call.name.as_str(), text("command"), text("file_path")) {
+        ("Bash", Some(command), _) => {
+            let command: Vec<String> = command.lines().map(|l| format!("    {l}")).collect();
+            let about = text("description")
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            format!("? Bash wants to run{about}:\n{}", command.join("\n"))
+        }
+        ("Write", _, Some(path)) => {
+            let new = text("content").unwrap_or_default();
+            let old = current(path).unwrap_or_default();
+            format!(
+                "? Write wants to write {path} ({} line{}):\n{}",
+                new.lines().count(),
+                if new.lines().count() == 1 { "" } else { "s" },
+                diff(path, &old, new)
+            )
+        }
+        ("Edit", _, Some(path)) => {
+            let (from, to) = (
+                text("old_string").unwrap_or_default(),
+                text("new_string").unwrap_or_default(),
+            );
+            let all = call.input.get("replace_all").and_then(Value::as_bool) == Some(true);
+            let shown = match current(path) {
+                Some(old) if !from.is_empty() && old.contains(from) => {
+                    let new = if all {
+                        old.replace(from, to)
+                    } else {
+                        old.replacen(from, to, 1)
+                    };
+                    diff(path, &old, &new)
+                }
+                // The file as it is cannot show it: the strings themselves.
+                _ => diff(path, from, to),
+            };
+            format!("? Edit wants to change {path}:\n{shown}")
+        }
+        _ => {
+            let input = serde_json::to_string(&call.input).unwrap_or_default();
+            let input: String = input.chars().take(300).collect();
+            format!("? {} wants to run: {input}", call.name)
+        }
+    }
+}
+
 /// What an answer to a permission ask means: allow, and whether for the rest of the run.
 fn permission(answer: &str) -> Option<(bool, bool)> {
     match answer.trim().to_lowercase().as_str() {
@@ -105,7 +174,7 @@ impl Extension for Approver {
 
     async fn resolve_ask(
         &self,
-        _view: &View<'_>,
+        view: &View<'_>,
         call: &ToolCall,
         asks: &[String],
     ) -> HookResult<Option<bool>> {
@@ -117,11 +186,9 @@ impl Extension for Approver {
         {
             return Ok(Some(true));
         }
-        let input = serde_json::to_string(&call.input).unwrap_or_default();
-        let input: String = input.chars().take(300).collect();
         self.printer.note(&format!(
-            "? {} wants to run: {input}\n  {}",
-            call.name,
+            "{}\n  {}",
+            what_it_would_do(call, view.workspace()),
             asks.join("\n  ")
         ));
         self.printer.pause_ticker();
@@ -225,6 +292,54 @@ pub(crate) async fn answer_question(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ask_shows_a_command_as_text_and_a_change_as_its_diff() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+        let call = |name: &str, input: Value| ToolCall {
+            id: "c".to_owned(),
+            name: name.to_owned(),
+            input,
+        };
+        let bash = what_it_would_do(
+            &call(
+                "Bash",
+                json!({"command": "cargo test\ncargo build", "description": "test it"}),
+            ),
+            Some(ws.path()),
+        );
+        assert_eq!(
+            bash,
+            "? Bash wants to run (test it):\n    cargo test\n    cargo build"
+        );
+        let edit = what_it_would_do(
+            &call(
+                "Edit",
+                json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "BETA"}),
+            ),
+            Some(ws.path()),
+        );
+        assert!(
+            edit.starts_with("? Edit wants to change notes.txt:"),
+            "{edit}"
+        );
+        assert!(edit.contains("-beta") && edit.contains("+BETA"), "{edit}");
+        let write = what_it_would_do(
+            &call(
+                "Write",
+                json!({"file_path": "new.txt", "content": "one\ntwo\n"}),
+            ),
+            Some(ws.path()),
+        );
+        assert!(
+            write.starts_with("? Write wants to write new.txt (2 lines):"),
+            "{write}"
+        );
+        assert!(write.contains("+one") && write.contains("+two"), "{write}");
+        let other = what_it_would_do(&call("WebFetch", json!({"url": "https://x"})), None);
+        assert_eq!(other, "? WebFetch wants to run: {\"url\":\"https://x\"}");
+    }
 
     #[test]
     fn permission_answers() {

@@ -205,7 +205,11 @@ fn a_write_asks_permission_answered_on_stdin() {
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         let err = text(&out.stderr);
-        assert!(err.contains("? Write wants to run: "), "{err}");
+        // The ask shows what would be written, as a diff, before the answer.
+        assert!(
+            err.contains("? Write wants to write out.txt (1 line):") && err.contains("+made"),
+            "{err}"
+        );
         assert_eq!(
             env.workspace.join("out.txt").exists(),
             written,
