@@ -290,6 +290,43 @@ fn keep_out_of_git(paths: &HostPaths, file: &std::path::Path) {
     }
 }
 
+/// `/status` (and `/cost`) in a chat: the agent, the model, the permission mode in force, the
+/// store, and the task's calls, tokens and cost so far.
+async fn chat_status(host: &AgentHost, task: Option<&TaskId>) -> Result<()> {
+    let provider = host.runtime.provider();
+    eoutln!("agent {}", host.session.spec.name);
+    eoutln!("model {} ({})", provider.model(), provider.name());
+    eoutln!("store {}", host.stores.url);
+    let Some(task) = task else {
+        eoutln!("no task yet: your next message starts one");
+        return Ok(());
+    };
+    let state = host.runtime.load(&host.session, task).await?;
+    // The mode the task switched to (`/mode`, recorded by the `permissions` extension).
+    let mode = state
+        .ext_state("permissions")
+        .and_then(|g| g.get("mode"))
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| "as the settings say".to_owned(), str::to_owned);
+    let usage = &state.core.usage;
+    let cost = usage.cost_micros.map_or_else(
+        || "no price known for this model".to_owned(),
+        |micros| format!("${:.4}", micros as f64 / 1_000_000.0),
+    );
+    eoutln!("permission mode {mode}");
+    eoutln!(
+        "task {task}: {} model call(s), {} tool call(s); tokens {} in, {} out ({} read from the \
+         prompt cache, {} written to it); cost {cost}",
+        state.core.model_calls,
+        state.core.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens
+    );
+    Ok(())
+}
+
 /// The store file `file` (with its SQLite companions, and the `.noeta` directory when that is
 /// left empty) removed when it holds no task.
 async fn remove_if_empty(paths: &HostPaths, args: &AgentArgs, file: &std::path::Path) {
@@ -462,7 +499,7 @@ async fn prompt_line(prompt: &str) -> Option<String> {
     interruptible(crate::interact::ask(prompt)).await.flatten()
 }
 
-const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
+const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /status (or /cost) the model, mode, tokens and cost · /clear a new task · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
 
 /// `noeta chat`: one task, many turns.
 pub(crate) async fn chat(
@@ -543,6 +580,18 @@ pub(crate) async fn chat(
                         eoutln!("error: {err:#}");
                     }
                 }
+                "status" | "cost" => {
+                    if let Err(err) = chat_status(&host, task.as_ref()).await {
+                        eoutln!("error: {err:#}");
+                    }
+                }
+                "clear" => match task.take() {
+                    Some(done) => eoutln!(
+                        "a new task starts with your next message; task {done} stays in the \
+                         store (`noeta resume {done}` carries it on)"
+                    ),
+                    None => eoutln!("no task yet: your next message starts one"),
+                },
                 "reload-plugins" => match host.reload(paths, args) {
                     Ok((reloaded, restart)) => {
                         host = reloaded;

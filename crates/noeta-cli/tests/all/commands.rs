@@ -380,3 +380,35 @@ fn a_fenced_bang_block_runs_like_a_bang_line_granted_by_the_plugins_own_script_r
     );
     assert!(!env.workspace.join("pwned").exists());
 }
+
+#[test]
+fn chat_status_shows_model_mode_and_usage_and_clear_starts_a_new_task() {
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([{ "text": "one" }]));
+    let out = env.run_with(
+        &["chat", "--provider", &provider],
+        Some("/status\nhello\n/mode plan\n/status\n/clear\nagain\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("agent main\n"), "{err}");
+    assert!(err.contains("model scripted"), "{err}");
+    assert!(
+        err.contains("no task yet: your next message starts one"),
+        "{err}"
+    );
+    assert!(err.contains("permission mode plan"), "{err}");
+    assert!(
+        err.contains(": 1 model call(s), 0 tool call(s); tokens"),
+        "{err}"
+    );
+    assert!(
+        err.contains("a new task starts with your next message; task "),
+        "{err}"
+    );
+    // Each task runs the script from its start.
+    assert_eq!(stdout(&out).trim_end(), "one\npermission mode: plan\none");
+    let listed = stdout(&env.run(&["tasks", "--json"]));
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+}
