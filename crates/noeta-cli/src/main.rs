@@ -218,8 +218,12 @@ enum Command {
         after_help = "Examples:\n  noeta log 20261204-175533-0f23\n  noeta log 20261204-175533-0f23 --json"
     )]
     Log {
-        /// The task's id
-        task: String,
+        /// The task's id (or --last)
+        #[arg(required_unless_present = "last")]
+        task: Option<String>,
+        /// The latest task started here (not a subagent's), as `resume --last`
+        #[arg(long, conflicts_with = "task")]
+        last: bool,
         /// The store (default `.noeta/noeta.db` in the workspace)
         #[arg(long)]
         store: Option<String>,
@@ -478,10 +482,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tasks { store, json } => block(tasks::tasks(&paths, store.as_deref(), json)),
         Command::Log {
             task,
+            last,
             store,
             json,
             follow,
-        } => block(tasks::log(&paths, store.as_deref(), &task, json, follow)),
+        } => block(tasks::log(
+            &paths,
+            store.as_deref(),
+            task.as_deref(),
+            last,
+            json,
+            follow,
+        )),
         Command::Answer {
             task,
             allow,

@@ -743,17 +743,18 @@ pub(crate) async fn tasks(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `noeta log TASK [--json] [--follow]`.
+/// `noeta log (TASK | --last) [--json] [--follow]`.
 pub(crate) async fn log(
     paths: &HostPaths,
     store: Option<&str>,
-    id: &str,
+    id: Option<&str>,
+    last: bool,
     json_out: bool,
     follow: bool,
 ) -> Result<ExitCode> {
     let stores = read_store(paths, store)?;
     let (log, content) = (stores.log, stores.content);
-    let task = pick_task(log.as_ref(), Some(id), false).await?;
+    let task = pick_task(log.as_ref(), id, last).await?;
     let mut seen = 0;
     loop {
         seen = print_events(log.as_ref(), content.as_ref(), &task, seen, json_out).await?;

@@ -266,3 +266,29 @@ fn the_first_run_keeps_its_store_out_of_git_and_says_so_once() {
     assert!(listed.contains(".noeta/config.toml"), "{listed}");
     assert!(!listed.contains("noeta.db"), "{listed}");
 }
+
+#[test]
+fn log_last_shows_the_latest_task_as_resume_last_picks_it() {
+    let env = noeta_testkit::cli::CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let out = env.run(&["log", "--last"]);
+    assert!(!out.status.success());
+    assert!(
+        noeta_testkit::cli::stderr(&out).contains("no task in this store yet"),
+        "{}",
+        noeta_testkit::cli::stderr(&out)
+    );
+    let provider = env.script(serde_json::json!([{ "text": "hi" }]));
+    for goal in ["first goal", "second goal"] {
+        let out = env.run(&["run", "--provider", &provider, goal]);
+        assert!(out.status.success(), "{}", noeta_testkit::cli::stderr(&out));
+    }
+    let out = env.run(&["log", "--last", "--json"]);
+    assert!(out.status.success(), "{}", noeta_testkit::cli::stderr(&out));
+    let log = noeta_testkit::cli::stdout(&out);
+    assert!(
+        log.contains("second goal") && !log.contains("first goal"),
+        "{log}"
+    );
+    let out = env.run(&["log"]);
+    assert!(!out.status.success(), "a task or --last is required");
+}
