@@ -290,9 +290,10 @@ fn keep_out_of_git(paths: &HostPaths, file: &std::path::Path) {
     }
 }
 
-/// `/status` (and `/cost`) in a chat: the agent, the model, the permission mode in force, the
-/// store, and the task's calls, tokens and cost so far.
-async fn chat_status(host: &AgentHost, task: Option<&TaskId>) -> Result<()> {
+/// `/status` (and `/cost`) in a chat: the agent, the model, the permission mode in force (the
+/// task's own switch, else the chat's `flagged` mode, else the settings'), the store, and the
+/// task's calls, tokens and cost so far.
+async fn chat_status(host: &AgentHost, task: Option<&TaskId>, flagged: Option<&str>) -> Result<()> {
     let provider = host.runtime.provider();
     eoutln!("agent {}", host.session.spec.name);
     eoutln!("model {} ({})", provider.model(), provider.name());
@@ -307,6 +308,7 @@ async fn chat_status(host: &AgentHost, task: Option<&TaskId>) -> Result<()> {
         .ext_state("permissions")
         .and_then(|g| g.get("mode"))
         .and_then(serde_json::Value::as_str)
+        .or(flagged)
         .map_or_else(|| "as the settings say".to_owned(), str::to_owned);
     let usage = &state.core.usage;
     let cost = usage.cost_micros.map_or_else(
@@ -522,8 +524,8 @@ pub(crate) async fn chat(
         }
         None => (args.clone(), None),
     };
-    let args = &AgentArgs { chat: true, ..args };
-    let mut host = AgentHost::open(paths, args)?;
+    let mut args = AgentArgs { chat: true, ..args };
+    let mut host = AgentHost::open(paths, &args)?;
     host.warn_unoffered_tools(&new_task_id()?).await;
     eoutln!("noeta chat — {CHAT_HELP}");
     let mut waiting = false;
@@ -581,7 +583,8 @@ pub(crate) async fn chat(
                     }
                 }
                 "status" | "cost" => {
-                    if let Err(err) = chat_status(&host, task.as_ref()).await {
+                    let flagged = args.permission_mode.as_deref();
+                    if let Err(err) = chat_status(&host, task.as_ref(), flagged).await {
                         eoutln!("error: {err:#}");
                     }
                 }
@@ -592,7 +595,30 @@ pub(crate) async fn chat(
                     ),
                     None => eoutln!("no task yet: your next message starts one"),
                 },
-                "reload-plugins" => match host.reload(paths, args) {
+                // Before the first message there is no task to record a switch in: the chat's
+                // permission mode is set instead, and its first task starts in it.
+                "mode" if task.is_none() && !rest.trim().is_empty() => {
+                    match crate::agent::permission_mode(rest.trim()) {
+                        Ok(mode) => {
+                            let asked = AgentArgs {
+                                permission_mode: Some(mode.clone()),
+                                ..args.clone()
+                            };
+                            match host.reload(paths, &asked) {
+                                Ok((reloaded, _)) => {
+                                    host = reloaded;
+                                    args = asked;
+                                    eoutln!(
+                                        "permission mode: {mode} (the chat's first task starts in it)"
+                                    );
+                                }
+                                Err(err) => eoutln!("error: {err:#}"),
+                            }
+                        }
+                        Err(err) => eoutln!("{err}"),
+                    }
+                }
+                "reload-plugins" => match host.reload(paths, &args) {
                     Ok((reloaded, restart)) => {
                         host = reloaded;
                         eoutln!("plugins reloaded");

@@ -412,3 +412,26 @@ fn chat_status_shows_model_mode_and_usage_and_clear_starts_a_new_task() {
     let listed = stdout(&env.run(&["tasks", "--json"]));
     assert_eq!(listed.lines().count(), 2, "{listed}");
 }
+
+#[test]
+fn chat_mode_before_the_first_message_sets_the_mode_the_first_task_starts_in() {
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([{ "text": "planned" }]));
+    let out = env.run_with(
+        &["chat", "--provider", &provider],
+        Some("/mode yolo\n/mode plan\nhello\n/status\n/exit\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--permission-mode `yolo` is not one of"),
+        "{err}"
+    );
+    assert!(
+        err.contains("permission mode: plan (the chat's first task starts in it)"),
+        "{err}"
+    );
+    assert!(err.contains("permission mode plan\n"), "{err}");
+    assert_eq!(stdout(&out).trim_end(), "planned");
+}
