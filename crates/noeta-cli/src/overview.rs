@@ -1,5 +1,6 @@
 //! How tasks stand, as `noeta tasks` lists them and the HTTP API serves them: each task's
-//! status from the kernel's fold of its log, its goal and agent, and the worker holding it.
+//! status from the kernel's fold of its log, its goal and agent, and the worker holding it; and
+//! a chat's `/status`.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,9 @@ use noeta_core::model::Role;
 use noeta_core::records::hydrate_all;
 use noeta_core::store::{ContentStore, EventLog, TaskId, TaskInfo};
 use serde_json::{Value, json};
+
+use crate::agent::AgentHost;
+use crate::stdio::eoutln;
 
 /// What a task whose log is empty is: one whose run stopped before its goal was recorded.
 pub(crate) const NEVER_STARTED: &str = "never started (stopped before its goal was recorded)";
@@ -160,4 +164,47 @@ pub(crate) async fn rows(stores: &Stores) -> Result<Vec<Row>> {
 pub(crate) async fn one(stores: &Stores, task: &TaskId) -> Result<Row> {
     let info = stores.log.info(task).await?;
     Ok(row(stores, info, &holders(stores).await).await)
+}
+
+/// `/status` (and `/cost`) in a chat: the agent, the model, the permission mode in force (the
+/// task's own switch, else the chat's `flagged` mode, else the settings'), the store, and the
+/// task's calls, tokens and cost so far.
+pub(crate) async fn chat_status(
+    host: &AgentHost,
+    task: Option<&TaskId>,
+    flagged: Option<&str>,
+) -> Result<()> {
+    let provider = host.runtime.provider();
+    eoutln!("agent {}", host.session.spec.name);
+    eoutln!("model {} ({})", provider.model(), provider.name());
+    eoutln!("store {}", host.stores.url);
+    let Some(task) = task else {
+        eoutln!("no task yet: your next message starts one");
+        return Ok(());
+    };
+    let state = host.runtime.load(&host.session, task).await?;
+    // The mode the task switched to (`/mode`, recorded by the `permissions` extension).
+    let mode = state
+        .ext_state("permissions")
+        .and_then(|g| g.get("mode"))
+        .and_then(serde_json::Value::as_str)
+        .or(flagged)
+        .map_or_else(|| "as the settings say".to_owned(), str::to_owned);
+    let usage = &state.core.usage;
+    let cost = usage.cost_micros.map_or_else(
+        || "no price known for this model".to_owned(),
+        |micros| format!("${:.4}", micros as f64 / 1_000_000.0),
+    );
+    eoutln!("permission mode {mode}");
+    eoutln!(
+        "task {task}: {} model call(s), {} tool call(s); tokens {} in, {} out ({} read from the \
+         prompt cache, {} written to it); cost {cost}",
+        state.core.model_calls,
+        state.core.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens
+    );
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! `noeta store check` and `noeta store salvage`: the store file checked row by row, and what is
-//! readable of a damaged one copied into a new file.
+//! readable of a damaged one copied into a new file; and the `.noeta/.gitignore` the first run
+//! that makes the store writes.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use anyhow::Result;
 use noeta::HostPaths;
 use serde_json::json;
 
-use crate::stdio::outln;
+use crate::stdio::{eoutln, outln};
 
 /// `noeta store check [--store URL] [--json]`: exit 0 when the store is sound, 1 when it is damaged.
 pub(crate) fn check(paths: &HostPaths, store: Option<&str>, json_out: bool) -> Result<ExitCode> {
@@ -101,5 +102,35 @@ pub(crate) fn salvage(paths: &HostPaths, store: Option<&str>, new: &Path) -> Res
             file.display()
         );
         Ok(ExitCode::FAILURE)
+    }
+}
+
+/// What `.noeta/.gitignore` keeps out of git: the store and what runs leave (transcripts for
+/// hooks), never the project's settings, agents, commands, skills or plugins.
+const GITIGNORE: &str = "\
+# Written by noeta the first time it made its store here: the store and the transcripts\n\
+# are this machine's, not the project's. Settings, agents, commands, skills and plugins\n\
+# in .noeta/ are not ignored. Edit or delete this file freely; noeta does not write it again.\n\
+noeta.db\n\
+noeta.db-*\n\
+transcripts/\n";
+
+/// After a run made the default store `file` (`<workspace>/.noeta/noeta.db`) and kept it:
+/// writes `.noeta/.gitignore` keeping the store out of git, unless the directory has one, and
+/// says so once.
+pub(crate) fn keep_out_of_git(paths: &HostPaths, file: &std::path::Path) {
+    let default = paths.workspace.join(".noeta").join("noeta.db");
+    if file != default || !file.exists() {
+        return;
+    }
+    let ignore = paths.workspace.join(".noeta").join(".gitignore");
+    if ignore.exists() {
+        return;
+    }
+    if std::fs::write(&ignore, GITIGNORE).is_ok() {
+        eoutln!(
+            "note: wrote .noeta/.gitignore so that the task store ({}) stays out of git",
+            file.display()
+        );
     }
 }

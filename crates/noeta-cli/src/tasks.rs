@@ -255,78 +255,9 @@ pub(crate) async fn run(
     let result = run_new(paths, args, goal).await;
     if let Some(file) = fresh.filter(|file| file.exists()) {
         remove_if_empty(paths, args, &file).await;
-        keep_out_of_git(paths, &file);
+        crate::store::keep_out_of_git(paths, &file);
     }
     result
-}
-
-/// What `.noeta/.gitignore` keeps out of git: the store and what runs leave (transcripts for
-/// hooks), never the project's settings, agents, commands, skills or plugins.
-const GITIGNORE: &str = "\
-# Written by noeta the first time it made its store here: the store and the transcripts\n\
-# are this machine's, not the project's. Settings, agents, commands, skills and plugins\n\
-# in .noeta/ are not ignored. Edit or delete this file freely; noeta does not write it again.\n\
-noeta.db\n\
-noeta.db-*\n\
-transcripts/\n";
-
-/// After a run made the default store `file` (`<workspace>/.noeta/noeta.db`) and kept it:
-/// writes `.noeta/.gitignore` keeping the store out of git, unless the directory has one, and
-/// says so once.
-fn keep_out_of_git(paths: &HostPaths, file: &std::path::Path) {
-    let default = paths.workspace.join(".noeta").join("noeta.db");
-    if file != default || !file.exists() {
-        return;
-    }
-    let ignore = paths.workspace.join(".noeta").join(".gitignore");
-    if ignore.exists() {
-        return;
-    }
-    if std::fs::write(&ignore, GITIGNORE).is_ok() {
-        eoutln!(
-            "note: wrote .noeta/.gitignore so that the task store ({}) stays out of git",
-            file.display()
-        );
-    }
-}
-
-/// `/status` (and `/cost`) in a chat: the agent, the model, the permission mode in force (the
-/// task's own switch, else the chat's `flagged` mode, else the settings'), the store, and the
-/// task's calls, tokens and cost so far.
-async fn chat_status(host: &AgentHost, task: Option<&TaskId>, flagged: Option<&str>) -> Result<()> {
-    let provider = host.runtime.provider();
-    eoutln!("agent {}", host.session.spec.name);
-    eoutln!("model {} ({})", provider.model(), provider.name());
-    eoutln!("store {}", host.stores.url);
-    let Some(task) = task else {
-        eoutln!("no task yet: your next message starts one");
-        return Ok(());
-    };
-    let state = host.runtime.load(&host.session, task).await?;
-    // The mode the task switched to (`/mode`, recorded by the `permissions` extension).
-    let mode = state
-        .ext_state("permissions")
-        .and_then(|g| g.get("mode"))
-        .and_then(serde_json::Value::as_str)
-        .or(flagged)
-        .map_or_else(|| "as the settings say".to_owned(), str::to_owned);
-    let usage = &state.core.usage;
-    let cost = usage.cost_micros.map_or_else(
-        || "no price known for this model".to_owned(),
-        |micros| format!("${:.4}", micros as f64 / 1_000_000.0),
-    );
-    eoutln!("permission mode {mode}");
-    eoutln!(
-        "task {task}: {} model call(s), {} tool call(s); tokens {} in, {} out ({} read from the \
-         prompt cache, {} written to it); cost {cost}",
-        state.core.model_calls,
-        state.core.tool_calls,
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens
-    );
-    Ok(())
 }
 
 /// The store file `file` (with its SQLite companions, and the `.noeta` directory when that is
@@ -584,7 +515,9 @@ pub(crate) async fn chat(
                 }
                 "status" | "cost" => {
                     let flagged = args.permission_mode.as_deref();
-                    if let Err(err) = chat_status(&host, task.as_ref(), flagged).await {
+                    if let Err(err) =
+                        crate::overview::chat_status(&host, task.as_ref(), flagged).await
+                    {
                         eoutln!("error: {err:#}");
                     }
                 }
@@ -696,7 +629,7 @@ pub(crate) async fn chat(
                 };
                 eoutln!("task {id}");
                 if let Ok(file) = noeta::store_file(paths, args.store.as_deref()) {
-                    keep_out_of_git(paths, &file);
+                    crate::store::keep_out_of_git(paths, &file);
                 }
                 task = Some(id.clone());
                 id
