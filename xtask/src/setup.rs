@@ -62,6 +62,11 @@ const TOOLS: &[Tool] = &[
         packages: &["nodejs", "npm"],
     },
     Tool {
+        what: "curl (the browser of the MCP sign-in conformance scenarios)",
+        present: || on_path("curl"),
+        packages: &["curl"],
+    },
+    Tool {
         what: "Python's venv (the Python MCP client)",
         present: || {
             Command::new("python3")

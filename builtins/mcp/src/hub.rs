@@ -24,13 +24,16 @@ use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 
 use crate::elicit::{Client, Elicitor};
 use rmcp::service::RunningService;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 
+use crate::http;
 use crate::remote::{Remote, RemoteResolver};
 use crate::settings::{Server, Transport};
+use crate::sign_in::Challenge;
+use crate::tokens::TokenVault;
 
 /// How long the error of a server that failed to start waits for the rest of its stderr.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
@@ -113,8 +116,8 @@ enum Conn {
 /// What the host's resolver last said of a `type = "host"` server.
 type Endpoint = Result<Option<Remote>, String>;
 
-struct Slot {
-    server: Server,
+pub(crate) struct Slot {
+    pub(crate) server: Server,
     conn: tokio::sync::Mutex<Conn>,
     /// The last lines the server's process wrote to stderr.
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -122,6 +125,10 @@ struct Slot {
     endpoint: Mutex<Option<Endpoint>>,
     /// Who answers the server's requests for input (none: they are declined).
     elicitor: Option<Arc<dyn Elicitor>>,
+    /// Where sign-ins to remote servers are kept (none: no tokens are sent).
+    tokens: Option<Arc<dyn TokenVault>>,
+    /// The sign-in the server last asked for, when it refused the client.
+    pub(crate) challenge: Mutex<Option<Challenge>>,
 }
 
 /// The starts in flight, and when the latest began.
@@ -164,6 +171,7 @@ impl Hub {
         defer_above: usize,
         resolver: Option<Arc<dyn RemoteResolver>>,
         elicitor: Option<Arc<dyn Elicitor>>,
+        tokens: Option<Arc<dyn TokenVault>>,
     ) -> Self {
         let slots = servers
             .into_iter()
@@ -173,6 +181,8 @@ impl Hub {
                 stderr: Arc::default(),
                 endpoint: Mutex::new(None),
                 elicitor: elicitor.clone(),
+                tokens: tokens.clone(),
+                challenge: Mutex::new(None),
             })
             .collect();
         Self {
@@ -483,6 +493,13 @@ impl Hub {
             .collect()
     }
 
+    /// The `WWW-Authenticate` challenge server `alias` last refused the client with, if its
+    /// last refusal was for want of sign-in.
+    pub(crate) fn challenge(&self, alias: &str) -> Option<String> {
+        let slot = self.slots.iter().find(|s| s.server.alias == alias)?;
+        http::last_challenge(slot)
+    }
+
     /// Calls tool `remote` of server `alias` with `arguments`, within the server's call
     /// deadline: the result as the protocol's JSON (`content`, `isError`, …), or why not.
     pub(crate) async fn call(
@@ -509,6 +526,10 @@ impl Hub {
                     )
                 }),
                 Ok(Err(err)) => {
+                    http::note_challenge(&slot.challenge, &err);
+                    if let Some(line) = http::sign_in_needed(slot) {
+                        return Err(line);
+                    }
                     let cause = format!(
                         "mcp server `{}`: `{remote}` failed: {err}",
                         slot.server.alias
@@ -630,31 +651,6 @@ async fn resolve_hosted(slots: &[Slot], resolver: Option<&dyn RemoteResolver>, a
             }
         }
     }
-}
-
-/// A client of the streamable-HTTP server at `url`, sending `headers` with every request.
-async fn http_service(
-    client: Client,
-    url: &str,
-    headers: &std::collections::BTreeMap<String, String>,
-) -> Result<RunningService<RoleClient, Client>, String> {
-    // One TLS provider for the process (ring, as the providers use); a second install is
-    // refused harmlessly.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut custom = std::collections::HashMap::new();
-    for (name, value) in headers {
-        let name = http::HeaderName::try_from(name.as_str())
-            .map_err(|_| format!("`{name}` is not a header name"))?;
-        let mut value = http::HeaderValue::try_from(value.as_str())
-            .map_err(|_| format!("the value of header `{name}` cannot be sent"))?;
-        value.set_sensitive(true);
-        custom.insert(name, value);
-    }
-    let config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
-            .custom_headers(custom);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    client.serve(transport).await.map_err(|e| e.to_string())
 }
 
 /// The protocol versions noeta's client speaks: every version with an `initialize` handshake
@@ -787,16 +783,23 @@ async fn connect_into(slot: &Slot, conn: &mut Conn) {
     }
     let deadline = slot.server.startup_timeout;
     let alias = &slot.server.alias;
+    *slot
+        .challenge
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = None;
     *conn = match tokio::time::timeout(deadline, connect(slot)).await {
         Ok(Ok(live)) => Conn::Ready(live),
         Ok(Err(error)) => Conn::Failed {
-            error: with_stderr(
-                format!(
-                    "mcp server `{alias}` did not start: {}",
-                    explain(&slot.server.transport, &error)
+            error: match http::sign_in_needed(slot) {
+                Some(line) => line,
+                None => with_stderr(
+                    format!(
+                        "mcp server `{alias}` did not start: {}",
+                        explain(&slot.server.transport, &error)
+                    ),
+                    slot,
                 ),
-                slot,
-            ),
+            },
             failures: failures + 1,
             at: Instant::now(),
         },
@@ -869,7 +872,9 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 }
             }
         }
-        Transport::Http { url, headers } => http_service(client, url, headers).await?,
+        Transport::Http { url, headers } => {
+            http::service(client, url, headers, slot.tokens.as_ref(), &slot.challenge).await?
+        }
         Transport::Host => {
             let endpoint = slot
                 .endpoint
@@ -878,7 +883,8 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
                 .clone();
             match endpoint {
                 Some(Ok(Some(remote))) => {
-                    http_service(client, &remote.url, &remote.headers).await?
+                    http::service(client, &remote.url, &remote.headers, None, &slot.challenge)
+                        .await?
                 }
                 Some(Ok(None)) => {
                     return Err("the host's resolver offers no endpoint for it now".to_owned());
@@ -905,11 +911,10 @@ async fn connect(slot: &Slot) -> Result<Live, String> {
             spoken.join(", ")
         ));
     }
-    let listed = service
-        .peer()
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("its tool list cannot be read: {e}"))?;
+    let listed = service.peer().list_all_tools().await.map_err(|e| {
+        http::note_challenge(&slot.challenge, &e);
+        format!("its tool list cannot be read: {e}")
+    })?;
     let tools = listed
         .into_iter()
         .filter_map(|tool| {

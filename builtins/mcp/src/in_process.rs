@@ -108,7 +108,7 @@ where
         // Mounted by the kernel as declared tools: never deferred here.
         deferred: Some(false),
     };
-    let hub = Arc::new(Hub::new(vec![server], usize::MAX, None, None));
+    let hub = Arc::new(Hub::new(vec![server], usize::MAX, None, None, None));
     hub.start_blocking();
     let listed = match hub.status().into_iter().next() {
         Some((_, Some(Ok(tools)))) => tools,

@@ -17,12 +17,15 @@
 //! in-memory transport: [`in_process_server`] (`in_process.rs`) makes the contribution's value.
 
 mod elicit;
+mod http;
 mod hub;
 mod in_process;
 mod prompts;
 mod remote;
 mod resources;
 mod settings;
+mod sign_in;
+mod tokens;
 mod tool;
 
 use std::collections::BTreeMap;
@@ -43,6 +46,8 @@ pub use settings::{
     CALL_TIMEOUT_MS, DEFER_ABOVE, PLUGIN, STARTUP_TIMEOUT_MS, STARTUP_WAIT_MS, Server, Settings,
     Transport,
 };
+pub use sign_in::{SignIn, SignedIn, sign_in, sign_out};
+pub use tokens::{FileVault, TOKENS, TokenVault, tokens_value};
 
 /// The host value that keeps a session's servers from starting (a listing, such as `noeta
 /// agents list`): its MCP tools are not offered. Set it with [`no_start_value`].
@@ -89,16 +94,18 @@ impl Mcp {
     /// The extension over `settings`' servers, asking `resolver` at every turn for the
     /// endpoints of the `type = "host"` ones.
     pub fn with_resolver(settings: Settings, resolver: Option<Arc<dyn RemoteResolver>>) -> Self {
-        Self::with_host(settings, resolver, None)
+        Self::with_host(settings, resolver, None, None)
     }
 
     /// The extension over `settings`' servers, with the host's resolver of `type = "host"`
-    /// servers and the host's [`Elicitor`], who answers the servers' requests for input
-    /// (without one they are declined).
+    /// servers, the host's [`Elicitor`], who answers the servers' requests for input (without
+    /// one they are declined), and the host's [`TokenVault`], where sign-ins to remote servers
+    /// are kept (without one no token is sent).
     pub fn with_host(
         settings: Settings,
         resolver: Option<Arc<dyn RemoteResolver>>,
         elicitor: Option<Arc<dyn Elicitor>>,
+        tokens: Option<Arc<dyn TokenVault>>,
     ) -> Self {
         Self {
             hub: Arc::new(hub::Hub::new(
@@ -106,6 +113,7 @@ impl Mcp {
                 settings.defer_above,
                 resolver,
                 elicitor,
+                tokens,
             )),
             startup_wait: settings.startup_wait,
             no_start: false,
@@ -118,6 +126,13 @@ impl Mcp {
     pub fn never_starting(mut self) -> Self {
         self.no_start = true;
         self
+    }
+
+    /// The `WWW-Authenticate` challenge server `alias` last refused the client with, when its
+    /// last refusal (at start or on a call) was for want of sign-in or of scope: what a
+    /// sign-in ([`sign_in`]) starts from.
+    pub fn sign_in_challenge(&self, alias: &str) -> Option<String> {
+        self.hub.challenge(alias)
     }
 
     /// Starts every server not started yet, and those that failed when their back-off has
@@ -267,7 +282,8 @@ impl SessionPackFactory for Pack {
         if !settings.servers.is_empty() {
             let resolver = remote::from_host(&ctx.host_values);
             let elicitor = elicit::from_host(&ctx.host_values);
-            let mut mcp = Mcp::with_host(settings, resolver, elicitor);
+            let tokens = tokens::from_host(&ctx.host_values);
+            let mut mcp = Mcp::with_host(settings, resolver, elicitor, tokens);
             if ctx.host_values.get::<NoStart>(NO_START).is_some() {
                 mcp = mcp.never_starting();
             }

@@ -206,6 +206,16 @@ pub(crate) fn secrets() -> noeta::secrets::SecretChain {
     chain
 }
 
+/// Where sign-ins to remote MCP servers are kept: with the `keyring` feature the OS keyring
+/// (when it opens), else files under `~/.noeta/mcp-sign-in`.
+pub(crate) fn mcp_tokens(paths: &HostPaths) -> Option<Arc<dyn noeta::mcp::TokenVault>> {
+    #[cfg(all(feature = "keyring", target_os = "linux"))]
+    if let Ok(store) = linux_keyutils_keyring_store::Store::new() {
+        return Some(Arc::new(noeta::sign_ins::KeyringVault::new(store)));
+    }
+    noeta::sign_ins::file_vault(paths)
+}
+
 #[cfg(all(feature = "keyring", target_os = "linux"))]
 fn os_keyring() -> Arc<dyn noeta::SecretStore> {
     match linux_keyutils_keyring_store::Store::new() {
@@ -265,6 +275,7 @@ pub(crate) fn config(
         holder_gone: Some(Arc::new(noeta::process_gone)),
         app_gateway: Some(app_gateway()),
         browser: true,
+        mcp_tokens: mcp_tokens(paths),
         ..HostConfig::new(paths.clone())
     })
 }

@@ -32,8 +32,9 @@ pub(crate) enum McpCommand {
     /// Call one tool of an MCP server — a configured one by its alias, or a streamable-HTTP
     /// endpoint by its URL — and print its result; exit 1 when the call fails
     ///
-    /// A request of the server for input is asked at the terminal. No task or model is
-    /// involved: this is for trying a server.
+    /// A request of the server for input is asked at the terminal, and a server that asks for
+    /// sign-in is signed in to as `noeta mcp login` does. No task or model is involved: this is
+    /// for trying a server.
     #[command(
         after_help = "Examples:\n  noeta mcp call everything echo '{\"message\": \"hi\"}'\n  noeta mcp call http://127.0.0.1:3000/mcp add_numbers '{\"a\": 5, \"b\": 3}'"
     )]
@@ -47,6 +48,27 @@ pub(crate) enum McpCommand {
         /// A header sent with every request to a URL (`Name: value`), repeatable
         #[arg(long = "header", short = 'H')]
         headers: Vec<String>,
+    },
+    /// Sign in to a remote MCP server that asks for it (OAuth): the sign-in page opens in the
+    /// browser (`$BROWSER`, else the desktop's opener; the address is printed too), and the
+    /// tokens are kept for every later connection
+    ///
+    /// noeta registers itself with the server's authorization server where that is allowed;
+    /// otherwise give a registered client with --client-id. The tokens are kept in the OS
+    /// keyring (with the `keyring` feature) or in `~/.noeta/mcp-sign-in`, readable by the user
+    /// alone, and refreshed when they expire.
+    #[command(
+        after_help = "Examples:\n  noeta mcp login docs\n  noeta mcp login https://example.com/mcp --scope read"
+    )]
+    Login {
+        #[command(flatten)]
+        args: crate::mcp_login::LoginArgs,
+    },
+    /// Forget the sign-in kept for a remote MCP server
+    #[command(after_help = "Examples:\n  noeta mcp logout docs")]
+    Logout {
+        /// A configured streamable-HTTP server's alias, or its URL
+        server: String,
     },
     /// Add an MCP server to the user's settings (`~/.noeta/config.toml`) or the project's
     ///

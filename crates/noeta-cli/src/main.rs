@@ -13,6 +13,7 @@ mod elicit;
 mod interact;
 mod live;
 mod mcp;
+mod mcp_login;
 mod mcp_server;
 mod output;
 mod overview;
@@ -353,9 +354,12 @@ fn main() -> ExitCode {
     };
     // Warnings and errors of the runtime go to stderr; `NOETA_LOG` (e.g. `debug`,
     // `noeta_core=info`) chooses otherwise. The DevTools client warns of every protocol event
-    // newer than its own types, which says nothing to a user: only its errors show.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NOETA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chromiumoxide=error"));
+    // newer than its own types, which says nothing to a user: only its errors show. The MCP
+    // client library's own reports (a connection's worker ending, in its internal terms) are
+    // said again by the `mcp` built-in in one line with the fix: they show only on request.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NOETA_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,chromiumoxide=error,rmcp=off")
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -534,6 +538,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 arguments.as_deref(),
                 &headers,
             ),
+            McpCommand::Login { args } => mcp_login::login(&paths, dirs, &args),
+            McpCommand::Logout { server } => mcp_login::logout(&paths, dirs, &server),
             McpCommand::Add { server, scope } => mcp::add(&paths, &server, &scope),
             McpCommand::Remove { alias, scope } => mcp::remove(&paths, &alias, &scope),
             McpCommand::Serve {

@@ -12,7 +12,7 @@ use noeta::mcp::{Mcp, Server, ServerStatus, Settings, Transport};
 use serde_json::{Value, json};
 
 use crate::agent;
-use crate::stdio::outln;
+use crate::stdio::{eoutln, outln};
 
 /// The servers agent `main` would get: the settings' and the `.mcp.json` files'.
 pub(crate) fn configured(host: &noeta::Host) -> Result<Settings> {
@@ -174,15 +174,54 @@ pub(crate) fn call(
     let alias = settings.servers[0].alias.clone();
     // An explicit call waits for its server as long as it takes to start.
     settings.startup_wait = settings.servers[0].startup_timeout;
+    let url = match &settings.servers[0].transport {
+        Transport::Http { url, .. } => Some(url.clone()),
+        _ => None,
+    };
     let printer = Arc::new(crate::output::Printer::new(false, false, false));
     let elicitor: Arc<dyn noeta::mcp::Elicitor> =
         Arc::new(crate::elicit::TerminalElicitor::new(printer));
-    let mcp = Mcp::with_host(settings, None, Some(elicitor));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let tokens = agent::mcp_tokens(paths);
+    let runtime = crate::mcp_login::runtime()?;
+    // A server that refuses for want of sign-in (or of scope) is signed in to, through the
+    // person's browser, and the call tried again — a few times at most, so a server that
+    // keeps refusing does not loop.
+    let mut sign_ins = 0;
+    loop {
+        let mcp = Mcp::with_host(
+            settings.clone(),
+            None,
+            Some(Arc::clone(&elicitor)),
+            tokens.clone(),
+        );
+        let result = call_once(&mcp, &runtime, &alias, tool, &input);
+        let challenge = mcp.sign_in_challenge(&alias);
+        drop(mcp);
+        match (challenge, &url, &tokens) {
+            (Some(challenge), Some(url), Some(vault)) if sign_ins < MAX_SIGN_INS => {
+                sign_ins += 1;
+                eoutln!("mcp server `{alias}` asks for sign-in");
+                let mut request = noeta::mcp::SignIn::new(url.clone());
+                request.challenge = Some(challenge);
+                let done = runtime.block_on(crate::mcp_login::sign_in(vault, request))?;
+                eoutln!("signed in; the tokens are kept in {}", done.kept_in);
+            }
+            _ => return result,
+        }
+    }
+}
+
+/// How many times one `mcp call` signs in before it gives up on a server that keeps refusing.
+const MAX_SIGN_INS: u32 = 3;
+
+/// Starts `mcp`'s one server and calls `tool` with `input` (without a tool, lists its tools).
+fn call_once(
+    mcp: &Mcp,
+    runtime: &tokio::runtime::Runtime,
+    alias: &str,
+    tool: Option<&str>,
+    input: &Value,
+) -> Result<ExitCode> {
     for (_, state) in runtime.block_on(mcp.connect()) {
         if let Err(err) = state {
             bail!("{err}");
@@ -192,7 +231,7 @@ pub(crate) fn call(
     let state = noeta_core::fold::TaskState::default();
     let view = noeta_core::extension::View::new(&task, "main", &state, &[], &[]);
     let tools =
-        noeta_core::extension::Extension::tools(&mcp, &view).map_err(|e| anyhow::anyhow!("{e}"))?;
+        noeta_core::extension::Extension::tools(mcp, &view).map_err(|e| anyhow::anyhow!("{e}"))?;
     let prefix = format!("mcp__{alias}__");
     let Some(tool) = tool else {
         for listed in &tools {
@@ -202,7 +241,7 @@ pub(crate) fn call(
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let name = noeta::mcp::tool_name(&alias, tool);
+    let name = noeta::mcp::tool_name(alias, tool);
     let Some(found) = tools.iter().find(|t| t.name() == name) else {
         let offered: Vec<&str> = tools
             .iter()
@@ -215,7 +254,7 @@ pub(crate) fn call(
     };
     let context = noeta_core::ToolContext::new("mcp-call", "call-1");
     let output = runtime
-        .block_on(found.run(input, &context))
+        .block_on(found.run(input.clone(), &context))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     outln!("{}", output.text);
     Ok(if output.is_error {

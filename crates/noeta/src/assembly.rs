@@ -56,6 +56,9 @@ pub struct HostConfig {
     /// Who answers an MCP server's request for input in the middle of a call (a terminal
     /// asks the person); none: such requests are declined.
     pub mcp_elicitor: Option<Arc<dyn noeta_builtin_mcp::Elicitor>>,
+    /// Where sign-ins to remote MCP servers are kept (`noeta mcp login` writes there); a
+    /// kept sign-in's tokens are sent to its server. Default: files under `~/.noeta/mcp-sign-in`.
+    pub mcp_tokens: Option<Arc<dyn noeta_builtin_mcp::TokenVault>>,
     /// The preview gateway the `app` built-in mounts apps on; without one, `open_app` is not
     /// offered.
     pub app_gateway: Option<Arc<noeta_builtin_app::Gateway>>,
@@ -88,6 +91,7 @@ impl HostConfig {
     /// A host for `paths`: default options, no defaults or flags, secrets from the
     /// environment, worker `local`.
     pub fn new(paths: HostPaths) -> Self {
+        let mcp_tokens = crate::sign_ins::file_vault(&paths);
         Self {
             paths,
             options: HostOptions::default(),
@@ -99,6 +103,7 @@ impl HostConfig {
             mcp_server_resolver: None,
             start_mcp_servers: true,
             mcp_elicitor: None,
+            mcp_tokens,
             app_gateway: None,
             browser: false,
         }
@@ -215,6 +220,12 @@ impl Host {
             instances = instances.with_host_value(
                 noeta_builtin_mcp::ELICITOR,
                 noeta_builtin_mcp::elicitor_value(Arc::clone(elicitor)),
+            );
+        }
+        if let Some(tokens) = &config.mcp_tokens {
+            instances = instances.with_host_value(
+                noeta_builtin_mcp::TOKENS,
+                noeta_builtin_mcp::tokens_value(Arc::clone(tokens)),
             );
         }
         if !config.start_mcp_servers {

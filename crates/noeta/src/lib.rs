@@ -27,6 +27,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod settings_edit;
+pub mod sign_ins;
 mod spelling;
 pub mod task_run;
 pub mod tasks;
@@ -45,11 +46,13 @@ pub use task_run::{TaskRun, new_task_id};
 pub use tasks::{Answer, ModelNotes, TaskOpError, TaskRunner, Tasks};
 /// MCP servers as the `mcp` built-in connects them, for `noeta mcp list` and `doctor`: its
 /// settings, its servers' states, the resolver an embedding host gives `type = "host"`
-/// servers, and the elicitor who answers a server's requests for input. Nothing else of the plugin is reached from here.
+/// servers, the elicitor who answers a server's requests for input, and the sign-in to remote
+/// servers with the vault its tokens are kept in. Nothing else of the plugin is reached from here.
 pub mod mcp {
     pub use noeta_builtin_mcp::{
-        Elicited, Elicitor, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings, Transport,
-        elicitation_defaults, tool_name,
+        Elicited, Elicitor, FileVault, Mcp, Remote, RemoteResolver, Server, ServerStatus, Settings,
+        SignIn, SignedIn, TokenVault, Transport, elicitation_defaults, sign_in, sign_out,
+        tool_name,
     };
 }
 /// The preview gateway the `app` built-in mounts apps on (a host starts one and passes it in

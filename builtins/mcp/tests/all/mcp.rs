@@ -575,6 +575,7 @@ fn a_servers_request_for_input_goes_to_the_hosts_elicitor_or_is_declined() {
         settings(json!({ "everything": stdio_server(json!({})) })),
         None,
         Some(form.clone()),
+        None,
     );
     let tool = find(
         &offered(&mcp),

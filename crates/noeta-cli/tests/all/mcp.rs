@@ -607,3 +607,57 @@ fn mcp_call_calls_one_tool_of_a_configured_server_and_names_what_is_wrong() {
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn mcp_login_refuses_what_it_cannot_sign_in_to_naming_it() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    with_everything(&env, "");
+    let fails = |args: &[&str]| {
+        let out = env.command(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let err = fails(&["mcp", "login", "nowhere"]);
+    assert!(
+        err.contains("no MCP server `nowhere` is configured (configured: everything)"),
+        "{err}"
+    );
+    let err = fails(&["mcp", "login", "everything"]);
+    assert!(
+        err.contains("`everything` is not a streamable-HTTP server (stdio:")
+            && err.contains("only those sign in"),
+        "{err}"
+    );
+    let err = fails(&[
+        "mcp",
+        "login",
+        "http://127.0.0.1:9/mcp",
+        "--client-id",
+        "c",
+        "--client-secret-env",
+        "NOETA_TEST_UNSET_SECRET",
+    ]);
+    assert!(
+        err.contains("`NOETA_TEST_UNSET_SECRET`, which is not set"),
+        "{err}"
+    );
+    // Nothing listens on the discard port: the step and the server are named, nothing kept.
+    let err = fails(&["mcp", "login", "http://127.0.0.1:9/mcp"]);
+    assert!(
+        err.contains(
+            "signing in to http://127.0.0.1:9/mcp: discovering its authorization server failed"
+        ),
+        "{err}"
+    );
+    assert!(!env.home.join(".noeta/mcp-sign-in").exists());
+    let out = env
+        .command(&["mcp", "logout", "http://127.0.0.1:9/mcp"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("no sign-in is kept for http://127.0.0.1:9/mcp"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -1,7 +1,9 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, the version
 //! `noeta-testkit` pins and `cargo xtask test` installs) against noeta's MCP client: every
 //! client scenario of that version that needs no sign-in passes, driven through `noeta mcp
-//! call` by `tests/conformance/client.sh`.
+//! call` by `tests/conformance/client.sh`; and the sign-in (`auth/…`) scenarios noeta answers
+//! pass, with curl as the browser that follows the authorization server's redirect back to
+//! noeta's loopback listener.
 
 #![allow(
     clippy::unwrap_used,
@@ -19,6 +21,51 @@ const SCENARIOS: [&str; 4] = [
     "tools_call",
     "elicitation-sep1034-client-defaults",
     "sse-retry",
+];
+
+/// The sign-in scenarios that pass: metadata discovery in its four layouts, client-metadata
+/// ids, scope selection and step-up, the retry limit, the three ways a client authenticates
+/// at the token endpoint, a pre-registered client, the 2025-03-26 endpoint fallback, resource
+/// mismatch and `offline_access`.
+const AUTH_PASSING: [&str; 18] = [
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+/// The sign-in scenarios noeta does not answer, each with why.
+const AUTH_NOT_ANSWERED: [(&str, &str); 4] = [
+    (
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "its authorization server's metadata names an issuer other than the URL it is served          from, which the OAuth client refuses (RFC 8414 asks the two to match)",
+    ),
+    (
+        "auth/client-credentials-jwt",
+        "the client-credentials extension (machine sign-in, no person) is not supported",
+    ),
+    (
+        "auth/client-credentials-basic",
+        "the client-credentials extension (machine sign-in, no person) is not supported",
+    ),
+    (
+        "auth/cross-app-access-complete-flow",
+        "the enterprise-managed (cross-app access) extension is not supported",
+    ),
 ];
 
 fn client_script() -> String {
@@ -45,34 +92,143 @@ fn the_pinned_suites_client_scenarios_without_sign_in_are_the_ones_answered() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- "))
         .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let plain: Vec<&str> = names
+        .iter()
+        .copied()
         .filter(|name| !name.starts_with("auth/"))
         .collect();
     assert_eq!(
-        names, SCENARIOS,
+        plain, SCENARIOS,
         "the suite's scenarios changed: answer the new ones"
     );
+    let mut auth: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| name.starts_with("auth/"))
+        .collect();
+    auth.sort_unstable();
+    let mut known: Vec<&str> = AUTH_PASSING
+        .iter()
+        .copied()
+        .chain(AUTH_NOT_ANSWERED.iter().map(|(name, _)| *name))
+        .collect();
+    known.sort_unstable();
+    assert_eq!(
+        auth, known,
+        "the suite's sign-in scenarios changed: answer the new ones"
+    );
+}
+
+/// Runs `scenario` of the suite with `command` as the client (the server's URL appended),
+/// in a fresh home, curl as the browser: `None` when it passed, else the suite's report.
+fn run_scenario(scenario: &str, command: &str, env: &CliEnv) -> Option<String> {
+    let (node, script) = noeta_testkit::npm::conformance();
+    let out = env
+        .program(&node)
+        .arg(&script)
+        .args(["client", "--command", command])
+        .args(["--scenario", scenario, "--timeout", "60000"])
+        .env("NOETA", env!("CARGO_BIN_EXE_noeta"))
+        .env("BROWSER", "curl -sS -L -o /dev/null")
+        .output()
+        .unwrap();
+    // The suite reports on both streams; its verdict comes last, on standard error.
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    (!out.status.success() || !text.contains("OVERALL: PASSED"))
+        .then(|| format!("{scenario} ({}):\n{text}", out.status))
 }
 
 #[test]
 fn every_client_scenario_without_sign_in_passes() {
-    let (node, script) = noeta_testkit::npm::conformance();
-    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    let mut failed = Vec::new();
-    for scenario in SCENARIOS {
-        let out = env
-            .program(&node)
-            .arg(&script)
-            .args(["client", "--command"])
-            .arg(format!("sh {}", client_script()))
-            .args(["--scenario", scenario, "--timeout", "60000"])
-            .env("NOETA", env!("CARGO_BIN_EXE_noeta"))
-            .output()
-            .unwrap();
-        // The suite reports on both streams; its verdict comes last, on standard error.
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        if !out.status.success() || !text.contains("OVERALL: PASSED") {
-            failed.push(format!("{scenario} ({}):\n{text}", out.status));
-        }
-    }
+    let failed: Vec<String> = SCENARIOS
+        .iter()
+        .filter_map(|scenario| {
+            let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+            run_scenario(scenario, &format!("sh {}", client_script()), &env)
+        })
+        .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn the_sign_in_scenarios_noeta_answers_pass() {
+    let failed: Vec<String> = AUTH_PASSING
+        .iter()
+        .filter_map(|scenario| {
+            let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+            run_scenario(scenario, &format!("sh {}", client_script()), &env)
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed:\n{}",
+        failed.len(),
+        AUTH_PASSING.len(),
+        failed.join("\n\n")
+    );
+}
+
+/// A sign-in's life through the CLI, against the suite's protected server and its
+/// authorization server (which registers noeta as a confidential client): a configured server
+/// that needs sign-in says which command signs in; `mcp login` keeps the tokens in a file the
+/// user alone reads; later connections send them without signing in again; `mcp logout`
+/// forgets them.
+#[test]
+fn a_sign_in_is_kept_used_and_forgotten() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let log = env.root().join("steps.log");
+    let steps = format!(
+        r#"set -u
+url="$1"
+log='{log}'
+mkdir -p "$HOME/.noeta"
+printf '[plugins.mcp.servers.docs]
+url = "%s"
+' "$url" > "$HOME/.noeta/config.toml"
+{{ echo "== list before"; "$NOETA" mcp list 2>&1; }} >> "$log"
+{{ echo "== login"; "$NOETA" mcp login docs 2>&1; echo "exit $?"; }} >> "$log"
+{{ echo "== mode"; stat -c %a "$HOME"/.noeta/mcp-sign-in/*.json "$HOME/.noeta/mcp-sign-in"; }} >> "$log"
+{{ echo "== call"; BROWSER=false "$NOETA" mcp call docs test-tool 2>&1; echo "exit $?"; }} >> "$log"
+{{ echo "== logout"; "$NOETA" mcp logout docs 2>&1; ls "$HOME/.noeta/mcp-sign-in"; }} >> "$log"
+{{ echo "== list after"; "$NOETA" mcp list 2>&1; }} >> "$log"
+exit 0
+"#,
+        log = log.display()
+    );
+    let script = env.root().join("steps.sh");
+    std::fs::write(&script, steps).unwrap();
+    let report = run_scenario(
+        "auth/token-endpoint-auth-basic",
+        &format!("sh {}", script.display()),
+        &env,
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    let section = |name: &str| {
+        let start = log
+            .find(&format!("== {name}\n"))
+            .unwrap_or_else(|| panic!("no `{name}` in:\n{log}"));
+        let rest = &log[start + name.len() + 4..];
+        rest[..rest.find("\n== ").unwrap_or(rest.len())].to_owned()
+    };
+    assert!(
+        section("list before").contains("needs sign-in — run `noeta mcp login docs`"),
+        "{log}"
+    );
+    assert!(section("login").contains("signed in to"), "{log}");
+    assert!(section("login").contains("exit 0"), "{log}");
+    assert_eq!(
+        section("mode").split_whitespace().collect::<Vec<_>>(),
+        ["600", "700"],
+        "{log}"
+    );
+    let call = section("call");
+    assert!(call.contains("test\nexit 0"), "{log}");
+    assert!(!call.contains("asks for sign-in"), "{log}");
+    assert!(section("logout").contains("signed out of"), "{log}");
+    assert!(
+        section("list after").contains("needs sign-in — run `noeta mcp login docs`"),
+        "{log}"
+    );
+    assert!(report.is_none(), "{}", report.unwrap_or_default());
 }
