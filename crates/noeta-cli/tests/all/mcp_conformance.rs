@@ -232,3 +232,142 @@ exit 0
     );
     assert!(report.is_none(), "{}", report.unwrap_or_default());
 }
+
+/// A loopback proxy in front of `upstream` (`host:port`) that adds `Authorization: Bearer
+/// <token>` to every request and asks for one request per connection, as a client holding the
+/// token would send it: the suite's server scenarios send no credential, and `noeta mcp serve
+/// --http` answers nobody without one. The proxy's own port in `Host` and `Origin` becomes the
+/// server's (as if the client had reached it directly); everything else, another host's name
+/// included, goes through as sent. Returns the proxy's `host:port`.
+fn bearing_proxy(upstream: String, token: String) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = listener.local_addr().unwrap().to_string();
+    let own_port = format!(":{}", listener.local_addr().unwrap().port());
+    let upstream_port = format!(":{}", upstream.rsplit(':').next().unwrap());
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let upstream = upstream.clone();
+            let token = token.clone();
+            let (own_port, upstream_port) = (own_port.clone(), upstream_port.clone());
+            std::thread::spawn(move || {
+                let mut client = client;
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match client.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let mut lines: Vec<String> = head
+                    .trim_end()
+                    .split("\r\n")
+                    .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+                    .map(|l| {
+                        let lower = l.to_ascii_lowercase();
+                        if lower.starts_with("host:") || lower.starts_with("origin:") {
+                            l.replace(&own_port, &upstream_port)
+                        } else {
+                            l.to_owned()
+                        }
+                    })
+                    .collect();
+                lines.push(format!("Authorization: Bearer {token}"));
+                lines.push("Connection: close".to_owned());
+                let Ok(mut server) = std::net::TcpStream::connect(&upstream) else {
+                    return;
+                };
+                if server
+                    .write_all(format!("{}\r\n\r\n", lines.join("\r\n")).as_bytes())
+                    .is_err()
+                {
+                    return;
+                }
+                let (mut from_client, mut to_server) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut from_client, &mut to_server));
+                let _ = std::io::copy(&mut server, &mut client);
+                let _ = client.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    at
+}
+
+#[test]
+fn the_server_scenarios_that_apply_pass_against_mcp_serve() {
+    use std::io::BufRead as _;
+    let (node, script) = noeta_testkit::npm::conformance();
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let mut server = env
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server says where it listens")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..]
+                .split([';', ' '])
+                .next()
+                .unwrap()
+                .trim()
+                .to_owned();
+        }
+    };
+    let upstream = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let token = noeta_testkit::serve::kept_token(&env).expect("a token in ~/.noeta/serve-token");
+    let proxy = bearing_proxy(upstream, token);
+    let port = proxy.rsplit(':').next().unwrap().to_owned();
+    let mut failed = Vec::new();
+    for scenario in SERVER_SCENARIOS {
+        let out = std::process::Command::new(&node)
+            .arg(&script)
+            .args(["server", "--url", &format!("http://localhost:{port}/mcp")])
+            .args(["--scenario", scenario])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        if !out.status.success() || !text.contains("0 failed") {
+            failed.push(format!("{scenario} ({}):\n{text}", out.status));
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed:\n{}",
+        failed.len(),
+        SERVER_SCENARIOS.len(),
+        failed.join("\n\n")
+    );
+}
+
+/// The suite's server scenarios that apply to `noeta mcp serve`: the handshake, logging, ping,
+/// listing and calling its tools (an error result too), several SSE streams, the empty
+/// resource and prompt lists, and DNS-rebinding protection. The other 22 call the suite's
+/// fixture tools, resources and prompts (`test_image_content`, `test://static-text`, …),
+/// completions or sampling, which an agent's tools are not.
+const SERVER_SCENARIOS: [&str; 10] = [
+    "server-initialize",
+    "logging-set-level",
+    "ping",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-error",
+    "server-sse-multiple-streams",
+    "resources-list",
+    "prompts-list",
+    "dns-rebinding-protection",
+];
