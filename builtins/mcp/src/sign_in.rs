@@ -159,8 +159,11 @@ pub async fn sign_in(
     let session = AuthorizationSession::new(manager, authorization)
         .await
         .map_err(|(_, e)| fail("preparing the authorization request", e))?;
+    // Only the redirect carrying this request's state is taken: anything else reaching the
+    // port (another local program, a page guessing it) is answered and waited past.
+    let state = query_value(&session.auth_url, "state").unwrap_or_default();
     open(&session.auth_url)?;
-    let callback = tokio::time::timeout(request.wait, redirected(&listener, &url))
+    let callback = tokio::time::timeout(request.wait, redirected(&listener, &url, &state))
         .await
         .map_err(|_| {
             format!(
@@ -183,10 +186,24 @@ pub async fn sign_in(
     })
 }
 
-/// Waits on `listener` for the browser's redirect: the `/callback?…` path and query. Other
-/// paths (a browser's favicon) are answered 404 and waited past; an `error` in the redirect
-/// fails the sign-in with the authorization server's own words.
-async fn redirected(listener: &tokio::net::TcpListener, url: &str) -> Result<String, String> {
+/// The value of `key` in `address`'s query, decoded.
+fn query_value(address: &str, key: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(address).ok()?;
+    parsed
+        .query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Waits on `listener` for the browser's redirect carrying `state`: the `/callback?…` path and
+/// query. Other paths (a browser's favicon) are answered 404, a callback with another state
+/// 400, and waited past; an `error` in the redirect fails the sign-in with the authorization
+/// server's own words.
+async fn redirected(
+    listener: &tokio::net::TcpListener,
+    url: &str,
+    state: &str,
+) -> Result<String, String> {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
@@ -207,19 +224,29 @@ async fn redirected(listener: &tokio::net::TcpListener, url: &str) -> Result<Str
             .and_then(|rest| rest.split(' ').next())
             .unwrap_or_default()
             .to_owned();
-        let Some(query) = target.strip_prefix("/callback?") else {
+        if !target.starts_with("/callback?") {
             let _ = stream
                 .write_all(
                     b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
                 )
                 .await;
             continue;
-        };
-        let refused = query
-            .split('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find(|(key, _)| *key == "error")
-            .map(|(_, value)| value.replace('+', " "));
+        }
+        let address = format!("http://127.0.0.1{target}");
+        if query_value(&address, "state").as_deref() != Some(state) {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let refused = query_value(&address, "error").map(|error| {
+            match query_value(&address, "error_description") {
+                Some(description) => format!("{error} ({description})"),
+                None => error,
+            }
+        });
         let page = if refused.is_some() {
             "Signing in to the MCP server failed; see the terminal. You can close this tab."
         } else {
@@ -322,5 +349,65 @@ fn from_transport(error: &(dyn std::error::Error + 'static)) -> Option<Challenge
             more_scope: true,
         }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    /// Sends `GET path` to `port` and returns the status line.
+    async fn get(port: u16, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.unwrap();
+        reply.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn only_the_redirect_with_this_sign_ins_state_is_taken() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting =
+            tokio::spawn(async move { redirected(&listener, "https://a.example/mcp", "s1").await });
+        assert!(get(port, "/favicon.ico").await.contains("404"));
+        assert!(
+            get(port, "/callback?code=forged&state=other")
+                .await
+                .contains("400")
+        );
+        assert!(get(port, "/callback?code=c&state=s1").await.contains("200"));
+        assert_eq!(waiting.await.unwrap().unwrap(), "/callback?code=c&state=s1");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_in_the_redirect_fails_the_sign_in_in_the_servers_words() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting =
+            tokio::spawn(async move { redirected(&listener, "https://a.example/mcp", "s1").await });
+        get(
+            port,
+            "/callback?error=access_denied&error_description=the+person+said+no&state=s1",
+        )
+        .await;
+        let err = waiting.await.unwrap().unwrap_err();
+        assert_eq!(
+            err,
+            "signing in to https://a.example/mcp: the authorization server refused: \
+             access_denied (the person said no)"
+        );
     }
 }
