@@ -210,30 +210,7 @@ impl Host {
                 noeta_builtin_browser::host_value(backend),
             );
         }
-        if let Some(resolver) = &config.mcp_server_resolver {
-            instances = instances.with_host_value(
-                noeta_builtin_mcp::RESOLVER,
-                noeta_builtin_mcp::host_value(Arc::clone(resolver)),
-            );
-        }
-        if let Some(elicitor) = &config.mcp_elicitor {
-            instances = instances.with_host_value(
-                noeta_builtin_mcp::ELICITOR,
-                noeta_builtin_mcp::elicitor_value(Arc::clone(elicitor)),
-            );
-        }
-        if let Some(tokens) = &config.mcp_tokens {
-            instances = instances.with_host_value(
-                noeta_builtin_mcp::TOKENS,
-                noeta_builtin_mcp::tokens_value(Arc::clone(tokens)),
-            );
-        }
-        if !config.start_mcp_servers {
-            instances = instances.with_host_value(
-                noeta_builtin_mcp::NO_START,
-                noeta_builtin_mcp::no_start_value(),
-            );
-        }
+        let instances = crate::sign_ins::mcp_host_values(&config, instances);
         Ok(Self {
             config,
             settings,

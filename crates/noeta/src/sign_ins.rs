@@ -1,12 +1,44 @@
-//! Where a host keeps sign-ins to remote MCP servers: the OS keyring when this build has one
-//! (the `keyring` feature), else files under `~/.noeta/mcp-sign-in` that the user alone can
-//! read. `noeta mcp login` writes there, and every session's connections read from there.
+//! What a host hands the `mcp` built-in ([`mcp_host_values`]), and where it keeps sign-ins to
+//! remote MCP servers: the OS keyring when this build has one (the `keyring` feature), else
+//! files under `~/.noeta/mcp-sign-in` that the user alone can read. `noeta mcp login` writes
+//! there, and every session's connections read from there.
 
 use std::sync::Arc;
 
 use noeta_builtin_mcp::{FileVault, TokenVault};
+use noeta_core::session::Instances;
 
-use crate::HostPaths;
+use crate::{HostConfig, HostPaths};
+
+/// `instances` with the host values of `config` the `mcp` built-in reads: the resolver of
+/// `type = "host"` servers, the elicitor, the sign-in vault, and whether servers start.
+pub(crate) fn mcp_host_values(config: &HostConfig, mut instances: Instances) -> Instances {
+    if let Some(resolver) = &config.mcp_server_resolver {
+        instances = instances.with_host_value(
+            noeta_builtin_mcp::RESOLVER,
+            noeta_builtin_mcp::host_value(Arc::clone(resolver)),
+        );
+    }
+    if let Some(elicitor) = &config.mcp_elicitor {
+        instances = instances.with_host_value(
+            noeta_builtin_mcp::ELICITOR,
+            noeta_builtin_mcp::elicitor_value(Arc::clone(elicitor)),
+        );
+    }
+    if let Some(tokens) = &config.mcp_tokens {
+        instances = instances.with_host_value(
+            noeta_builtin_mcp::TOKENS,
+            noeta_builtin_mcp::tokens_value(Arc::clone(tokens)),
+        );
+    }
+    if !config.start_mcp_servers {
+        instances = instances.with_host_value(
+            noeta_builtin_mcp::NO_START,
+            noeta_builtin_mcp::no_start_value(),
+        );
+    }
+    instances
+}
 
 /// The file vault under `paths`' home (`~/.noeta/mcp-sign-in`); none without a home.
 pub fn file_vault(paths: &HostPaths) -> Option<Arc<dyn TokenVault>> {
