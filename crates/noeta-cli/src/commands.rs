@@ -72,11 +72,12 @@ pub(crate) enum McpCommand {
     },
     /// Add an MCP server to the user's settings (`~/.noeta/config.toml`) or the project's
     ///
-    /// `noeta mcp add git -- git-mcp --repo .` adds a command spoken to over stdio;
+    /// `noeta mcp add fs -- npx -y @modelcontextprotocol/server-filesystem .` adds a command
+    /// spoken to over stdio;
     /// `noeta mcp add docs https://example.com/mcp` a streamable-HTTP endpoint. The file's
     /// comments and layout are kept.
     #[command(
-        after_help = "Examples:\n  noeta mcp add git -- git-mcp --repo .\n  noeta mcp add -H 'Authorization: {env:DOCS_TOKEN}' docs https://example.com/mcp"
+        after_help = "Examples:\n  noeta mcp add fs -- npx -y @modelcontextprotocol/server-filesystem .\n  noeta mcp add -H 'Authorization: {env:DOCS_TOKEN}' docs https://example.com/mcp"
     )]
     Add {
         #[command(flatten)]

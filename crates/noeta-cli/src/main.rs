@@ -260,7 +260,9 @@ enum Command {
         flags: RunFlags,
     },
     /// MCP: the servers agents use (each connected, with its tools or its error), and serving an agent's tools
-    #[command(after_help = "Examples:\n  noeta mcp list\n  noeta mcp add git -- git-mcp --repo .")]
+    #[command(
+        after_help = "Examples:\n  noeta mcp list\n  noeta mcp add fs -- npx -y @modelcontextprotocol/server-filesystem ."
+    )]
     Mcp {
         #[command(subcommand)]
         command: McpCommand,

@@ -264,6 +264,16 @@ fn call_once(
     })
 }
 
+/// Whether `command` names a program that can be started: a path to a file, or a name found
+/// in a directory of `$PATH`.
+fn runnable(command: &str) -> bool {
+    if command.contains('/') {
+        return std::path::Path::new(command).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+}
+
 /// `noeta mcp add`'s server arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct NewServer {
@@ -379,6 +389,14 @@ pub(crate) fn add(paths: &HostPaths, new: &NewServer, scope: &str) -> Result<Exi
             describe(server),
             file.display()
         );
+        if let Transport::Stdio { command, .. } = &server.transport
+            && !runnable(command)
+        {
+            eoutln!(
+                "warning: `{command}` is not on the PATH here: the server will not start until \
+                 it is installed (or give its full path)"
+            );
+        }
     }
     if scope == "project" && !keep_trust(paths, scope, &before)? {
         outln!(

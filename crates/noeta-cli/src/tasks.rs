@@ -229,7 +229,14 @@ pub(crate) async fn demo(paths: &HostPaths, json: bool) -> Result<ExitCode> {
         ..AgentArgs::default()
     };
     let goal = "Show me what this directory holds.".to_owned();
-    let result = run(paths, &args, Some(goal)).await;
+    // The demo runs on noeta's own defaults: no user settings or plugins (a broken or
+    // half-written `~/.noeta/config.toml` does not stop it), and no project settings or
+    // plugins either (without the user's trust store, the workspace is not trusted).
+    let paths = HostPaths {
+        home: None,
+        workspace: paths.workspace.clone(),
+    };
+    let result = run(&paths, &args, Some(goal)).await;
     let _ = std::fs::remove_file(&file);
     result
 }

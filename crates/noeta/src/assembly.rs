@@ -22,7 +22,7 @@ use crate::secrets::{EnvSecrets, SecretStore, resolve_plugin_secrets};
 use crate::settings::{Settings, SettingsFiles};
 
 /// How to reach a model when nothing says: the message a host gives.
-pub const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or pass --provider anthropic|openai|scripted:FILE; `noeta demo` shows noeta at work offline";
+pub const NO_MODEL: &str = "no model is configured: set ANTHROPIC_API_KEY (Anthropic) or OPENAI_API_KEY (OpenAI; OPENAI_BASE_URL for a compatible server such as vLLM, Ollama or llama.cpp), or choose one in the settings (`[plugins.providers]` with `provider = \"anthropic\"` or `\"openai\"` and its `api_key`; `noeta run` and `chat` also take `--provider`); `noeta demo` shows noeta at work offline";
 
 /// Receives a host's warnings (a plugin switched off for an agent, an agent this host cannot
 /// run); the command line prints them.

@@ -141,6 +141,19 @@ pub enum SettingsError {
         /// The keys that are read there.
         expected: &'static str,
     },
+    /// A plugin's key written at the top level of a settings file.
+    #[error(
+        "{file}: `{key}` is not a top-level key: it belongs under `[plugins.{plugin}]` (write \
+         `[plugins.{plugin}]` on the line above it)"
+    )]
+    MisplacedKey {
+        /// The file.
+        file: String,
+        /// The key.
+        key: String,
+        /// The plugin whose table takes it.
+        plugin: &'static str,
+    },
     /// A key holds a value of the wrong type.
     #[error("{file}: `{key}` in {table} must be {expected}, not {value}")]
     WrongType {
@@ -327,7 +340,16 @@ impl Settings {
                         file: origin.to_owned(),
                     });
                 }
-                _ => return Err(at.unknown("the top-level table", key, TOP_KEYS)),
+                _ => {
+                    return Err(match misplaced(key) {
+                        Some(plugin) => SettingsError::MisplacedKey {
+                            file: origin.to_owned(),
+                            key: key.clone(),
+                            plugin,
+                        },
+                        None => at.unknown("the top-level table", key, TOP_KEYS),
+                    });
+                }
             }
         }
         Ok(settings)
@@ -657,6 +679,16 @@ pub(crate) fn read_text(path: &Path) -> Result<String, SettingsError> {
 /// The file a value comes from, for errors.
 struct Origin<'a> {
     file: &'a str,
+}
+
+/// The plugin whose table takes `key`, for keys people write at the top level by mistake (the
+/// model's settings, as other tools keep them there).
+fn misplaced(key: &str) -> Option<&'static str> {
+    matches!(
+        key,
+        "model" | "provider" | "api_key" | "base_url" | "max_output_tokens" | "model_aliases"
+    )
+    .then_some("providers")
 }
 
 impl Origin<'_> {

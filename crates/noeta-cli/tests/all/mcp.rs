@@ -300,6 +300,19 @@ fn mcp_add_writes_the_users_settings_list_starts_it_and_remove_takes_it_out() {
         "{}",
         stdout(&added)
     );
+    assert!(!stderr(&added).contains("warning"), "{}", stderr(&added));
+    // A program that is not there is added (it may be installed later), with a warning.
+    let missing = env.run(&["mcp", "add", "git", "--", "git-mcp-nowhere", "--repo", "."]);
+    assert!(missing.status.success(), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains(
+            "warning: `git-mcp-nowhere` is not on the PATH here: the server will not start \
+             until it is installed (or give its full path)"
+        ),
+        "{}",
+        stderr(&missing)
+    );
+    assert!(env.run(&["mcp", "remove", "git"]).status.success());
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(
         text.starts_with("# mine\n[plugins.providers]\nmax_retries = 2\n"),

@@ -108,8 +108,19 @@ fn a_broken_manifest_is_named_by_file_plugin_and_entry() {
 #[test]
 fn an_unknown_settings_key_is_named_with_its_file_and_the_known_keys() {
     let env = env();
-    env.write_trusted(".noeta/config.toml", "model = \"opus\"\n");
+    env.write_trusted(".noeta/config.toml", "modle = \"opus\"\n");
     insta::assert_snapshot!(shot(&env, &["run", "hello"]));
+}
+
+#[test]
+fn a_model_key_at_the_top_level_says_where_it_belongs_and_the_demo_still_runs() {
+    let env = env();
+    std::fs::create_dir_all(env.home.join(".noeta")).unwrap();
+    std::fs::write(env.home.join(".noeta/config.toml"), "model = \"opus\"\n").unwrap();
+    insta::assert_snapshot!(shot(&env, &["run", "hello"]));
+    // The demo runs on noeta's own defaults, whatever the user's settings say.
+    let out = env.command(&["demo"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]

@@ -108,7 +108,17 @@ fn a_bad_settings_file_a_bad_store_url_and_no_model_are_named() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: unknown key `model` in the top-level table (known: plugins, agents, policy)",
+            "{}: `model` is not a top-level key: it belongs under `[plugins.providers]` (write \
+             `[plugins.providers]` on the line above it)",
+            config_file.display()
+        )
+    );
+    std::fs::write(&config_file, "modle = \"opus\"\n").unwrap();
+    let err = Host::open(HostConfig::new(paths.clone())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: unknown key `modle` in the top-level table (known: plugins, agents, policy)",
             config_file.display()
         )
     );
