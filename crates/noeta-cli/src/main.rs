@@ -26,6 +26,7 @@ mod stdio;
 mod store;
 mod style;
 mod tasks;
+mod transcript;
 mod worker;
 
 use std::path::PathBuf;
@@ -214,9 +215,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A task's events, readable (or as JSON lines)
+    /// A task as a transcript: messages, replies, calls with their results (or every event as
+    /// JSON lines)
     #[command(
-        after_help = "Examples:\n  noeta log 20261204-175533-0f23\n  noeta log 20261204-175533-0f23 --json"
+        after_help = "Examples:\n  noeta log --last\n  noeta log 20261204-175533-0f23 --json"
     )]
     Log {
         /// The task's id (or --last)

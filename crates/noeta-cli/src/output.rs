@@ -334,7 +334,7 @@ const TELLING: [&str; 8] = [
 ];
 
 /// A call's input in a few words: its most telling text value, else its JSON, clipped.
-fn summary(input: &Value) -> String {
+pub(crate) fn summary(input: &Value) -> String {
     let first = input
         .as_object()
         .and_then(|o| {
@@ -348,7 +348,7 @@ fn summary(input: &Value) -> String {
     clip(first.lines().next().unwrap_or(""), 80)
 }
 
-fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_owned()
     } else {

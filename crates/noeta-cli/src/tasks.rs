@@ -11,7 +11,7 @@ use noeta_core::fold::TurnState;
 use noeta_core::records::hydrate;
 use noeta_core::runner::RunOutcome;
 use noeta_core::store::{EventLog, TaskId, TaskInfo};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::agent::{AgentArgs, AgentHost, open_store, read_store};
 use crate::interact::answer_question;
@@ -722,9 +722,19 @@ pub(crate) async fn log(
     let (log, content) = (stores.log, stores.content);
     let task = pick_task(log.as_ref(), id, last).await?;
     let mut seen = 0;
+    let mut transcript = crate::transcript::Transcript::default();
     loop {
-        seen = print_events(log.as_ref(), content.as_ref(), &task, seen, json_out).await?;
+        let how = if json_out {
+            Ok(())
+        } else {
+            Err(&mut transcript)
+        };
+        seen = print_events(log.as_ref(), content.as_ref(), &task, seen, how).await?;
         if !follow {
+            // Calls the log ends on (running, or waiting for a person) are shown as they are.
+            for line in transcript.finish() {
+                outln!("{line}");
+            }
             return Ok(ExitCode::SUCCESS);
         }
         crate::stdio::flush_out();
@@ -735,20 +745,21 @@ pub(crate) async fn log(
     }
 }
 
-/// Prints the events of `task` after `after`; returns the last sequence number printed.
+/// Prints the events of `task` after `after`, as JSON (`Ok(())`) or into the transcript;
+/// returns the last sequence number printed.
 async fn print_events(
     log: &dyn EventLog,
     content: &dyn noeta_core::store::ContentStore,
     task: &TaskId,
     after: u64,
-    json_out: bool,
+    mut how: Result<(), &mut crate::transcript::Transcript>,
 ) -> Result<u64> {
     let mut last = after;
     for event in log.read(task, after).await? {
         last = event.seq;
         let event = hydrate(event, content).await?;
         let record = &event.record;
-        if json_out {
+        let Err(transcript) = &mut how else {
             outln!(
                 "{}",
                 json!({
@@ -760,40 +771,12 @@ async fn print_events(
                 })
             );
             continue;
-        }
-        outln!(
-            "{:>5}  {}/{}  {}",
-            event.seq,
-            record.extension,
-            record.kind,
-            readable(&record.data)
-        );
-        if let Some(message) = &record.message {
-            for line in message.lines().take(5) {
-                outln!("       │ {line}");
-            }
+        };
+        for line in transcript.lines(record) {
+            outln!("{line}");
         }
     }
     Ok(last)
-}
-
-/// A record's data on one line, long strings clipped.
-fn readable(data: &Value) -> String {
-    fn clip(value: &Value) -> Value {
-        match value {
-            Value::String(s) if s.chars().count() > 120 => Value::String(format!(
-                "{}… ({} chars)",
-                s.chars().take(120).collect::<String>(),
-                s.chars().count()
-            )),
-            Value::Array(items) => Value::Array(items.iter().map(clip).collect()),
-            Value::Object(map) => {
-                Value::Object(map.iter().map(|(k, v)| (k.clone(), clip(v))).collect())
-            }
-            other => other.clone(),
-        }
-    }
-    clip(data).to_string()
 }
 
 /// `noeta answer TASK [CALL] (--allow | --deny | ANSWER)`: answers what a task waits for.
@@ -868,16 +851,4 @@ pub(crate) async fn answer(
         eoutln!("answered call {call_id} of task {task}; `noeta resume {task}` carries on");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_strings_are_clipped_in_the_readable_log() {
-        let text = readable(&json!({ "text": "a".repeat(200), "n": 1 }));
-        assert!(text.contains("… (200 chars)"), "{text}");
-        assert!(text.contains("\"n\":1"));
-    }
 }

@@ -86,9 +86,9 @@ fn last_task(env: &CliEnv) -> String {
     task["id"].as_str().unwrap().to_owned()
 }
 
-/// The latest task's log.
+/// The latest task's events.
 fn last_log(env: &CliEnv) -> String {
-    stdout(&env.run(&["log", &last_task(env)]))
+    stdout(&env.run(&["log", "--json", &last_task(env)]))
 }
 
 #[test]

@@ -399,14 +399,9 @@ fn a_servers_prompt_typed_as_a_slash_command_in_chat_is_sent_as_the_message() {
     );
     let task = last_task(&env);
     let log = stdout(&env.run(&["log", &task]));
+    assert!(log.contains("> What's weather in Paris?\n"), "{log}");
     assert!(
-        log.contains("core/user_message  {\"text\":\"What's weather in Paris?\"}"),
-        "{log}"
-    );
-    assert!(
-        log.contains(
-            "core/user_message  {\"text\":\"This is a simple prompt without arguments.\"}"
-        ),
+        log.contains("> This is a simple prompt without arguments.\n"),
         "{log}"
     );
 }

@@ -148,7 +148,7 @@ fn a_scripted_task_reads_a_file_and_answers_and_its_log_is_in_the_store() {
     assert!(kinds.contains(&"call_finished".to_owned()), "{kinds:?}");
     assert_eq!(kinds.last().unwrap(), "turn_ended");
     let readable = text(&env.run_with(&["log", &task], None, &[]).stdout);
-    assert!(readable.contains("core/user_message"), "{readable}");
+    assert!(readable.starts_with("── agent main\n> "), "{readable}");
 
     let missing = env.run_with(&["log", "no-such-task"], None, &[]);
     assert_eq!(missing.status.code(), Some(1));

@@ -90,7 +90,7 @@ fn only_task(env: &CliEnv) -> (String, String) {
         .collect();
     assert_eq!(tasks.len(), 1, "{listed}");
     let id = tasks[0]["id"].as_str().unwrap().to_owned();
-    let log = stdout(&env.run(&["log", &id]));
+    let log = stdout(&env.run(&["log", "--json", &id]));
     (id, log)
 }
 
@@ -144,10 +144,14 @@ fn a_client_lists_mains_file_tools_and_calls_them_over_stdio() {
 
     // One task holds the calls, and its turn ended when the client left.
     let (_, log) = only_task(&env);
-    assert_eq!(log.matches("core/call_finished").count(), 4, "{log}");
+    assert_eq!(
+        log.matches("\"kind\":\"call_finished\"").count(),
+        4,
+        "{log}"
+    );
     assert!(log.contains("\"call_id\":\"direct-"), "{log}");
     assert!(
-        log.contains("core/turn_ended  {\"reason\":\"the MCP client left\"}"),
+        log.contains("\"data\":{\"reason\":\"the MCP client left\"}"),
         "{log}"
     );
 }
@@ -275,8 +279,12 @@ fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
     let status = server.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let (_, log) = only_task(&env);
-    assert_eq!(log.matches("core/call_finished").count(), 1, "{log}");
-    assert!(log.contains("core/turn_ended"), "{log}");
+    assert_eq!(
+        log.matches("\"kind\":\"call_finished\"").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("\"kind\":\"turn_ended\""), "{log}");
 }
 
 #[test]

@@ -123,6 +123,37 @@ fn a_model_key_at_the_top_level_says_where_it_belongs_and_the_demo_still_runs() 
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// `noeta log` reads as the conversation: the goal, the replies, each call with its result's
+/// first lines (a refused one, a failed one, a long one cut), and the end.
+#[test]
+fn log_is_a_transcript_of_the_conversation() {
+    let env = env();
+    env.write("notes.txt", "alpha\nbeta\n");
+    env.write(
+        "long.txt",
+        &(1..=20).map(|n| format!("line {n}\n")).collect::<String>(),
+    );
+    let provider = env.script(serde_json::json!([
+        {
+            "text": "Let me look at the notes.",
+            "calls": [
+                { "name": "Read", "input": { "file_path": "notes.txt" } },
+                { "name": "Read", "input": { "file_path": "long.txt" } },
+                { "name": "Read", "input": { "file_path": "missing.txt" } }
+            ]
+        },
+        { "text": "The notes say alpha and beta.\nThe long file counts to twenty." }
+    ]));
+    let out = env.run(&[
+        "run",
+        "--provider",
+        &provider,
+        "what do the notes say?\nand the long file?",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!(shot(&env, &["log", "--last"]));
+}
+
 #[test]
 fn a_broken_agent_file_is_named_with_line_and_column() {
     let env = env();

@@ -297,7 +297,7 @@ fn two_workers_share_a_sqlite_store_and_an_answered_ask_goes_back_to_the_queue()
     assert_eq!(effects.lines().count(), 13, "{effects}");
     // `log --follow` prints what is there and goes on until interrupted.
     let mut follow = env
-        .command(&["log", &asking, "--store", store, "--follow"])
+        .command(&["log", &asking, "--store", store, "--follow", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -306,7 +306,11 @@ fn two_workers_share_a_sqlite_store_and_an_answered_ask_goes_back_to_the_queue()
     assert!(follow.try_wait().unwrap().is_none(), "it keeps following");
     follow.kill().unwrap();
     let out = follow.wait_with_output().unwrap();
-    assert!(stdout(&out).contains("core/turn_ended"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("\"kind\":\"turn_ended\""),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
