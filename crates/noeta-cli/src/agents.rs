@@ -16,21 +16,21 @@ use crate::agent::{self, AgentArgs};
 use crate::stdio::outln;
 
 /// One row of the listing.
-struct Row {
-    name: String,
+pub(crate) struct Row {
+    pub(crate) name: String,
     /// `preset`, `plugin`, `agent file`.
     kind: &'static str,
     /// The plugin, or the file.
     source: String,
-    description: String,
+    pub(crate) description: String,
     tools: Vec<String>,
     /// Tools an agent file names that nothing offers (Claude Code's `LS`, …): left out.
     unknown_tools: Vec<String>,
-    error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// The agents to list, without their tools yet.
-fn rows(host: &Host) -> Vec<Row> {
+pub(crate) fn rows(host: &Host) -> Vec<Row> {
     let mut rows = vec![Row {
         name: "main".to_owned(),
         kind: "preset",

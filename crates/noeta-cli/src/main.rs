@@ -459,6 +459,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .as_deref()
                     .map(agent::permission_mode)
                     .transpose()?,
+                opened: false,
             },
         )),
         Command::Open {
@@ -477,6 +478,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 slots: n,
                 lease_secs,
                 plugin_dirs: dirs,
+                plugins_shown: true,
             },
         )),
         Command::Chat { task, flags } => {

@@ -238,10 +238,16 @@ mod tests {
     fn a_long_result_line_is_clipped_and_an_empty_result_says_so() {
         let shown = result("Bash", &"a".repeat(200), CallOutcome::Ok);
         assert_eq!(shown.len(), 1);
-        assert!(shown[0].ends_with(&format!("{}…", "a".repeat(160))), "{shown:?}");
+        assert!(
+            shown[0].ends_with(&format!("{}…", "a".repeat(160))),
+            "{shown:?}"
+        );
         let empty = result("Bash", "", CallOutcome::Ok);
         assert!(empty[0].contains("(no output)"), "{empty:?}");
         let cut = result("Bash", "boom", CallOutcome::Unknown);
-        assert!(cut[0].contains("Bash was cut off by a crash: boom"), "{cut:?}");
+        assert!(
+            cut[0].contains("Bash was cut off by a crash: boom"),
+            "{cut:?}"
+        );
     }
 }

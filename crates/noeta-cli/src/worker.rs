@@ -39,6 +39,9 @@ pub(crate) struct WorkerArgs {
     pub(crate) lease_secs: u64,
     /// `--plugin-dir`.
     pub(crate) plugin_dirs: Vec<PathBuf>,
+    /// Whether its start lists the plugins and pins it runs with (an operator's log); else one
+    /// line says how many.
+    pub(crate) plugins_shown: bool,
 }
 
 /// How often a worker says it is alive.
@@ -135,6 +138,26 @@ pub(crate) fn open(
     );
     // The workspace's own host, opened now to say what it runs (and kept for its tasks).
     let host = tasks.host(&noeta::TaskRun::default())?;
+    if args.plugins_shown {
+        list_plugins(&host);
+    } else {
+        eoutln!(
+            "  {} plugin(s), {} skipped (`noeta plugins list` shows them)",
+            host.plugins().plugins().count(),
+            host.plugins().problems().len()
+        );
+    }
+    Ok(Arc::new(Worker {
+        name,
+        own: paths.clone(),
+        args,
+        tasks,
+        stop,
+    }))
+}
+
+/// The plugins and pins `host` runs with, one per line.
+fn list_plugins(host: &noeta::Host) {
     for plugin in host.plugins().plugins() {
         eoutln!(
             "  plugin {} {} ({:?})",
@@ -157,13 +180,6 @@ pub(crate) fn open(
             );
         }
     }
-    Ok(Arc::new(Worker {
-        name,
-        own: paths.clone(),
-        args,
-        tasks,
-        stop,
-    }))
 }
 
 impl Worker {

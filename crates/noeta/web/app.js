@@ -1,5 +1,5 @@
-// noeta's web frontend: the task list, a task's live transcript, its asks and questions, the
-// next message, cancel, and the raw log — over the HTTP API of `noeta serve` (docs/http-api.md).
+// noeta's web frontend: the task list and a new task's form, a task's live transcript, its asks
+// and questions, the next message, cancel, and the raw log — over the HTTP API of `noeta serve` (docs/http-api.md).
 //
 // Nothing a task produced (model text, tool input and output, file contents) is ever parsed as
 // HTML: every piece of it enters the page as a text node.
@@ -109,7 +109,7 @@ async function showList(main) {
     ),
     body,
   );
-  main.replaceChildren(h("h1", {}, "Tasks"), table);
+  main.replaceChildren(h("h1", {}, "Tasks"), newTaskForm(main), table);
   let live = true;
   stopView = () => (live = false);
   const draw = (tasks) => {
@@ -332,6 +332,89 @@ class Transcript {
     call.state.textContent = text;
     call.state.className = `state ${cls}`;
   }
+}
+
+// --- a new task ----------------------------------------------------------------------------
+
+/**
+ * The form that starts a task: its goal, the agent (from `GET /v1/agents`) and a permission
+ * mode among those the server allows that agent (its own and the stricter ones). The server
+ * checks the choice again; its refusal is shown as it says it.
+ */
+function newTaskForm(main) {
+  const goal = h("textarea", { id: "goal", rows: 3, placeholder: "What should the agent do?" });
+  const agent = h("select", { id: "agent" });
+  const mode = h("select", { id: "mode" });
+  const error = h("p", { class: "error", role: "alert" });
+  const start = h("button", { class: "primary", type: "submit", id: "start" }, "Start task");
+  let agents = [];
+  const fillModes = () => {
+    const chosen = agents.find((a) => a.name === agent.value);
+    const modes = chosen ? chosen.permission_modes : ["default"];
+    mode.replaceChildren(...modes.map((m) => h("option", { value: m, selected: chosen && m === chosen.permission_mode }, m)));
+  };
+  agent.addEventListener("change", fillModes);
+  api("/agents")
+    .then((list) => {
+      agents = list;
+      agent.replaceChildren(
+        ...list.map((a) => {
+          const about = a.description.length > 80 ? `${a.description.slice(0, 79)}…` : a.description;
+          return h("option", { value: a.name, title: a.description }, about ? `${a.name} — ${about}` : a.name);
+        }),
+      );
+      agent.value = "main";
+      fillModes();
+    })
+    .catch((err) => {
+      if (err instanceof Unauthorized) return;
+      error.textContent = `the agents cannot be listed: ${err.message}`;
+    });
+  const form = h(
+    "form",
+    {
+      class: "compose new-task",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        error.textContent = "";
+        if (!goal.value.trim()) {
+          error.textContent = "Say what the agent is to do.";
+          goal.focus();
+          return;
+        }
+        start.disabled = true;
+        try {
+          const made = await api("/tasks", "POST", {
+            goal: goal.value,
+            agent: agent.value || undefined,
+            permission_mode: mode.value || undefined,
+          });
+          location.hash = `#/task/${encodeURIComponent(made.id)}`;
+        } catch (err) {
+          if (err instanceof Unauthorized) return askToken(main);
+          error.textContent = err.message;
+        } finally {
+          start.disabled = false;
+        }
+      },
+    },
+    h("label", { for: "goal" }, "New task"),
+    goal,
+    h(
+      "div",
+      { class: "choices" },
+      h("label", { for: "agent" }, "Agent"),
+      agent,
+      h("label", { for: "mode" }, "Permission mode"),
+      mode,
+    ),
+    error,
+    h("div", { class: "actions" }, start),
+  );
+  goal.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) form.requestSubmit();
+  });
+  return form;
 }
 
 async function send(path, body, main) {
@@ -557,7 +640,11 @@ function route() {
 }
 
 function typing(target) {
-  return target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement;
+  return (
+    target instanceof HTMLInputElement ||
+    target instanceof HTMLTextAreaElement ||
+    target instanceof HTMLSelectElement
+  );
 }
 
 document.addEventListener("keydown", (e) => {
@@ -574,6 +661,10 @@ document.addEventListener("keydown", (e) => {
   else if (e.key === "m") {
     e.preventDefault();
     document.getElementById("message")?.focus();
+  } else if (e.key === "n") {
+    e.preventDefault();
+    if (document.getElementById("goal")) document.getElementById("goal").focus();
+    else location.hash = "#/";
   }
 });
 

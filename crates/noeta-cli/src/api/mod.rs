@@ -72,6 +72,9 @@ pub(crate) struct ServeArgs {
     pub(crate) provider: Option<String>,
     pub(crate) model: Option<String>,
     pub(crate) permission_mode: Option<String>,
+    /// Opened by `noeta open`: the page's address comes first, the port falls back to a free
+    /// one when `addr`'s is taken, and the worker says what it runs in one line.
+    pub(crate) opened: bool,
 }
 
 /// `[plugins.serve]`.
@@ -192,7 +195,7 @@ pub(crate) async fn open(
         return crate::tasks::chat(paths, &args, None).await;
     }
     let args = ServeArgs {
-        addr: "127.0.0.1:0".to_owned(),
+        addr: DEFAULT_ADDR.to_owned(),
         store,
         workers,
         plugin_dirs,
@@ -200,6 +203,7 @@ pub(crate) async fn open(
         provider: None,
         model: None,
         permission_mode: None,
+        opened: true,
     };
     serve(paths, args).await
 }
@@ -240,6 +244,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         slots: args.workers.max(1),
         lease_secs: 60,
         plugin_dirs: args.plugin_dirs.clone(),
+        plugins_shown: !args.opened,
     };
     let name = noeta::process_worker("worker");
     let tasks = Arc::new(worker::tasks(
@@ -250,30 +255,52 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
         &stop,
         live.as_ref(),
     ));
-    let working = if args.workers > 0 {
-        let worker = worker::open(paths, work, Arc::clone(&tasks), name, Arc::clone(&stop))?;
-        Some(tokio::spawn(worker.run()))
-    } else {
-        None
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        // A page opened again while another holds the usual port gets a free one.
+        Err(err) if args.opened && err.kind() == std::io::ErrorKind::AddrInUse => {
+            let free = SocketAddr::new(addr.ip(), 0);
+            tokio::net::TcpListener::bind(free)
+                .await
+                .with_context(|| format!("cannot listen on {free}"))?
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot listen on {addr}")),
     };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     let hosts = HostCheck::loopback(bound.port())
         .with_allowed(&settings.allowed_hosts)
         .map_err(|why| anyhow::anyhow!("[plugins.serve] allowed_hosts: {why}"))?;
+    if args.ui.is_some() && args.opened {
+        // The page first: it is what `noeta open web` is for.
+        outln!("http://{bound}/#token={token}");
+        outln!("http://{bound}/v1/");
+    } else {
+        outln!("http://{bound}/v1/");
+        if args.ui.is_some() {
+            // The page takes the token from the address's fragment, which no request carries.
+            outln!("http://{bound}/#token={token}");
+        }
+    }
+    crate::stdio::flush_out();
+    if args.opened && bound.port() != addr.port() {
+        eoutln!(
+            "port {} is in use (another noeta, maybe): serving on {} instead",
+            addr.port(),
+            bound.port()
+        );
+    }
     eoutln!(
         "noeta API on http://{bound}/v1/ — store {}, {} worker slot(s) in this process; every \
          request needs `Authorization: Bearer <token>` ({token_note})",
         tasks.stores().url,
         args.workers,
     );
-    outln!("http://{bound}/v1/");
-    if args.ui.is_some() {
-        // The page takes the token from the address's fragment, which no request carries.
-        outln!("http://{bound}/#token={token}");
-    }
+    let working = if args.workers > 0 {
+        let worker = worker::open(paths, work, Arc::clone(&tasks), name, Arc::clone(&stop))?;
+        Some(tokio::spawn(worker.run()))
+    } else {
+        None
+    };
     crate::stdio::flush_out();
     let api = Arc::new(Api {
         tasks,
@@ -287,6 +314,7 @@ pub(crate) async fn serve(paths: &HostPaths, args: ServeArgs) -> Result<ExitCode
     let router = Router::new()
         .route("/", get(routes::page))
         .route("/assets/{name}", get(routes::page))
+        .route("/v1/agents", get(routes::agents))
         .route("/v1/tasks", get(routes::list).post(routes::create))
         .route("/v1/tasks/{id}", get(routes::show))
         .route("/v1/tasks/{id}/events", get(events::events))

@@ -133,6 +133,18 @@ impl Bounds {
         )))
     }
 
+    /// The permission modes a new task of `agent` may ask for: its own and the stricter ones.
+    fn modes(&self, agent: &str) -> Vec<&'static str> {
+        let own = self
+            .settings
+            .permission_mode(agent)
+            .unwrap_or_else(|| "default".to_owned());
+        ["plan", "default", "acceptEdits", "bypassPermissions"]
+            .into_iter()
+            .filter(|mode| noeta::looseness(mode) <= noeta::looseness(&own))
+            .collect()
+    }
+
     /// The permission mode a new task of `agent` starts in: the request's, when it is no looser
     /// than the server's own for that agent, else the server's (recorded either way, so the
     /// worker that runs it keeps to it).
@@ -220,6 +232,27 @@ pub(super) async fn show(
         .await
         .map_err(internal)?;
     Ok(Json(row.json()))
+}
+
+/// `GET /v1/agents`: the agents a new task may run — each with its description, the
+/// permission mode it starts in here and the modes a request may ask for (its own and the
+/// stricter ones). An agent whose file does not load is left out.
+pub(super) async fn agents(State(api): State<Shared>) -> Result<Json<Value>, Fail> {
+    let host = api.tasks.host(&TaskRun::default()).map_err(from_op)?;
+    let agents: Vec<Value> = crate::agents::rows(&host)
+        .into_iter()
+        .filter(|row| row.error.is_none())
+        .map(|row| {
+            let modes = api.bounds.modes(&row.name);
+            json!({
+                "name": row.name,
+                "description": row.description,
+                "permission_mode": modes.last(),
+                "permission_modes": modes,
+            })
+        })
+        .collect();
+    Ok(Json(Value::Array(agents)))
 }
 
 /// `POST /v1/tasks`.

@@ -512,3 +512,33 @@ fn a_server_without_any_api_key_accepts_tasks_that_a_worker_then_runs() {
     assert_eq!(started["provider"], json!(provider), "{started}");
     assert_eq!(started["queued"], json!(true), "{started}");
 }
+
+#[test]
+fn agents_are_listed_with_the_permission_modes_a_request_may_ask_for() {
+    let env = CliEnv::new(NOETA);
+    let server = serve(&env, &[]);
+    let agents = get(&server, "/v1/agents");
+    let main = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "main")
+        .unwrap_or_else(|| panic!("{agents}"));
+    assert_eq!(main["permission_mode"], json!("default"), "{main}");
+    assert_eq!(
+        main["permission_modes"],
+        json!(["plan", "default"]),
+        "{main}"
+    );
+    assert!(
+        agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "explore"),
+        "{agents}"
+    );
+    // Without the token, nothing.
+    let (status, _) = server.call_as("GET", "/v1/agents", None, None);
+    assert_eq!(status, 401);
+}

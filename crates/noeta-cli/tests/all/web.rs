@@ -538,9 +538,11 @@ async fn the_page_asks_for_the_token_once_per_tab() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn noeta_open_web_prints_an_address_that_carries_the_token_to_the_page() {
+async fn noeta_open_web_prints_the_pages_address_first_and_the_page_starts_a_task() {
     use std::io::BufRead as _;
     let env = CliEnv::new(NOETA);
+    // The usual port, when nothing else holds it.
+    let usual_free = std::net::TcpListener::bind("127.0.0.1:7878").is_ok();
     let mut child = env
         .command(&["open", "web", "--workers", "0"])
         .stdin(std::process::Stdio::null())
@@ -549,14 +551,60 @@ async fn noeta_open_web_prints_an_address_that_carries_the_token_to_the_page() {
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let api = lines.next().unwrap().unwrap();
     let page_url = lines.next().unwrap().unwrap();
+    let api = lines.next().unwrap().unwrap();
     assert!(api.ends_with("/v1/"), "{api}");
     let token = noeta_testkit::serve::kept_token(&env).unwrap();
     assert_eq!(
         page_url,
         format!("{}#token={token}", api.trim_end_matches("v1/")),
-        "the page's address carries the kept token"
+        "the page's address comes first and carries the kept token"
+    );
+    if usual_free {
+        assert!(page_url.starts_with("http://127.0.0.1:7878/"), "{page_url}");
+    }
+    // A second page opened while the first holds the port gets a free one, and says so.
+    let mut second = env
+        .command(&["open", "web", "--workers", "0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second_page = std::io::BufReader::new(second.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let port = |url: &str| {
+        url.split(':')
+            .nth(2)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_ne!(port(&second_page), port(&page_url));
+    // What it says up to its API line.
+    let mut said = String::new();
+    for line in std::io::BufReader::new(second.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("noeta API on") {
+            break;
+        }
+    }
+    if usual_free {
+        assert!(said.contains("port 7878 is in use"), "{said}");
+    }
+    let _ = second.kill();
+    let _ = second.wait();
+    let log = std::fs::read_to_string(env.root().join("open.log")).unwrap_or_default();
+    assert!(
+        !log.contains("  pin "),
+        "no pins before or after the address: {log}"
     );
 
     let profile = tempfile::tempdir().unwrap();
@@ -573,6 +621,61 @@ async fn noeta_open_web_prints_an_address_that_carries_the_token_to_the_page() {
         json!("#/"),
         "the token is taken out of the address"
     );
+
+    // The new-task form: the agents listed, the modes this server allows `main` (its own,
+    // `default`, and the stricter `plan`), an empty goal refused in the page.
+    wait_for(
+        &page,
+        "document.querySelectorAll('#agent option').length > 0",
+    )
+    .await;
+    assert_eq!(
+        eval(
+            &page,
+            "[...document.querySelectorAll('#mode option')].map(o => o.value)"
+        )
+        .await,
+        json!(["plan", "default"])
+    );
+    assert_eq!(
+        eval(&page, "document.getElementById('mode').value").await,
+        json!("default")
+    );
+    screenshot(&page, "new-task-form.png").await;
+    eval(&page, "document.getElementById('start').click()").await;
+    wait_for(
+        &page,
+        "document.querySelector('.new-task .error').textContent.length > 0",
+    )
+    .await;
+    eval(
+        &page,
+        "document.getElementById('goal').value = 'Summarise the notes'; \
+         document.getElementById('mode').value = 'plan'; \
+         document.getElementById('start').click()",
+    )
+    .await;
+    wait_for(&page, "location.hash.startsWith('#/task/')").await;
+    let id = eval(
+        &page,
+        "decodeURIComponent(location.hash.slice('#/task/'.length))",
+    )
+    .await;
+    let id = id.as_str().unwrap().to_owned();
+    let listed = env.run(&["tasks", "--json"]);
+    let task: Value = serde_json::from_str(
+        noeta_testkit::cli::stdout(&listed)
+            .lines()
+            .next()
+            .unwrap_or_default(),
+    )
+    .unwrap();
+    assert_eq!(task["id"], json!(id), "{task}");
+    assert_eq!(task["goal"], json!("Summarise the notes"), "{task}");
+    assert_eq!(task["agent"], json!("main"), "{task}");
+    let events = noeta_testkit::cli::stdout(&env.run(&["log", "--json", &id]));
+    assert!(events.contains("\"permission_mode\":\"plan\""), "{events}");
+    screenshot(&page, "new-task.png").await;
     drop(browser);
     let _ = child.kill();
     let _ = child.wait();
