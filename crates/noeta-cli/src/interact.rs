@@ -6,8 +6,7 @@
 //! `</dev/null`, a service) denies an ask at once and leaves a question parked, never hangs.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, IsTerminal, Write};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use noeta_core::extension::{Extension, HookResult, View};
@@ -15,59 +14,40 @@ use noeta_core::fold::TaskState;
 use noeta_core::model::ToolCall;
 use serde_json::{Map, Value, json};
 
+use crate::editor::{self, Kind, Typed};
 use crate::output::Printer;
-use crate::stdio::eout;
 
 /// The extension's name.
 pub(crate) const APPROVER: &str = "cli_approver";
 
-/// The lines of standard input, read by a thread of their own so that waiting for one never
-/// blocks the async runtime and Ctrl-C can always interrupt the wait. The thread ends with the
-/// input; a line read while nobody waited is kept for the next ask.
-fn lines() -> &'static tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>> {
-    static LINES: OnceLock<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>> =
-        OnceLock::new();
-    LINES.get_or_init(|| {
-        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            let stdin = std::io::stdin();
-            loop {
-                let mut line = String::new();
-                match stdin.lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {
-                        let line = line.trim_end_matches(['\n', '\r']).to_owned();
-                        if send.send(line).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        tokio::sync::Mutex::new(receive)
-    })
-}
-
-/// One line from standard input, without its line end; `None` at its end.
-pub(crate) async fn read_line() -> Option<String> {
-    lines().lock().await.recv().await
-}
-
-/// Shows `prompt` (on a terminal) and reads the answer.
+/// Shows `prompt` (at the line editor) and reads the answer: `None` at the input's end. Ctrl-C
+/// on an empty answer interrupts the turn, as the signal does.
 pub(crate) async fn ask(prompt: &str) -> Option<String> {
-    let terminal = std::io::stdin().is_terminal();
-    if terminal {
+    read(prompt, Kind::Answer).await
+}
+
+/// Reads a line of `kind` after `prompt`: `None` at the input's end; Ctrl-C on an empty line
+/// interrupts (the chat leaves, a running turn stops).
+pub(crate) async fn read(prompt: &str, kind: Kind) -> Option<String> {
+    let editing = editor::editing();
+    if editing {
         crate::status::stop();
-        eout!("{prompt}");
-        let _ = std::io::stderr().flush();
     }
-    let answer = read_line().await;
-    if terminal && answer.is_some() {
-        // The Enter that ended the answer moved the cursor to a new line: the status line may
-        // be drawn again (the call the person just allowed is shown running).
-        crate::status::line_ended();
+    match editor::read(prompt, kind).await {
+        Typed::Line(line) => {
+            if editing {
+                // The Enter that ended the answer moved the cursor to a new line: the status
+                // line may be drawn again (the call the person just allowed is shown running).
+                crate::status::line_ended();
+            }
+            Some(line)
+        }
+        Typed::Interrupted => {
+            crate::worker::interrupt();
+            None
+        }
+        Typed::Ended => None,
     }
-    answer
 }
 
 /// Answers the gate's asks at the terminal.

@@ -9,6 +9,7 @@ mod check;
 mod commands;
 mod diff;
 mod doctor;
+mod editor;
 mod elicit;
 mod interact;
 mod live;

@@ -436,7 +436,40 @@ pub(crate) async fn resume(
 
 /// One line from standard input, or `None` at its end or on Ctrl-C.
 async fn prompt_line(prompt: &str) -> Option<String> {
-    interruptible(crate::interact::ask(prompt)).await.flatten()
+    interruptible(crate::interact::read(prompt, crate::editor::Kind::Message))
+        .await
+        .flatten()
+}
+
+/// The chat's own slash commands, for completion.
+const CHAT_COMMANDS: [&str; 11] = [
+    "/help",
+    "/tasks",
+    "/status",
+    "/cost",
+    "/clear",
+    "/show",
+    "/last",
+    "/mode",
+    "/reload-plugins",
+    "/exit",
+    "/quit",
+];
+
+/// Tells the line editor the slash commands (the chat's and the plugins') and the agents.
+async fn completions(host: &AgentHost, task: Option<&TaskId>) {
+    let mut commands: Vec<String> = CHAT_COMMANDS.iter().map(|c| (*c).to_owned()).collect();
+    let target = match task {
+        Some(task) => Some(task.clone()),
+        None => new_task_id().ok(),
+    };
+    if let Some(target) = target
+        && let Ok(listed) = host.runtime.commands(&host.session, &target).await
+    {
+        commands.extend(listed.into_iter().map(|(_, c)| format!("/{}", c.name)));
+    }
+    let agents = host.session.spec.spawnable.clone();
+    crate::editor::set_completions(commands, agents);
 }
 
 const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /status (or /cost) the model, mode, tokens and cost · /clear a new task · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
@@ -465,6 +498,8 @@ pub(crate) async fn chat(
     let mut args = AgentArgs { chat: true, ..args };
     let mut host = AgentHost::open(paths, &args)?;
     host.warn_unoffered_tools(&new_task_id()?).await;
+    crate::editor::keep_history(paths.home.as_deref(), &paths.workspace);
+    completions(&host, task.as_ref()).await;
     eoutln!("noeta chat — {CHAT_HELP}");
     let mut waiting = false;
     if let Some(task) = &task {

@@ -204,20 +204,39 @@ impl Worker {
 /// Waits for SIGTERM or Ctrl-C (SIGINT), whichever comes first: both stop the process the
 /// same way.
 pub(crate) async fn terminate_or_interrupt() {
+    let keyed = keyed_interrupts().notified();
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = keyed => {}
+            }
             return;
         };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
+            () = keyed => {}
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = keyed => {}
+    }
+}
+
+/// Ctrl-C typed at the line editor (which takes it as a key, not a signal).
+fn keyed_interrupts() -> &'static tokio::sync::Notify {
+    static KEYED: std::sync::OnceLock<tokio::sync::Notify> = std::sync::OnceLock::new();
+    KEYED.get_or_init(tokio::sync::Notify::new)
+}
+
+/// Interrupts whatever waits for Ctrl-C now, as the signal would: the line editor's Ctrl-C.
+pub(crate) fn interrupt() {
+    keyed_interrupts().notify_waiters();
 }
 
 /// Sets `stop` on SIGTERM or Ctrl-C.

@@ -23,6 +23,9 @@ mod doctor;
 mod http_api;
 #[path = "all/interrupt.rs"]
 mod interrupt;
+#[cfg(unix)]
+#[path = "all/line_editor.rs"]
+mod line_editor;
 #[path = "all/mcp.rs"]
 mod mcp;
 #[path = "all/mcp_conformance.rs"]

@@ -1,0 +1,178 @@
+//! The chat's line editor in a pseudo-terminal (util-linux `script`), keys typed as a person
+//! types them: arrows edit the line, ↑ brings back the last message, a pasted text of two
+//! lines is one message, Ctrl-C clears a half-typed line and, on an empty one, leaves.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions"
+)]
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use noeta_testkit::cli::{CliEnv, stdout};
+use serde_json::{Value, json};
+
+const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
+
+/// A program in a pseudo-terminal, with what it has shown so far.
+struct Terminal {
+    child: Child,
+    shown: Arc<Mutex<String>>,
+    /// How much of `shown` earlier waits consumed.
+    seen: usize,
+}
+
+impl Terminal {
+    fn start(env: &CliEnv, line: &str) -> Self {
+        let script = Path::new("/usr/bin/script");
+        assert!(
+            script.exists(),
+            "this test needs util-linux `script` (Debian package bsdutils) for a pseudo-terminal"
+        );
+        let mut child = Command::new(script)
+            .args(["-qfec", line, "/dev/null"])
+            .current_dir(&env.workspace)
+            .env("HOME", &env.home)
+            .env("TERM", "xterm-256color")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let shown = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().unwrap();
+        let keep = Arc::clone(&shown);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                keep.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self {
+            child,
+            shown,
+            seen: 0,
+        }
+    }
+
+    /// Waits until `text` is shown after what earlier waits saw.
+    fn wait_for(&mut self, text: &str) {
+        let start = Instant::now();
+        loop {
+            {
+                let shown = self.shown.lock().unwrap();
+                if let Some(at) = shown[self.seen..].find(text) {
+                    self.seen += at + text.len();
+                    return;
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never shown: {text:?}\nshown: {:?}",
+                self.shown.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types `keys` (bytes as a terminal sends them), a little at a time.
+    fn types(&mut self, keys: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(keys.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+const LEFT: &str = "\x1b[D";
+const UP: &str = "\x1b[A";
+const CTRL_C: &str = "\x03";
+
+#[test]
+fn arrows_history_paste_and_ctrl_c_edit_the_chats_line() {
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([
+        { "text": "reply-one" },
+        { "text": "reply-two" },
+        { "text": "reply-three" },
+        { "text": "reply-four" }
+    ]));
+    let mut term = Terminal::start(&env, &format!("{NOETA} chat --provider '{provider}'"));
+    term.wait_for("› ");
+    // A typo mended with ←.
+    term.types("helo");
+    term.types(LEFT);
+    term.types("l\r");
+    term.wait_for("reply-one");
+    term.wait_for("› ");
+    // ↑ brings the last message back to be edited.
+    term.types(UP);
+    term.types(" again\r");
+    term.wait_for("reply-two");
+    term.wait_for("› ");
+    // A pasted text of two lines is one message.
+    term.types("\x1b[200~line one\rline two\x1b[201~");
+    term.types("\r");
+    term.wait_for("reply-three");
+    term.wait_for("› ");
+    // Ctrl-C clears a half-typed line; the chat goes on.
+    term.types("half typed");
+    term.types(CTRL_C);
+    term.types("real\r");
+    term.wait_for("reply-four");
+    term.wait_for("› ");
+    // Ctrl-C on an empty line leaves.
+    term.types(CTRL_C);
+    let status = {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = term.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "Ctrl-C on an empty line did not leave the chat"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert!(status.success(), "{status:?}");
+
+    let events = stdout(&env.run(&["log", "--last", "--json"]));
+    let messages: Vec<String> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "user_message")
+        .map(|e| e["data"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        messages,
+        ["hello", "hello again", "line one\nline two", "real"],
+        "{events}"
+    );
+
+    // The history is the workspace's, under home, the user's alone.
+    let dir = env.home.join(".noeta/history");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let kept = std::fs::read_to_string(files[0].path()).unwrap();
+    assert!(kept.contains("hello again"), "{kept}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = files[0].metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}
