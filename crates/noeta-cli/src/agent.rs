@@ -356,7 +356,10 @@ impl AgentHost {
             ..config(paths, args)?
         })?
         .with_extension(printer.clone())
-        .with_extension(Arc::new(Approver::new(printer.clone())))
+        .with_extension(Arc::new(Approver::new(
+            printer.clone(),
+            crate::approvals::Approvals::load(paths.home.as_deref(), &paths.workspace),
+        )))
         .with_warnings(Arc::new(|text: &str| eoutln!("warning: {text}")));
         let notes = printer.clone();
         let host = host.with_notices(Arc::new(move |text: &str| notes.note(text)));

@@ -5,15 +5,15 @@
 //! read line by line when it is a pipe. Standard input at its end (no terminal, nothing piped:
 //! `</dev/null`, a service) denies an ask at once and leaves a question parked, never hangs.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use noeta_core::extension::{Extension, HookResult, View};
+use noeta_core::extension::{AskAnswer, Extension, HookResult, View};
 use noeta_core::fold::TaskState;
 use noeta_core::model::ToolCall;
 use serde_json::{Map, Value, json};
 
+use crate::approvals::{Approvals, rules_for};
 use crate::editor::{self, Kind, Typed};
 use crate::output::Printer;
 
@@ -53,17 +53,19 @@ pub(crate) async fn read(prompt: &str, kind: Kind) -> Option<String> {
 /// Answers the gate's asks at the terminal.
 pub(crate) struct Approver {
     printer: Arc<Printer>,
-    /// Tools allowed for the rest of this process ("always").
-    always: Mutex<BTreeSet<String>>,
+    /// What "always" answers allowed in this workspace, remembered.
+    approvals: Approvals,
 }
 
 impl Approver {
-    /// An approver printing through `printer`.
-    pub(crate) fn new(printer: Arc<Printer>) -> Self {
-        Self {
-            printer,
-            always: Mutex::new(BTreeSet::new()),
+    /// An approver printing through `printer`, remembering "always" in `approvals`.
+    pub(crate) fn new(printer: Arc<Printer>, approvals: Approvals) -> Self {
+        if let Some(problem) = approvals.problem() {
+            printer.note(&format!(
+                "warning: earlier \"always\" answers are not used: {problem}"
+            ));
         }
+        Self { printer, approvals }
     }
 }
 
@@ -137,13 +139,31 @@ fn what_it_would_do(call: &ToolCall, workspace: Option<&std::path::Path>) -> Str
 }
 
 /// What an answer to a permission ask means: allow, and whether for the rest of the run.
-fn permission(answer: &str) -> Option<(bool, bool)> {
-    match answer.trim().to_lowercase().as_str() {
-        "y" | "yes" => Some((true, false)),
-        "a" | "always" => Some((true, true)),
-        "n" | "no" | "" => Some((false, false)),
-        _ => None,
+/// A person's answer to a permission ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Permission {
+    Yes,
+    Always,
+    /// No, with what they said the model should do instead, if anything.
+    No(Option<String>),
+}
+
+/// Reads an answer: `y`, `a`, `n` (or nothing), or `n` followed by a reason (`n: use the
+/// copy in docs/`, `no, ask first`).
+fn permission(answer: &str) -> Option<Permission> {
+    let trimmed = answer.trim();
+    match trimmed.to_lowercase().as_str() {
+        "y" | "yes" => return Some(Permission::Yes),
+        "a" | "always" => return Some(Permission::Always),
+        "n" | "no" | "" => return Some(Permission::No(None)),
+        _ => {}
     }
+    let lower = trimmed.to_lowercase();
+    let rest = ["no", "n"]
+        .iter()
+        .find_map(|word| lower.strip_prefix(word).map(|_| &trimmed[word.len()..]))?;
+    let reason = rest.strip_prefix([':', ',', ' ', '-'])?.trim();
+    (!reason.is_empty()).then(|| Permission::No(Some(reason.to_owned())))
 }
 
 #[async_trait]
@@ -157,14 +177,9 @@ impl Extension for Approver {
         view: &View<'_>,
         call: &ToolCall,
         asks: &[String],
-    ) -> HookResult<Option<bool>> {
-        if self
-            .always
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&call.name)
-        {
-            return Ok(Some(true));
+    ) -> HookResult<Option<AskAnswer>> {
+        if self.approvals.allows(call) {
+            return Ok(Some(AskAnswer::Allow));
         }
         self.printer.note(&format!(
             "{}\n  {}",
@@ -172,24 +187,37 @@ impl Extension for Approver {
             asks.join("\n  ")
         ));
         self.printer.pause_ticker();
+        let rules = rules_for(call);
         loop {
-            let prompt = format!("  allow? [y]es / [n]o / [a]lways for {}: ", call.name);
+            let prompt = format!(
+                "  allow? [y]es / [n]o (or `n: why`, told to the model) / [a]lways {} here: ",
+                rules.join(", ")
+            );
             let Some(answer) = ask(&prompt).await else {
                 self.printer
                     .note("  no answer (standard input is closed): denied");
-                return Ok(Some(false));
+                return Ok(Some(AskAnswer::Deny(None)));
             };
             match permission(&answer) {
-                Some((allow, always)) => {
-                    if always {
-                        self.always
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .insert(call.name.clone());
+                Some(Permission::Yes) => return Ok(Some(AskAnswer::Allow)),
+                Some(Permission::Always) => {
+                    match self.approvals.remember(&rules) {
+                        Ok(()) => {
+                            if let Some(file) = self.approvals.file() {
+                                self.printer.note(&format!(
+                                    "  remembered for this workspace in {}",
+                                    file.display()
+                                ));
+                            }
+                        }
+                        Err(why) => self
+                            .printer
+                            .note(&format!("  allowed for this chat only; {why}")),
                     }
-                    return Ok(Some(allow));
+                    return Ok(Some(AskAnswer::Allow));
                 }
-                None => self.printer.note("  answer y, n or a"),
+                Some(Permission::No(reason)) => return Ok(Some(AskAnswer::Deny(reason))),
+                None => self.printer.note("  answer y, n (or `n: why`), or a"),
             }
         }
     }
@@ -323,9 +351,18 @@ mod tests {
 
     #[test]
     fn permission_answers() {
-        assert_eq!(permission("Y"), Some((true, false)));
-        assert_eq!(permission("always"), Some((true, true)));
-        assert_eq!(permission(""), Some((false, false)));
+        assert_eq!(permission("Y"), Some(Permission::Yes));
+        assert_eq!(permission("always"), Some(Permission::Always));
+        assert_eq!(permission(""), Some(Permission::No(None)));
+        assert_eq!(
+            permission("n: use the copy in docs/"),
+            Some(Permission::No(Some("use the copy in docs/".to_owned())))
+        );
+        assert_eq!(
+            permission("No, ask me first"),
+            Some(Permission::No(Some("ask me first".to_owned())))
+        );
+        assert_eq!(permission("nope"), None);
         assert_eq!(permission("maybe"), None);
     }
 }

@@ -5,6 +5,7 @@
 mod agent;
 mod agents;
 mod api;
+mod approvals;
 mod check;
 mod commands;
 mod diff;

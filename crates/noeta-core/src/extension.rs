@@ -186,6 +186,34 @@ pub struct CompactAdvice {
     pub instructions: Option<String>,
 }
 
+/// An answer to a call's asks on the user's behalf (`resolve_ask`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskAnswer {
+    /// The call runs.
+    Allow,
+    /// The call is refused; the reason, when the person gave one, reaches the model with the
+    /// refusal (Claude Code's "no, and here is what to do instead").
+    Deny(Option<String>),
+}
+
+impl AskAnswer {
+    /// `allow`, as the plain yes or no it is.
+    pub fn from_bool(allow: bool) -> Self {
+        if allow { Self::Allow } else { Self::Deny(None) }
+    }
+
+    /// The refusal the model reads, for a denial.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Self::Allow => None,
+            Self::Deny(None) => Some("declined on the user's behalf".to_owned()),
+            Self::Deny(Some(reason)) => {
+                Some(format!("the user declined this call and said: {reason}"))
+            }
+        }
+    }
+}
+
 /// A slash command an extension offers to frontends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandSpec {
@@ -451,7 +479,7 @@ pub trait Extension: Send + Sync {
         _view: &View<'_>,
         _call: &ToolCall,
         _asks: &[String],
-    ) -> HookResult<Option<bool>> {
+    ) -> HookResult<Option<AskAnswer>> {
         Ok(None)
     }
 

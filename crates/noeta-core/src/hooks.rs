@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 
 use crate::contrib::Verdict;
 use crate::extension::{
-    CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult,
-    OfferedTool, SpawnRequest, StepSignal, View,
+    AskAnswer, CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError,
+    HookResult, OfferedTool, SpawnRequest, StepSignal, View,
 };
 use crate::fold::{Folder, Reducer, TaskState};
 use crate::model::ToolCall;
@@ -451,7 +451,7 @@ impl<'a> Hooks<'a> {
         view: &View<'_>,
         call: &ToolCall,
         asks: &[String],
-    ) -> Result<Option<bool>, String> {
+    ) -> Result<Option<AskAnswer>, String> {
         for ext in self.0 {
             let result = AssertUnwindSafe(ext.resolve_ask(view, call, asks))
                 .catch_unwind()

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use noeta_core::Verdict;
 use noeta_core::extension::{
-    CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError, HookResult,
-    OfferedTool, SpawnRequest, StepSignal, ToolChanges, View,
+    AskAnswer, CommandReply, CommandSpec, CompactAdvice, ContextPart, Extension, HookError,
+    HookResult, OfferedTool, SpawnRequest, StepSignal, ToolChanges, View,
 };
 use noeta_core::model::ToolCall;
 use noeta_core::model::{ModelReply, ModelRequest};
@@ -376,7 +376,7 @@ impl Extension for ProcessExtension {
         view: &View<'_>,
         call: &ToolCall,
         asks: &[String],
-    ) -> HookResult<Option<bool>> {
+    ) -> HookResult<Option<AskAnswer>> {
         if !self.implements("resolve_ask") {
             return Ok(None);
         }
@@ -387,9 +387,15 @@ impl Extension for ProcessExtension {
                 json!({"tool_call": call_json(call), "asks": asks}),
             )
             .await?;
+        let reason = match answer.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(reason)) => Some(reason.clone()),
+            Some(_) => return Err(self.error("resolve_ask", "`reason` must be a string")),
+        };
         match answer.get("allow") {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(allow)) => Ok(Some(*allow)),
+            Some(Value::Bool(true)) => Ok(Some(AskAnswer::Allow)),
+            Some(Value::Bool(false)) => Ok(Some(AskAnswer::Deny(reason))),
             Some(_) => Err(self.error("resolve_ask", "`allow` must be true, false or null")),
         }
     }

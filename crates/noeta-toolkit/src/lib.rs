@@ -19,5 +19,5 @@ pub mod todos;
 
 pub use fn_tool::{FnTool, ToolFuture};
 pub use hosts::{HostCheck, Refusal, bearer_matches, is_loopback_name, random_hex};
-pub use rule::{PermissionRule, rules_allow};
+pub use rule::{PermissionRule, host_of, rules_allow, split_commands};
 pub use settings::{SettingsError, SettingsTable, TimeUnit, WholeNumber};

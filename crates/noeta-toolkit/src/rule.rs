@@ -189,7 +189,7 @@ fn command_matches(spec: &str, command: &str) -> bool {
 }
 
 /// The commands of a compound shell command, each without leading variable assignments.
-fn split_commands(command: &str) -> Vec<&str> {
+pub fn split_commands(command: &str) -> Vec<&str> {
     command
         .split(['\n', ';', '|', '&'])
         .map(str::trim)
@@ -221,7 +221,7 @@ fn path_matches(spec: &str, path: &str, workspace: &str) -> bool {
 }
 
 /// The host of an `http(s)` URL.
-fn host_of(url: &str) -> Option<&str> {
+pub fn host_of(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = authority.rsplit('@').next()?;

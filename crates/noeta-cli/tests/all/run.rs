@@ -1363,3 +1363,49 @@ fn tasks_recorded_before_the_typed_task_run_still_answer_resume_and_list() {
         text(&answer.stderr)
     );
 }
+
+/// A permission ask answered `n: …` tells the model why; `a` remembers a rule for the
+/// workspace, so the next run's same kind of command runs without asking.
+#[test]
+fn no_with_a_reason_reaches_the_model_and_always_is_remembered_for_the_workspace() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    let turns = json!([
+        { "calls": [{ "name": "Bash", "input": { "command": "git status --short" } }] },
+        { "text": "done" }
+    ]);
+    let provider = env.script(turns.clone());
+    let out = env.run_with(
+        &["run", "--provider", &provider, "look"],
+        Some("n: use git diff instead\n"),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let task = task_of(&out);
+    let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
+    assert!(
+        log.contains("the user declined this call and said: use git diff instead"),
+        "{log}"
+    );
+
+    let provider = env.script(turns.clone());
+    let out = env.run_with(&["run", "--provider", &provider, "look"], Some("a\n"), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("remembered for this workspace in"), "{err}");
+    let kept = std::fs::read_to_string(env.home.join(".noeta/approvals.json")).unwrap();
+    assert!(kept.contains("Bash(git status:*)"), "{kept}");
+
+    // The next run asks nothing (its standard input is closed: an ask would be denied).
+    let provider = env.script(turns);
+    let out = env.run_with(&["run", "--provider", &provider, "look"], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("allow this call"),
+        "{}",
+        text(&out.stderr)
+    );
+    let task = task_of(&out);
+    let log = text(&env.run_with(&["log", &task, "--json"], None, &[]).stdout);
+    assert!(log.contains("\"kind\":\"call_finished\""), "{log}");
+    assert!(!log.contains("\"outcome\":\"denied\""), "{log}");
+}

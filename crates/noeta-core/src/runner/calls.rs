@@ -241,10 +241,10 @@ impl Claim<'_> {
                         self.write_unwritten().await?;
                         let view = self.view().with_tools(&offer.tools);
                         let gated = match self.hooks().resolve_ask(&view, &asked, &asks).await {
-                            Ok(Some(true)) => Gate::Allow(asked),
-                            Ok(Some(false)) => {
-                                Gate::Deny("declined on the user's behalf".to_owned())
-                            }
+                            Ok(Some(answer)) => match answer.refusal() {
+                                None => Gate::Allow(asked),
+                                Some(refusal) => Gate::Deny(refusal),
+                            },
                             Ok(None) => Gate::Ask(asked, asks),
                             Err(reason) => Gate::Deny(reason),
                         };

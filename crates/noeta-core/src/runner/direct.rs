@@ -150,8 +150,7 @@ impl Claim<'_> {
                 Gate::Deny(reason) => Err(reason),
                 Gate::Ask(asked, asks) => {
                     match self.hooks().resolve_ask(&view, &asked, &asks).await {
-                        Ok(Some(true)) => Ok(asked),
-                        Ok(Some(false)) => Err("declined on the user's behalf".to_owned()),
+                        Ok(Some(answer)) => answer.refusal().map_or(Ok(asked), Err),
                         Ok(None) => Err(refusal(&asks)),
                         Err(reason) => Err(reason),
                     }

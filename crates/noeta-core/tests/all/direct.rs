@@ -71,8 +71,8 @@ impl Extension for Desk {
         _v: &View<'_>,
         _c: &ToolCall,
         _asks: &[String],
-    ) -> HookResult<Option<bool>> {
-        Ok(self.answer)
+    ) -> HookResult<Option<noeta_core::extension::AskAnswer>> {
+        Ok(self.answer.map(noeta_core::extension::AskAnswer::from_bool))
     }
 }
 

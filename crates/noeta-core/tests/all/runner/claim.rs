@@ -169,10 +169,10 @@ fn a_reply_is_written_before_a_person_is_asked() {
             v: &View<'_>,
             _c: &ToolCall,
             _asks: &[String],
-        ) -> HookResult<Option<bool>> {
+        ) -> HookResult<Option<noeta_core::extension::AskAnswer>> {
             let events = self.0.read(v.task_id(), 0).await.unwrap();
             *self.1.lock().unwrap() = events.iter().map(|e| e.record.kind.clone()).collect();
-            Ok(Some(true))
+            Ok(Some(noeta_core::extension::AskAnswer::Allow))
         }
     }
     let h = Harness::new();

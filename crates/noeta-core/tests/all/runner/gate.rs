@@ -172,8 +172,10 @@ fn resolve_ask_may_answer_for_the_user() {
             _v: &View<'_>,
             _c: &ToolCall,
             asks: &[String],
-        ) -> HookResult<Option<bool>> {
-            Ok(Some(asks == ["ok?"]))
+        ) -> HookResult<Option<noeta_core::extension::AskAnswer>> {
+            Ok(Some(noeta_core::extension::AskAnswer::from_bool(
+                asks == ["ok?"],
+            )))
         }
     }
     let (_h, rt, s, t, tool) = gate_run(vec![
@@ -191,6 +193,43 @@ fn resolve_ask_may_answer_for_the_user() {
         RunOutcome::Ended { .. }
     ));
     assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_person_s_reason_for_declining_reaches_the_model_with_the_refusal() {
+    struct Person;
+    #[async_trait]
+    impl Extension for Person {
+        fn name(&self) -> &str {
+            "person"
+        }
+        async fn resolve_ask(
+            &self,
+            _v: &View<'_>,
+            _c: &ToolCall,
+            _asks: &[String],
+        ) -> HookResult<Option<noeta_core::extension::AskAnswer>> {
+            Ok(Some(noeta_core::extension::AskAnswer::Deny(Some(
+                "edit the copy in docs/ instead".into(),
+            ))))
+        }
+    }
+    let (_h, rt, s, t, tool) = gate_run(vec![
+        says(
+            "asker",
+            Some(Verdict::Ask {
+                reason: "ok?".into(),
+                firm: false,
+            }),
+        ),
+        Arc::new(Person),
+    ]);
+    block_on(rt.run(&s, &t)).unwrap();
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        result_text(&rt, &s, &t),
+        "the user declined this call and said: edit the copy in docs/ instead"
+    );
 }
 
 #[test]
