@@ -32,7 +32,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use noeta_core::canonical::Digest;
-use noeta_core::extension::{CompactAdvice, Extension, HookError, StepSignal, View};
+use noeta_core::extension::{
+    CommandReply, CommandSpec, CompactAdvice, Extension, HookError, StepSignal, View,
+};
 use noeta_core::model::ModelRequest;
 use noeta_core::model::{Message, Role};
 use noeta_core::records::ERASED_KIND;
@@ -409,7 +411,7 @@ impl Compaction {
     }
 
     /// Compacts for a request of `estimate` tokens; `None` when nothing can be (or may be) cut.
-    async fn compact(
+    pub(crate) async fn compact(
         &self,
         view: &View<'_>,
         state: &CompactionState,
@@ -611,6 +613,19 @@ impl Extension for Compaction {
             )
             .await?;
         Ok(made.is_some())
+    }
+
+    fn commands(&self, _view: &View<'_>) -> Result<Vec<CommandSpec>, HookError> {
+        Ok(vec![crate::compact_now::spec()])
+    }
+
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        _args: &str,
+    ) -> Result<CommandReply, HookError> {
+        crate::compact_now::run(self, view, name).await
     }
 
     fn reduce(&self, state: &mut Value, kind: &str, data: &Value) -> Result<(), String> {

@@ -12,6 +12,7 @@
 //!   agent whose settings give a schema.
 //! - `search.rs`: the `tool_search` extension and `ToolSearch`.
 
+mod compact_now;
 mod compaction;
 mod policy;
 mod recall;

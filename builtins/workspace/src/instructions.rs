@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use async_trait::async_trait;
 use noeta_core::ToolOutput;
-use noeta_core::extension::{ContextPart, Extension, HookResult, View};
+use noeta_core::extension::{CommandReply, CommandSpec, ContextPart, Extension, HookResult, View};
 use noeta_core::model::ToolCall;
 use noeta_core::records::ERASED_KIND;
 use serde::{Deserialize, Serialize};
@@ -262,6 +262,19 @@ fn dirs_down_to(root: &Path, dir: &Path) -> Vec<String> {
 impl Extension for Instructions {
     fn name(&self) -> &str {
         EXTENSION
+    }
+
+    fn commands(&self, _view: &View<'_>) -> HookResult<Vec<CommandSpec>> {
+        Ok(vec![crate::init::spec()])
+    }
+
+    async fn run_command(
+        &self,
+        view: &View<'_>,
+        name: &str,
+        args: &str,
+    ) -> HookResult<CommandReply> {
+        crate::init::run(view, name, args)
     }
 
     async fn on_start(&self, view: &View<'_>) -> HookResult<()> {

@@ -15,6 +15,7 @@
 //! environment they add nothing.
 
 mod environment;
+mod init;
 mod instructions;
 mod settings;
 

@@ -341,6 +341,12 @@ impl AgentHost {
         Ok((reloaded, restart))
     }
 
+    /// `/model NAME`: the agent rebuilt over the same store on the model `args` name (opened
+    /// afresh: the provider, its key and the alias table as for a new run).
+    pub(crate) fn with_model(&self, paths: &HostPaths, args: &AgentArgs) -> Result<Self> {
+        Self::open_over(paths, args, Some(self.stores.clone()), None)
+    }
+
     fn open_over(
         paths: &HostPaths,
         args: &AgentArgs,

@@ -6,6 +6,7 @@ mod agent;
 mod agents;
 mod api;
 mod approvals;
+mod chat_commands;
 mod check;
 mod commands;
 mod diff;

@@ -472,7 +472,7 @@ async fn completions(host: &AgentHost, task: Option<&TaskId>) {
     crate::editor::set_completions(commands, agents);
 }
 
-const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /status (or /cost) the model, mode, tokens and cost · /clear a new task · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
+const CHAT_HELP: &str = "/help this list · /tasks the tasks in this store · /status (or /cost) the model, mode, tokens and cost · /model [NAME] show or switch the model · /diff what this task changed · /compact summarise the conversation now · /init write NOETA.md · /clear a new task · /show N a tool result in full (/last the latest) · /reload-plugins load plugins and settings again · /<command> [args] a plugin's command · /exit (or Ctrl-D) leave";
 
 /// `noeta chat`: one task, many turns.
 pub(crate) async fn chat(
@@ -563,6 +563,14 @@ pub(crate) async fn chat(
                         eoutln!("error: {err:#}");
                     }
                 }
+                "diff" => {
+                    if let Err(err) =
+                        crate::chat_commands::diff(&host, task.as_ref(), &paths.workspace).await
+                    {
+                        eoutln!("error: {err:#}");
+                    }
+                }
+                "model" => crate::chat_commands::model(&mut host, &mut args, paths, rest),
                 "clear" => match task.take() {
                     Some(done) => eoutln!(
                         "a new task starts with your next message; task {done} stays in the \

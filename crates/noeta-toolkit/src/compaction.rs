@@ -30,6 +30,8 @@ pub enum Trigger {
     Threshold,
     /// The provider refused the request as too long.
     Overflow,
+    /// A person asked for it (`/compact`).
+    Requested,
 }
 
 /// The payload of a `compacted` record.

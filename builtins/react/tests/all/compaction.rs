@@ -657,3 +657,46 @@ fn another_policy_replaces_the_loop_and_its_hooks() {
             .all(|e| e.name() != noeta_builtin_react::LOOP)
     );
 }
+
+#[test]
+fn compact_summarises_now_at_the_persons_word_and_the_next_reply_starts_from_it() {
+    // A big window: nothing would compact by itself.
+    let (rt, capture) = runtime(
+        200_000,
+        json!([big(1), big(2), big(3), { "text": "collected" }, { "text": "still here" }]),
+        json!(["SUMMARY BY REQUEST"]),
+    );
+    let s = session(Helper::default());
+    let (outcome, state) = run(&rt, &s, "asked", GOAL);
+    assert!(matches!(outcome, RunOutcome::Ended { .. }), "{outcome:?}");
+    assert_eq!(compaction::read(&state).count, 0);
+    let t = TaskId::new("asked").unwrap();
+    let listed = block_on(rt.commands(&s, &t)).unwrap();
+    assert!(
+        listed.iter().any(|(_, c)| c.name == "compact"),
+        "{listed:?}"
+    );
+
+    let reply = block_on(rt.run_command(&s, &t, "compact", "")).unwrap();
+    assert!(reply.text().starts_with("compacted: "), "{}", reply.text());
+    let state = block_on(rt.load(&s, &t)).unwrap();
+    let current = compaction::read(&state).current.unwrap();
+    assert_eq!(current.trigger, Trigger::Requested);
+    assert_eq!(current.summary, "SUMMARY BY REQUEST");
+    // Right after, there is nothing left to compact.
+    let again = block_on(rt.run_command(&s, &t, "compact", "")).unwrap();
+    assert_eq!(
+        again.text(),
+        "nothing to compact yet: the conversation is all recent"
+    );
+
+    // The next reply's request starts from the summary.
+    block_on(rt.send(&s, &t, "and now?")).unwrap();
+    block_on(rt.run(&s, &t)).unwrap();
+    let last = capture.steps().last().cloned().unwrap();
+    assert!(
+        last.messages[0].text.contains("SUMMARY BY REQUEST"),
+        "{:?}",
+        last.messages[0].text
+    );
+}

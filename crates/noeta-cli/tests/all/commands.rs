@@ -435,3 +435,120 @@ fn chat_mode_before_the_first_message_sets_the_mode_the_first_task_starts_in() {
     assert!(err.contains("permission mode plan\n"), "{err}");
     assert_eq!(stdout(&out).trim_end(), "planned");
 }
+
+/// `/init` sends the exploration prompt (mentioning an instruction file already there), and
+/// the agent's `Write` makes `NOETA.md`, which the next run reads as its instructions.
+#[test]
+fn init_has_the_agent_explore_and_write_noeta_md() {
+    let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
+    env.write("CLAUDE.md", "Run `make test`.\n");
+    let provider = env.script(json!([
+        { "calls": [{ "name": "Write", "input": {
+            "file_path": "NOETA.md",
+            "content": "# Working here\n\n- Test: `make test`\n"
+        } }] },
+        { "text": "NOETA.md written." }
+    ]));
+    let out = env.run(&[
+        "run",
+        "--provider",
+        &provider,
+        "--permission-mode",
+        "acceptEdits",
+        "/init the test commands",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written = std::fs::read_to_string(env.workspace.join("NOETA.md")).unwrap();
+    assert!(written.contains("make test"), "{written}");
+    let task: Value = serde_json::from_str(
+        stdout(&env.run(&["tasks", "--json"]))
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    let log = stdout(&env.run(&["log", task["id"].as_str().unwrap(), "--json"]));
+    assert!(
+        log.contains("write a file named NOETA.md at its root"),
+        "{log}"
+    );
+    assert!(log.contains("CLAUDE.md exists: read it first"), "{log}");
+    assert!(log.contains("pay attention to: the test commands"), "{log}");
+}
+
+/// Chat's `/model` shows and switches the model, `/diff` shows what the task's writes changed
+/// (against git's HEAD in a repository, a new file as all added), and `/compact` summarises the
+/// conversation now.
+#[test]
+fn chat_model_diff_and_compact() {
+    let env = CliEnv::new(NOETA);
+    env.write("notes.txt", "alpha\nbeta\n");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&env.workspace)
+            .env("HOME", &env.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "add",
+        "notes.txt",
+    ]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "notes",
+    ]);
+    let provider = env.script_file(json!({
+        "turns": [
+            { "calls": [{ "name": "Read", "input": { "file_path": "notes.txt" } }] },
+            { "calls": [
+                { "name": "Edit", "input": { "file_path": "notes.txt", "old_string": "beta", "new_string": "BETA" } },
+                { "name": "Write", "input": { "file_path": "new.txt", "content": "one\n" } }
+            ] },
+            { "text": "edited" },
+            { "text": "after the summary" }
+        ],
+        "auxiliary": ["THE SUMMARY"]
+    }));
+    let out = env.run_with(
+        &[
+            "chat",
+            "--provider",
+            &provider,
+            "--permission-mode",
+            "acceptEdits",
+        ],
+        Some("/diff\n/model\nedit the notes\n/diff\n/compact\n/model no-such-model-here\nmore\n/exit\n"),
+        &[("NO_COLOR", "1")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let all = format!("{}{err}", stdout(&out));
+    assert!(
+        err.contains("no task yet: your next message starts one"),
+        "{err}"
+    );
+    assert!(err.contains("model: scripted · "), "{err}");
+    assert!(all.contains("-beta\n+BETA"), "{all}");
+    assert!(all.contains("+++ b/new.txt"), "{all}");
+    assert!(all.contains("+++ b/notes.txt"), "{all}");
+    assert!(all.contains("+one"), "{all}");
+    assert!(all.contains("compacted: the conversation's first"), "{all}");
+    assert!(
+        stdout(&out).contains("after the summary"),
+        "{}",
+        stdout(&out)
+    );
+}
