@@ -69,6 +69,37 @@ impl Approver {
     }
 }
 
+/// Lines of an ask shown past which it goes through the pager (at a terminal).
+const PAGE_PAST: usize = 30;
+
+/// Shows `text` through the person's pager — `$PAGER` (run by the shell, as git does), else
+/// `less -RFX` (colour kept, gone at once when it fits the screen, the text left on screen) —
+/// and waits for it to close; `false` when no pager could be started (the text is then
+/// shown plainly).
+fn page(text: &str) -> bool {
+    use std::io::Write as _;
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -RFX".to_owned());
+    let started = std::process::Command::new("sh")
+        .args(["-c", &pager])
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = started else {
+        return false;
+    };
+    if let Some(mut input) = child.stdin.take() {
+        // Colour as the terminal shows it (`NO_COLOR` strips it).
+        let shown = match anstream::AutoStream::choice(&std::io::stderr()) {
+            anstream::ColorChoice::Never => anstream::adapter::strip_str(text).to_string(),
+            _ => text.to_owned(),
+        };
+        let _ = input.write_all(shown.as_bytes());
+    }
+    child.wait().is_ok_and(|status| status.success())
+}
+
 /// The diff lines an ask shows at most.
 const ASK_DIFF_LINES: usize = 200;
 
@@ -181,12 +212,16 @@ impl Extension for Approver {
         if self.approvals.allows(call) {
             return Ok(Some(AskAnswer::Allow));
         }
-        self.printer.note(&format!(
+        let shown = format!(
             "{}\n  {}",
             what_it_would_do(call, view.workspace()),
             asks.join("\n  ")
-        ));
+        );
         self.printer.pause_ticker();
+        // A change longer than a screenful is paged at a terminal, so its start is read too.
+        if !(editor::editing() && shown.lines().count() > PAGE_PAST && page(&shown)) {
+            self.printer.note(&shown);
+        }
         let rules = rules_for(call);
         loop {
             let prompt = format!(

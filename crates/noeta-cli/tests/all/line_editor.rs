@@ -1,6 +1,7 @@
-//! The chat's line editor in a pseudo-terminal (util-linux `script`), keys typed as a person
-//! types them: arrows edit the line, ↑ brings back the last message, a pasted text of two
-//! lines is one message, Ctrl-C clears a half-typed line and, on an empty one, leaves.
+//! The terminal's input in a pseudo-terminal (util-linux `script`), keys typed as a person
+//! types them: in chat, arrows edit the line, ↑ brings back the last message, a pasted text of
+//! two lines is one message, Ctrl-C clears a half-typed line and, on an empty one, leaves; a
+//! `Write` ask shows the file's diff before the answer, paged when it is long.
 
 #![allow(
     clippy::unwrap_used,
@@ -29,6 +30,10 @@ struct Terminal {
 
 impl Terminal {
     fn start(env: &CliEnv, line: &str) -> Self {
+        Self::start_with(env, line, &[])
+    }
+
+    fn start_with(env: &CliEnv, line: &str, vars: &[(&str, &str)]) -> Self {
         let script = Path::new("/usr/bin/script");
         assert!(
             script.exists(),
@@ -41,6 +46,7 @@ impl Terminal {
             .env("TERM", "xterm-256color")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
+            .envs(vars.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -175,4 +181,39 @@ fn arrows_history_paste_and_ctrl_c_edit_the_chats_line() {
         let mode = files[0].metadata().unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
+}
+
+#[test]
+fn a_write_ask_shows_the_diff_before_the_answer_and_pages_a_long_one() {
+    let env = CliEnv::new(NOETA);
+    let long: String = (1..=60).map(|n| format!("line {n}\n")).collect();
+    let provider = env.script(json!([
+        { "calls": [{ "name": "Write", "input": { "file_path": "short.txt", "content": "one\nTWO\n" } }] },
+        { "calls": [{ "name": "Write", "input": { "file_path": "long.txt", "content": long } }] },
+        { "text": "written" }
+    ]));
+    let line = format!("{NOETA} run --store memory: --provider '{provider}' 'write them'");
+    let mut term = Terminal::start_with(&env, &line, &[("PAGER", "sed 's/^/paged: /'")]);
+    // The short change is shown as it is, before the question.
+    term.wait_for("+one");
+    term.wait_for("+TWO");
+    term.wait_for("allow?");
+    assert!(
+        !term.shown.lock().unwrap()[..term.seen].contains("paged: "),
+        "a short change is not paged"
+    );
+    term.types("y\r");
+    // The long one goes through the pager first.
+    term.wait_for("paged: ");
+    term.wait_for("+line 60");
+    term.wait_for("allow?");
+    term.types("y\r");
+    term.wait_for("written");
+    let status = term.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("short.txt")).unwrap(),
+        "one\nTWO\n"
+    );
+    assert!(env.workspace.join("long.txt").exists());
 }
