@@ -16,4 +16,5 @@ pub mod http;
 pub mod npm;
 pub mod pg;
 pub mod pypi;
+pub mod reap;
 pub mod serve;

@@ -496,12 +496,13 @@ fn a_server_without_any_api_key_accepts_tasks_that_a_worker_then_runs() {
     );
 
     // A worker process on the same store runs it with the recorded scripted model.
-    let mut worker = env
-        .command(&["worker", "--store", "sqlite:api.db", "-n", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut worker = noeta_testkit::reap::Reaped::new(
+        env.command(&["worker", "--store", "sqlite:api.db", "-n", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let row = wait_status(&server, &task, "turn ended");
     let _ = worker.kill();
     let _ = worker.wait();

@@ -11,7 +11,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ const NOETA: &str = env!("CARGO_BIN_EXE_noeta");
 
 /// A program in a pseudo-terminal, with what it has shown so far.
 struct Terminal {
-    child: Child,
+    child: noeta_testkit::reap::Reaped,
     shown: Arc<Mutex<String>>,
     /// How much of `shown` earlier waits consumed.
     seen: usize,
@@ -67,7 +67,7 @@ impl Terminal {
             }
         });
         Self {
-            child,
+            child: noeta_testkit::reap::Reaped::new(child),
             shown,
             seen: 0,
         }

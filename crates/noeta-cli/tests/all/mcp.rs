@@ -226,13 +226,14 @@ fn a_task_killed_mid_call_resumes_with_the_same_tool_names_and_runs_a_read_only_
         "mcp__everything__trigger-long-running-operation",
         json!({ "duration": 3, "steps": 3 }),
     );
-    let mut child = env
-        .command(&["run", "--provider", &provider, "take a while"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = noeta_testkit::reap::Reaped::new(
+        env.command(&["run", "--provider", &provider, "take a while"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Killed once the call is recorded as started (and before it can end). The deadline is
     // generous: under a loaded machine the server's start alone can take many seconds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);

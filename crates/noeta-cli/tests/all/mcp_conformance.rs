@@ -301,13 +301,14 @@ fn the_server_scenarios_that_apply_pass_against_mcp_serve() {
     use std::io::BufRead as _;
     let (node, script) = noeta_testkit::npm::conformance();
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    let mut server = env
-        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = noeta_testkit::reap::Reaped::new(
+        env.command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
     let url = loop {
         let line = lines

@@ -189,13 +189,14 @@ fn a_named_agent_serves_every_tool_and_tools_picks_some() {
 fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
     let env = CliEnv::new(NOETA);
     env.write("notes.txt", "over http\n");
-    let mut server = env
-        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = noeta_testkit::reap::Reaped::new(
+        env.command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
     let url = loop {
         let line = lines

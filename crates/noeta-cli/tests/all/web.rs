@@ -543,13 +543,14 @@ async fn noeta_open_web_prints_the_pages_address_first_and_the_page_starts_a_tas
     let env = CliEnv::new(NOETA);
     // The usual port, when nothing else holds it.
     let usual_free = std::net::TcpListener::bind("127.0.0.1:7878").is_ok();
-    let mut child = env
-        .command(&["open", "web", "--workers", "0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(env.root().join("open.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = noeta_testkit::reap::Reaped::new(
+        env.command(&["open", "web", "--workers", "0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(env.root().join("open.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let page_url = lines.next().unwrap().unwrap();
     let api = lines.next().unwrap().unwrap();
@@ -564,13 +565,14 @@ async fn noeta_open_web_prints_the_pages_address_first_and_the_page_starts_a_tas
         assert!(page_url.starts_with("http://127.0.0.1:7878/"), "{page_url}");
     }
     // A second page opened while the first holds the port gets a free one, and says so.
-    let mut second = env
-        .command(&["open", "web", "--workers", "0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut second = noeta_testkit::reap::Reaped::new(
+        env.command(&["open", "web", "--workers", "0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let second_page = std::io::BufReader::new(second.stdout.take().unwrap())
         .lines()
         .next()

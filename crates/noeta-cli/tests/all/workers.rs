@@ -11,6 +11,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Stdio};
+
+use noeta_testkit::reap::Reaped;
 use std::time::{Duration, Instant};
 
 use noeta_testkit::cli::{CliEnv, stderr, stdout};
@@ -60,14 +62,16 @@ fn submit(env: &CliEnv, store: &str, provider: &str, goal: &str, mode: &str) -> 
     id
 }
 
-fn worker(env: &CliEnv, store: &str, slots: &str, log: &str) -> Child {
+fn worker(env: &CliEnv, store: &str, slots: &str, log: &str) -> Reaped {
     let file = std::fs::File::create(env.root().join(log)).unwrap();
-    env.command(&["worker", "--store", store, "-n", slots, "--lease-secs", "3"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .unwrap()
+    Reaped::new(
+        env.command(&["worker", "--store", store, "-n", slots, "--lease-secs", "3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn listed(env: &CliEnv, store: &str) -> Vec<Value> {
@@ -146,7 +150,7 @@ fn three_workers_on_postgres_run_300_tasks_with_children_through_a_sigkill() {
         })
         .collect();
     assert_eq!(ids.len(), 300);
-    let mut workers: Vec<Child> = (0..3)
+    let mut workers: Vec<Reaped> = (0..3)
         .map(|n| worker(&env, &url, "4", &format!("worker{n}.log")))
         .collect();
 
@@ -259,7 +263,7 @@ fn two_workers_share_a_sqlite_store_and_an_answered_ask_goes_back_to_the_queue()
         .collect();
     // One task in the default mode: its command waits for a person.
     let asking = submit(&env, store, &provider, "ask first", "default");
-    let mut workers: Vec<Child> = (0..2)
+    let mut workers: Vec<Reaped> = (0..2)
         .map(|n| worker(&env, store, "2", &format!("worker{n}.log")))
         .collect();
     wait_for(&env, store, &ids, "turn ended", Duration::from_secs(60));
