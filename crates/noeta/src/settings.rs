@@ -341,7 +341,7 @@ impl Settings {
                     });
                 }
                 _ => {
-                    return Err(match misplaced(key) {
+                    return Err(match misplaced(key).filter(|_| !value.is_table()) {
                         Some(plugin) => SettingsError::MisplacedKey {
                             file: origin.to_owned(),
                             key: key.clone(),
