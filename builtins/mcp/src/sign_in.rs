@@ -372,14 +372,20 @@ mod tests {
         reply.lines().next().unwrap_or_default().to_owned()
     }
 
-    #[tokio::test]
-    async fn only_the_redirect_with_this_sign_ins_state_is_taken() {
+    /// A listener waiting for the redirect of a sign-in with state `s1`, and its port.
+    async fn waiting() -> (tokio::task::JoinHandle<Result<String, String>>, u16) {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
         let port = listener.local_addr().unwrap().port();
         let waiting =
             tokio::spawn(async move { redirected(&listener, "https://a.example/mcp", "s1").await });
+        (waiting, port)
+    }
+
+    #[tokio::test]
+    async fn only_the_redirect_with_this_sign_ins_state_is_taken() {
+        let (waiting, port) = waiting().await;
         assert!(get(port, "/favicon.ico").await.contains("404"));
         assert!(
             get(port, "/callback?code=forged&state=other")
@@ -392,12 +398,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusal_in_the_redirect_fails_the_sign_in_in_the_servers_words() {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let waiting =
-            tokio::spawn(async move { redirected(&listener, "https://a.example/mcp", "s1").await });
+        let (waiting, port) = waiting().await;
         get(
             port,
             "/callback?error=access_denied&error_description=the+person+said+no&state=s1",

@@ -203,6 +203,42 @@ pub fn serve_with(
     }
 }
 
+/// `noeta mcp serve --http` in `env` on a free loopback port: the process (stopped when
+/// dropped) and the endpoint's URL, read from the line it prints on standard error.
+///
+/// # Panics
+/// When it does not start or never says where it listens.
+pub fn mcp_serve_http(env: &crate::cli::CliEnv) -> (crate::reap::Reaped, String) {
+    let mut server = crate::reap::Reaped::new(
+        env.command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("noeta mcp serve does not start: {e}")),
+    );
+    let stderr = server
+        .stderr
+        .take()
+        .unwrap_or_else(|| panic!("its standard error is piped"));
+    let mut lines = BufReader::new(stderr).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap_or_else(|e| panic!("its standard error: {e}"));
+        if let Some(at) = line.find("http://") {
+            let url = line[at..]
+                .split([';', ' '])
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            // The rest of its standard error is read on, so its writes never meet a closed pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            return (server, url);
+        }
+    }
+    panic!("noeta mcp serve ended without saying where it listens")
+}
+
 /// The Chromium on `PATH` (`chromium`, `chromium-browser` or `google-chrome`).
 pub fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

@@ -298,32 +298,9 @@ fn bearing_proxy(upstream: String, token: String) -> String {
 
 #[test]
 fn the_server_scenarios_that_apply_pass_against_mcp_serve() {
-    use std::io::BufRead as _;
     let (node, script) = noeta_testkit::npm::conformance();
     let env = CliEnv::new(env!("CARGO_BIN_EXE_noeta"));
-    let mut server = noeta_testkit::reap::Reaped::new(
-        env.command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..]
-                .split([';', ' '])
-                .next()
-                .unwrap()
-                .trim()
-                .to_owned();
-        }
-    };
+    let (mut server, url) = noeta_testkit::serve::mcp_serve_http(&env);
     let upstream = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")

@@ -9,9 +9,8 @@
     reason = "test helpers outside #[test] functions"
 )]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use noeta_testkit::cli::{CliEnv, stderr, stdout};
 use serde_json::{Value, json};
@@ -189,29 +188,7 @@ fn a_named_agent_serves_every_tool_and_tools_picks_some() {
 fn a_client_calls_over_streamable_http_and_ctrl_c_stops_the_server() {
     let env = CliEnv::new(NOETA);
     env.write("notes.txt", "over http\n");
-    let mut server = noeta_testkit::reap::Reaped::new(
-        env.command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..]
-                .split([';', ' '])
-                .next()
-                .unwrap()
-                .trim()
-                .to_owned();
-        }
-    };
+    let (mut server, url) = noeta_testkit::serve::mcp_serve_http(&env);
     assert!(url.ends_with("/mcp"), "{url}");
     let token = noeta_testkit::serve::kept_token(&env).expect("a token in ~/.noeta/serve-token");
     let calls =
