@@ -16,6 +16,7 @@
 //! A plugin's in-process server (the `mcp_server` surface) goes through the same client over an
 //! in-memory transport: [`in_process_server`] (`in_process.rs`) makes the contribution's value.
 
+mod connect;
 mod elicit;
 mod http;
 mod hub;
