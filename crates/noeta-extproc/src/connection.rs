@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+/// How long a write that found the program gone waits for its reader to say how it ended.
+const GONE_WAIT: Duration = Duration::from_millis(500);
+
 use futures::StreamExt;
 use futures::channel::mpsc as async_mpsc;
 use serde_json::{Value, json};
@@ -153,7 +156,20 @@ impl Shared {
         };
         pipe.write_all(line.as_bytes())
             .and_then(|()| pipe.flush())
-            .map_err(|err| format!("writing to it failed: {err}"))
+            .map_err(|err| {
+                // A program that is gone is told by how it ended (its exit status, what it
+                // wrote to stderr), which its reader records as soon as its output closes.
+                if err.kind() == std::io::ErrorKind::BrokenPipe {
+                    let deadline = std::time::Instant::now() + GONE_WAIT;
+                    while std::time::Instant::now() < deadline {
+                        if let Some(reason) = self.broken_reason() {
+                            return reason;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                format!("writing to it failed: {err}")
+            })
     }
 
     /// The reader thread's loop: route every line until the program's output ends.

@@ -573,11 +573,11 @@ async fn noeta_open_web_prints_the_pages_address_first_and_the_page_starts_a_tas
             .spawn()
             .unwrap(),
     );
-    let second_page = std::io::BufReader::new(second.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
+    // Both its lines are read, and its output kept open while it runs.
+    let mut second_out = std::io::BufReader::new(second.stdout.take().unwrap()).lines();
+    let second_page = second_out.next().unwrap().unwrap();
+    let second_api = second_out.next().unwrap().unwrap();
+    assert!(second_api.ends_with("/v1/"), "{second_api}");
     let port = |url: &str| {
         url.split(':')
             .nth(2)
