@@ -225,6 +225,9 @@ fn editor() -> rustyline::Result<Editor<Helper, FileHistory>> {
         .history_ignore_space(true)
         .completion_type(rustyline::CompletionType::List)
         .bracketed_paste(true)
+        // The prompt, the echo and the editing go to the terminal itself, so standard output
+        // (`noeta chat > replies.txt`) holds the replies alone.
+        .behavior(rustyline::Behavior::PreferTerm)
         .build();
     let mut editor = Editor::with_config(config)?;
     editor.set_helper(Some(Helper {

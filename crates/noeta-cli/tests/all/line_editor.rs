@@ -217,3 +217,26 @@ fn a_write_ask_shows_the_diff_before_the_answer_and_pages_a_long_one() {
     );
     assert!(env.workspace.join("long.txt").exists());
 }
+
+/// With standard output sent to a file, the prompt and the editing stay on the terminal: the
+/// file holds the replies alone.
+#[test]
+fn the_editor_writes_to_the_terminal_not_to_standard_output() {
+    let env = CliEnv::new(NOETA);
+    let provider = env.script(json!([{ "text": "reply-one" }]));
+    let out = env.root().join("replies.txt");
+    let mut term = Terminal::start(
+        &env,
+        &format!(
+            "{NOETA} chat --store memory: --provider '{provider}' > '{}'",
+            out.display()
+        ),
+    );
+    term.wait_for("› ");
+    term.types("hello\r");
+    term.wait_for("› ");
+    term.types("\x04");
+    let status = term.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "reply-one\n");
+}
