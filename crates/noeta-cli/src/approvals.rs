@@ -15,9 +15,9 @@ use serde_json::Value;
 
 /// Programs whose first argument is a subcommand that says what they do (`git diff`, `cargo
 /// test`): a rule for them keeps the subcommand.
-const WITH_SUBCOMMANDS: [&str; 16] = [
+const WITH_SUBCOMMANDS: [&str; 14] = [
     "git", "cargo", "npm", "pnpm", "yarn", "npx", "go", "docker", "podman", "kubectl", "make",
-    "pip", "uv", "python", "python3", "gh",
+    "pip", "uv", "gh",
 ];
 
 /// The rules one workspace's "always" answers made.
@@ -131,19 +131,44 @@ fn write(file: &Path, all: &BTreeMap<String, Vec<String>>) -> Result<(), String>
     std::fs::rename(&temp, file).map_err(fail)
 }
 
+/// Programs that run whatever their arguments say (a shell, `env`, `sudo`, `xargs`, …): a
+/// rule for them is the exact command, never a prefix, or "always" would allow anything.
+const RUN_OTHERS: [&str; 24] = [
+    "sh", "bash", "zsh", "dash", "fish", "env", "sudo", "doas", "su", "xargs", "nohup", "timeout",
+    "nice", "time", "exec", "eval", "command", "watch", "parallel", "ssh", "python", "python3",
+    "node", "perl",
+];
+
 /// The rules an "always" for `call` remembers: one per command of a shell call (its program,
-/// and its subcommand for programs that have them, then `:*`), the host of a fetch, else the
-/// tool.
+/// and its subcommand for programs that have them, then `:*`; the exact command for programs
+/// that run others), the host of a fetch, else the tool. None when a command cannot be told
+/// exactly (a program that runs others given a glob character, a quoted separator): that call
+/// is allowed once.
 pub(crate) fn rules_for(call: &ToolCall) -> Vec<String> {
     let text = |key: &str| call.input.get(key).and_then(Value::as_str);
     match (call.name.as_str(), text("command"), text("url")) {
         ("Bash", Some(command), _) => {
+            // Quotes around a separator would cut a command in the wrong place: not remembered.
+            if command.contains(['\'', '"', '\\']) && command.contains([';', '|', '&', '\n']) {
+                return Vec::new();
+            }
             let mut rules = Vec::new();
             for part in split_commands(command) {
                 let words: Vec<&str> = part.split_whitespace().collect();
                 let Some(program) = words.first() else {
                     continue;
                 };
+                let name = program.rsplit('/').next().unwrap_or(program);
+                if RUN_OTHERS.contains(&name) {
+                    if part.contains(['*', '?', '[']) {
+                        return Vec::new();
+                    }
+                    let rule = format!("Bash({part})");
+                    if !rules.contains(&rule) {
+                        rules.push(rule);
+                    }
+                    continue;
+                }
                 let prefix = match words.get(1) {
                     Some(sub) if WITH_SUBCOMMANDS.contains(program) && !sub.starts_with('-') => {
                         format!("{program} {sub}")
@@ -155,11 +180,7 @@ pub(crate) fn rules_for(call: &ToolCall) -> Vec<String> {
                     rules.push(rule);
                 }
             }
-            if rules.is_empty() {
-                vec!["Bash".to_owned()]
-            } else {
-                rules
-            }
+            rules
         }
         ("WebFetch", _, Some(url)) => match host_of(url) {
             Some(host) => vec![format!("WebFetch(domain:{host})")],
@@ -205,6 +226,24 @@ mod tests {
             rules_for(&call("Write", json!({ "file_path": "a" }))),
             ["Write"]
         );
+        // A program that runs others is remembered as the exact command, or not at all.
+        assert_eq!(
+            rules_for(&call("Bash", json!({ "command": "sh -c 'ls -la'" }))),
+            ["Bash(sh -c 'ls -la')"]
+        );
+        assert!(rules_for(&call("Bash", json!({ "command": "bash -c 'rm *.o'" }))).is_empty());
+        assert!(rules_for(&call("Bash", json!({ "command": "sh -c 'ls; rm x'" }))).is_empty());
+    }
+
+    #[test]
+    fn always_for_a_shell_never_covers_another_command_it_runs() {
+        let home = tempfile::tempdir().unwrap();
+        let approvals = Approvals::load(Some(home.path()), Path::new("/w"));
+        let listing = call("Bash", json!({ "command": "sh -c 'ls -la'" }));
+        approvals.remember(&rules_for(&listing)).unwrap();
+        assert!(approvals.allows(&listing));
+        assert!(!approvals.allows(&call("Bash", json!({ "command": "sh -c 'rm -rf ~'" }))));
+        assert!(!approvals.allows(&call("Bash", json!({ "command": "/bin/sh -c 'rm -rf ~'" }))));
     }
 
     #[test]

@@ -224,10 +224,13 @@ impl Extension for Approver {
         }
         let rules = rules_for(call);
         loop {
-            let prompt = format!(
-                "  allow? [y]es / [n]o (or `n: why`, told to the model) / [a]lways {} here: ",
-                rules.join(", ")
-            );
+            let always = if rules.is_empty() {
+                "[a] this once (it cannot be remembered exactly)".to_owned()
+            } else {
+                format!("[a]lways {} here", rules.join(", "))
+            };
+            let prompt =
+                format!("  allow? [y]es / [n]o (or `n: why`, told to the model) / {always}: ");
             let Some(answer) = ask(&prompt).await else {
                 self.printer
                     .note("  no answer (standard input is closed): denied");
@@ -235,6 +238,11 @@ impl Extension for Approver {
             };
             match permission(&answer) {
                 Some(Permission::Yes) => return Ok(Some(AskAnswer::Allow)),
+                Some(Permission::Always) if rules.is_empty() => {
+                    self.printer
+                        .note("  allowed this once: the command cannot be remembered exactly");
+                    return Ok(Some(AskAnswer::Allow));
+                }
                 Some(Permission::Always) => {
                     match self.approvals.remember(&rules) {
                         Ok(()) => {

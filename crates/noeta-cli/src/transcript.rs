@@ -24,47 +24,108 @@ pub(crate) struct Transcript {
 impl Transcript {
     /// The transcript lines of one record (none for bookkeeping).
     pub(crate) fn lines(&mut self, record: &Record) -> Vec<String> {
-        let Some(Ok(CoreRecord::CallFinished { call_id, .. })) = (record.extension == "core")
-            .then(|| CoreRecord::from_record(record))
-            .flatten()
-        else {
-            let mut out = match record.extension == "core" {
-                true => self.ends(record),
-                false => Vec::new(),
-            };
-            out.extend(lines(record, &mut self.pending));
-            return out;
-        };
-        let mut out = Vec::new();
-        if let Some(at) = self.pending.iter().position(|(id, _)| *id == *call_id) {
-            out.push(self.pending.remove(at).1);
+        // What an extension records for the person to see (a hook's `systemMessage`).
+        if record.kind == "notice"
+            && let Some(text) = record.data.get("text").and_then(Value::as_str)
+        {
+            return vec![paint(NOTICE, format!("⚑ {}: {text}", record.extension))];
         }
-        out.extend(lines(record, &mut self.pending));
-        out
-    }
-
-    /// The calls still pending when `record` ends the turn or waits: shown without a result.
-    fn ends(&mut self, record: &Record) -> Vec<String> {
-        let ending = matches!(
-            record.kind.as_str(),
-            "turn_ended" | "turn_failed" | "task_failed"
-        );
-        if !ending {
+        if record.extension != "core" {
             return Vec::new();
         }
-        std::mem::take(&mut self.pending)
-            .into_iter()
-            .flat_map(|(_, call)| {
-                [
-                    call,
+        let Some(Ok(parsed)) = CoreRecord::from_record(record) else {
+            return Vec::new();
+        };
+        let pending = &mut self.pending;
+        match parsed {
+            CoreRecord::TaskStarted { agent, parent, .. } => {
+                let under = parent.map_or_else(String::new, |p| format!(", a subagent of {p}"));
+                vec![paint(DIM, format!("── agent {agent}{under}"))]
+            }
+            CoreRecord::UserMessage { text } => {
+                let mut out = Vec::new();
+                for (i, line) in text.trim_end().lines().enumerate() {
+                    out.push(format!("{} {line}", if i == 0 { ">" } else { " " }));
+                }
+                out.push(String::new());
+                out
+            }
+            // A reply's calls wait to be shown with their results.
+            CoreRecord::AssistantReply { text, calls, .. } => {
+                for call in calls.iter() {
+                    pending.push((
+                        call.id.clone(),
+                        format!("● {}({})", paint(CALL, &call.name), summary(&call.input)),
+                    ));
+                }
+                text.trim_end().lines().map(str::to_owned).collect()
+            }
+            CoreRecord::CallFinished {
+                call_id,
+                tool,
+                text,
+                outcome,
+                ..
+            } => {
+                let mut out = take(pending, &call_id);
+                out.extend(result(&tool, &text, outcome));
+                out
+            }
+            CoreRecord::CallParked { call_id, question }
+            | CoreRecord::ToolParked {
+                call_id,
+                question: Some(question),
+                ..
+            } => {
+                let mut out = take(pending, &call_id);
+                out.push(paint(NOTICE, format!("  ? {}", one_line(&question))));
+                out
+            }
+            CoreRecord::AskAnswered { allow, .. } => vec![paint(
+                DIM,
+                if allow {
+                    "  ✓ allowed"
+                } else {
+                    "  ✗ denied"
+                },
+            )],
+            CoreRecord::CallAnswered { answer, .. } => {
+                let shown = answer
+                    .as_str()
+                    .map_or_else(|| answer.to_string(), str::to_owned);
+                vec![paint(DIM, format!("  ↳ answered: {}", clip(&shown, 160)))]
+            }
+            CoreRecord::ChildrenFinished { results, .. } => results
+                .iter()
+                .map(|child| {
+                    let first = child.text.lines().next().unwrap_or_default();
+                    let verdict = if child.ok { "" } else { " (failed)" };
                     format!(
-                        "  {} {}",
+                        "  {} {} {}{verdict}: {}",
                         paint(DIM, "⎿"),
-                        paint(DIM, "(no result recorded)")
-                    ),
-                ]
-            })
-            .collect()
+                        child.agent,
+                        paint(DIM, &child.task),
+                        clip(first, 140)
+                    )
+                })
+                .collect(),
+            CoreRecord::TurnFailed { reason } => {
+                let mut out = unfinished(pending);
+                out.push(paint(ERROR, format!("✗ the turn failed: {reason}")));
+                out
+            }
+            CoreRecord::TaskFailed { reason } => {
+                let mut out = unfinished(pending);
+                out.push(paint(ERROR, format!("✗ the task failed: {reason}")));
+                out
+            }
+            CoreRecord::TurnEnded { .. } => {
+                let mut out = unfinished(pending);
+                out.push(String::new());
+                out
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Calls the log ends on (still running, or waiting): shown as they are.
@@ -76,100 +137,21 @@ impl Transcript {
     }
 }
 
-/// The transcript lines of one record (none for bookkeeping); a reply's calls go to
-/// `pending`, to be shown with their results.
-fn lines(record: &Record, pending: &mut Vec<(String, String)>) -> Vec<String> {
-    // What an extension records for the person to see (a hook's `systemMessage`).
-    if record.kind == "notice"
-        && let Some(text) = record.data.get("text").and_then(Value::as_str)
-    {
-        return vec![paint(NOTICE, format!("⚑ {}: {text}", record.extension))];
-    }
-    if record.extension != "core" {
-        return Vec::new();
-    }
-    let Some(Ok(parsed)) = CoreRecord::from_record(record) else {
-        return Vec::new();
-    };
-    match parsed {
-        CoreRecord::TaskStarted { agent, parent, .. } => {
-            let under = parent.map_or_else(String::new, |p| format!(", a subagent of {p}"));
-            vec![paint(DIM, format!("── agent {agent}{under}"))]
-        }
-        CoreRecord::UserMessage { text } => {
-            let mut out = Vec::new();
-            for (i, line) in text.trim_end().lines().enumerate() {
-                out.push(format!("{} {line}", if i == 0 { ">" } else { " " }));
-            }
-            out.push(String::new());
-            out
-        }
-        CoreRecord::AssistantReply { text, calls, .. } => {
-            for call in calls.iter() {
-                pending.push((
-                    call.id.clone(),
-                    format!("● {}({})", paint(CALL, &call.name), summary(&call.input)),
-                ));
-            }
-            text.trim_end().lines().map(str::to_owned).collect()
-        }
-        CoreRecord::CallFinished {
-            tool,
-            text,
-            outcome,
-            ..
-        } => result(&tool, &text, outcome),
-        CoreRecord::CallParked { call_id, question } => {
-            let mut out = take(pending, &call_id);
-            out.push(paint(NOTICE, format!("  ? {}", one_line(&question))));
-            out
-        }
-        CoreRecord::ToolParked {
-            call_id,
-            question: Some(question),
-            ..
-        } => {
-            let mut out = take(pending, &call_id);
-            out.push(paint(NOTICE, format!("  ? {}", one_line(&question))));
-            out
-        }
-        CoreRecord::AskAnswered { allow, .. } => vec![paint(
-            DIM,
-            if allow {
-                "  ✓ allowed"
-            } else {
-                "  ✗ denied"
-            },
-        )],
-        CoreRecord::CallAnswered { answer, .. } => {
-            let shown = answer
-                .as_str()
-                .map_or_else(|| answer.to_string(), str::to_owned);
-            vec![paint(DIM, format!("  ↳ answered: {}", clip(&shown, 160)))]
-        }
-        CoreRecord::ChildrenFinished { results, .. } => results
-            .iter()
-            .map(|child| {
-                let first = child.text.lines().next().unwrap_or_default();
-                let verdict = if child.ok { "" } else { " (failed)" };
+/// The calls still pending when the turn ends: shown without a result.
+fn unfinished(pending: &mut Vec<(String, String)>) -> Vec<String> {
+    std::mem::take(pending)
+        .into_iter()
+        .flat_map(|(_, call)| {
+            [
+                call,
                 format!(
-                    "  {} {} {}{verdict}: {}",
+                    "  {} {}",
                     paint(DIM, "⎿"),
-                    child.agent,
-                    paint(DIM, &child.task),
-                    clip(first, 140)
-                )
-            })
-            .collect(),
-        CoreRecord::TurnFailed { reason } => {
-            vec![paint(ERROR, format!("✗ the turn failed: {reason}"))]
-        }
-        CoreRecord::TaskFailed { reason } => {
-            vec![paint(ERROR, format!("✗ the task failed: {reason}"))]
-        }
-        CoreRecord::TurnEnded { .. } => vec![String::new()],
-        _ => Vec::new(),
-    }
+                    paint(DIM, "(no result recorded)")
+                ),
+            ]
+        })
+        .collect()
 }
 
 /// The line of pending call `id`, taken out of `pending` (none when it was shown already).
